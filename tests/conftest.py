@@ -1,0 +1,43 @@
+"""Shared fixtures.
+
+Note [Real-tree tests]: tests marked `real_tree` run on the real PyTorch 2.6.0
+tree named by TORCHTALK_PYTORCH_SRC (scripts/test fetches it). Outside CI a
+missing tree skips them with that reason; in CI (CI=true) it fails them, so a
+missing tree can never pass as green.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _missing(reason: str):
+    if os.environ.get("CI"):
+        pytest.fail(f"{reason} (required in CI)")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def tree() -> Path:
+    """The real PyTorch 2.6.0 source tree."""
+    from torchtalk.paths import default_source
+
+    path = default_source()
+    if not (path / "aten/src/ATen/native/native_functions.yaml").is_file():
+        _missing(f"PyTorch 2.6.0 tree not found at {path}; run `torchtalk fetch`")
+    return path
+
+
+@pytest.fixture(scope="session")
+def torch_wheel():
+    """The installed torch==2.13.0 wheel (the runtime-dispatcher oracle)."""
+    try:
+        import torch
+    except ImportError:
+        _missing("torch==2.13.0 is not installed")
+    return torch

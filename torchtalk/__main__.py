@@ -1,0 +1,5 @@
+import sys
+
+from torchtalk.cli import main
+
+sys.exit(main())
