@@ -1,8 +1,9 @@
-"""The sink protocol every extractor writes to (see Note [Extractor contract])."""
+"""What every extractor layer implements (see Note [Extractor contract])."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -18,5 +19,28 @@ class Sink(Protocol):
         """Advance this layer's progress bar (set `total` once when known)."""
 
 
-# An extractor layer: reads the tree at `root`, writes rows to `sink`.
-ExtractFn = Callable[[Path, Sink], None]
+@dataclass(frozen=True)
+class ExtractContext:
+    """What a layer gets besides the sink.
+
+    root:      the tree root (for an installed wheel: the dir holding `torch/`
+               and `torchgen/`, i.e. site-packages)
+    cache_dir: a directory private to this layer and this tree, kept between
+               runs (per-file parse caches live here)
+    jobs:      worker processes the layer may use
+    """
+
+    root: Path
+    cache_dir: Path
+    jobs: int = 1
+
+
+class LayerModule(Protocol):
+    """An extractor module named in `extractors.layers.LAYERS`."""
+
+    def inputs(self, root: Path) -> Iterable[Path]:
+        """Every file the layer reads (absolute); their sizes and mtimes
+        fingerprint the layer, so an unchanged tree re-indexes as a no-op."""
+
+    def extract(self, ctx: ExtractContext, sink: Sink) -> None:
+        """Write the layer's rows to `sink`."""

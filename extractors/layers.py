@@ -1,0 +1,47 @@
+"""The extractor layers, in the order `torchtalk index` runs them.
+
+Each `module` implements `extractors.base.LayerModule`. A layer is one unit of
+indexing: its relations are replaced together, and `status` reports its time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Layer:
+    name: str
+    module: str  # importable module implementing LayerModule
+    relations: tuple[str, ...]  # the schema relations this layer writes
+    optional: bool = False  # only with a flag (e.g. --precise)
+
+
+LAYERS: tuple[Layer, ...] = (
+    Layer(
+        "ops",
+        "extractors.ops",
+        (
+            "op", "op_tag", "tag", "op_variant", "op_python_module", "dispatch",
+            "dispatch_default", "structured", "structured_delegate",
+            "structured_inherits", "autogen", "op_attr", "derivative",
+            "derivative_calls",
+        ),
+    ),
+    Layer(
+        "cpp",
+        "extractors.cpp",
+        (
+            "func", "calls", "call_ambiguous", "binds", "lib_def", "lib_impl",
+            "impl_func", "stub_decl", "stub_define", "stub_register", "stub_call",
+            "kernel", "launches",
+        ),
+    ),
+    Layer(
+        "python",
+        "extractors.python",
+        ("py_def", "py_calls", "py_api", "module_class", "class_base", "decomp"),
+    ),
+    Layer("tests", "extractors.tests", ("test", "opinfo", "tests_cover", "test_util")),
+    Layer("precise", "extractors.clang", ("calls_precise",), optional=True),
+)
