@@ -1,7 +1,9 @@
 """The extractor layers, in the order `torchtalk index` runs them.
 
 Each `module` implements `extractors.base.LayerModule`. A layer is one unit of
-indexing: its relations are replaced together, and `status` reports its time.
+indexing: its rows are replaced together, and `status` reports its time. A
+relation may be written by several layers (`binds`: pybind11 from cpp, Python
+wrappers from python); its rows are the union of theirs.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ LAYERS: tuple[Layer, ...] = (
     Layer(
         "python",
         "extractors.python",
-        ("py_def", "py_calls", "py_api", "module_class", "class_base", "decomp"),
+        ("py_def", "py_calls", "py_api", "binds", "module_class", "class_base", "decomp"),
     ),
     Layer("tests", "extractors.tests", ("test", "opinfo", "tests_cover", "test_util")),
     Layer("precise", "extractors.clang", ("calls_precise",), optional=True),
