@@ -1,0 +1,243 @@
+"""The ops layer: native_functions.yaml, tags.yaml, derivatives.yaml.
+
+Writes the ops section of facts/schema.dl. Entries are ingested strictly, as
+torchgen does (`NativeFunction.from_yaml`): each known key is popped and any
+leftover key is an ExtractError at file:line, so a new PyTorch field is
+noticed rather than silently dropped.
+
+Note [Default dispatch]: an entry with no `dispatch:` section that is neither
+`structured` nor a `structured_delegate` gets a CompositeImplicitAutograd
+kernel named by torchgen's `cpp.name(func)`: the base name, plus "_out" for an
+out= overload. It is a `dispatch` row (at the entry's `func:` line) and a
+`dispatch_default` row. An entry with `ufunc_inner_loop:` gets CPU and CUDA
+kernels "ufunc_<name>_<key>" (torchgen `ufunc.schema_kernel_name`), at the line
+of that key.
+
+Two layouts are understood (see `find_inputs`): a source tree, and an
+installed wheel (site-packages holding `torchgen/packaged/...`).
+
+Example:
+    >>> extract(ExtractContext(root=Path("pytorch")), sink)   # rows into sink
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+
+from extractors.base import ExtractContext, Sink
+from extractors.ops_yaml import LineMap, Signature, entries, load_yaml, reject_unknown
+from torchtalk.errors import ExtractError, SrcLoc, TorchTalkError, did_you_mean
+
+
+@dataclass(frozen=True)
+class OpsInputs:
+    """Where the ops YAML files of a tree (or wheel) are, relative to its root."""
+
+    native: str
+    tags: str
+    derivatives: str
+
+
+TREE = OpsInputs(
+    "aten/src/ATen/native/native_functions.yaml",
+    "aten/src/ATen/native/tags.yaml",
+    "tools/autograd/derivatives.yaml",
+)
+WHEEL = OpsInputs(
+    "torchgen/packaged/ATen/native/native_functions.yaml",
+    "torchgen/packaged/ATen/native/tags.yaml",
+    "torchgen/packaged/autograd/derivatives.yaml",
+)
+
+
+def find_inputs(root: Path) -> OpsInputs | None:
+    """The layout of `root`: TREE, WHEEL, or None when it has no native_functions.yaml."""
+    for layout in (TREE, WHEEL):
+        if (root / layout.native).is_file():
+            return layout
+    return None
+
+
+class DispatchKey(Enum):
+    """Dispatch keys native_functions.yaml may name (torchgen's `dispatch_keys`, 2.6-2.13)."""
+
+    CPU = "CPU"
+    SparseCPU = "SparseCPU"
+    SparseCsrCPU = "SparseCsrCPU"
+    MkldnnCPU = "MkldnnCPU"
+    CUDA = "CUDA"
+    MPS = "MPS"
+    XPU = "XPU"
+    SparseXPU = "SparseXPU"
+    SparseCsrXPU = "SparseCsrXPU"
+    SparseCUDA = "SparseCUDA"
+    SparseCsrCUDA = "SparseCsrCUDA"
+    SparseMPS = "SparseMPS"
+    SparseCsrMPS = "SparseCsrMPS"
+    QuantizedCPU = "QuantizedCPU"
+    QuantizedCUDA = "QuantizedCUDA"
+    CompositeImplicitAutograd = "CompositeImplicitAutograd"
+    CompositeImplicitAutogradNestedTensor = "CompositeImplicitAutogradNestedTensor"
+    CompositeExplicitAutograd = "CompositeExplicitAutograd"
+    CompositeExplicitAutogradNonFunctional = "CompositeExplicitAutogradNonFunctional"
+    NestedTensorCPU = "NestedTensorCPU"
+    NestedTensorCUDA = "NestedTensorCUDA"
+    NestedTensorXPU = "NestedTensorXPU"
+    NestedTensorHPU = "NestedTensorHPU"
+    Meta = "Meta"
+    SparseMeta = "SparseMeta"
+    SparseCsrMeta = "SparseCsrMeta"
+    QuantizedMeta = "QuantizedMeta"
+    NestedTensorMeta = "NestedTensorMeta"
+    ZeroTensor = "ZeroTensor"
+    MTIA = "MTIA"
+
+    @staticmethod
+    def parse(text: str, loc: SrcLoc) -> DispatchKey:
+        try:
+            return DispatchKey(text)
+        except ValueError:
+            hint = did_you_mean(text, [k.value for k in DispatchKey])
+            raise ExtractError(f"unknown dispatch key {text!r}", loc, hint=hint) from None
+
+
+class Variant(Enum):
+    function = "function"
+    method = "method"
+
+    @staticmethod
+    def parse(text: str, loc: SrcLoc) -> Variant:
+        try:
+            return Variant(text)
+        except ValueError:
+            raise ExtractError(f"illegal variant {text!r} (function or method)", loc) from None
+
+
+# keys written as op_attr rows (value as text); the rest have their own relation
+ATTR_KEYS = frozenset({
+    "cpp_no_default_args", "use_const_ref_for_mutable_tensors", "manual_kernel_registration",
+    "manual_cpp_binding", "device_guard", "device_check", "category_override", "precomputed",
+    "ufunc_inner_loop",
+})
+NATIVE_KEYS = ATTR_KEYS | frozenset({
+    "func", "variants", "structured", "structured_delegate", "structured_inherits",
+    "python_module", "tags", "dispatch", "autogen",
+})
+UFUNC_KEYS = (DispatchKey.CPU, DispatchKey.CUDA)
+
+
+def inputs(root: Path) -> list[Path]:
+    """The YAML files the ops layer reads (those that exist)."""
+    layout = find_inputs(root) or TREE
+    paths = (root / layout.native, root / layout.tags, root / layout.derivatives)
+    return [p for p in paths if p.is_file()]
+
+
+def extract(ctx: ExtractContext, sink: Sink) -> None:
+    """Write op, dispatch, ... and derivative rows for the tree at `ctx.root`."""
+    from extractors.ops_derivatives import extract_derivatives
+
+    layout = find_inputs(ctx.root)
+    if layout is None:
+        raise ExtractError(f"{ctx.root} has no {TREE.native} (nor {WHEEL.native})")
+    valid_tags = extract_tags(ctx.root, layout.tags, sink)
+    native = entries(load_yaml(ctx.root / layout.native, layout.native), layout.native, "native function")
+    sink.progress(0, total=len(native), what="native_functions.yaml")
+    for entry in native:
+        extract_native(entry, layout.native, valid_tags, sink)
+        sink.progress()
+    if (ctx.root / layout.derivatives).is_file():
+        extract_derivatives(ctx.root, layout.derivatives, sink)
+    else:
+        sink.warn(layout.derivatives, 0, "derivatives.yaml not found; no derivative facts")
+
+
+def extract_tags(root: Path, rel: str, sink: Sink) -> frozenset[str] | None:
+    """tag rows from tags.yaml; the set of valid tags (None if the file is missing)."""
+    if not (root / rel).is_file():
+        sink.warn(rel, 0, "tags.yaml not found; tags are not checked")
+        return None
+    names = set()
+    for entry in entries(load_yaml(root / rel, rel), rel, "tag"):
+        tag = entry.get("tag")
+        if not isinstance(tag, str):
+            raise ExtractError("tag entry without a `tag:` name", SrcLoc(rel, entry.line))
+        reject_unknown(entry, frozenset({"tag", "desc"}), rel, tag)
+        sink.add("tag", tag, " ".join(str(entry.get("desc", "")).split()), rel, entry.line)
+        names.add(tag)
+    return frozenset(names)
+
+
+def extract_native(entry: LineMap, rel: str, valid_tags: frozenset[str] | None, sink: Sink) -> None:
+    """All rows of one native_functions.yaml entry (STYLE 7: errors name the entry)."""
+    func = entry.get("func")
+    if not isinstance(func, str):
+        raise ExtractError("entry without a `func:` schema string", SrcLoc(rel, entry.line))
+    try:
+        sig = Signature.parse(func)
+    except ValueError as exc:
+        raise ExtractError(f"cannot parse func: {exc}", SrcLoc(rel, entry.key_line("func"))) from None
+    try:
+        _native_rows(entry, sig, rel, valid_tags, sink)
+    except TorchTalkError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - context on failure (STYLE 7)
+        raise ExtractError(f"in entry {sig.op!r}: {type(exc).__name__}: {exc}", SrcLoc(rel, entry.line)) from exc
+
+
+def _native_rows(entry: LineMap, sig: Signature, rel: str, valid_tags, sink: Sink) -> None:
+    op = sig.op
+    reject_unknown(entry, NATIVE_KEYS, rel, op)
+    loc = lambda key: SrcLoc(rel, entry.key_line(key))  # noqa: E731
+    sink.add("op", op, sig.name, sig.overload, " ".join(entry["func"].split()), rel, entry.line)
+    for v in str(entry.get("variants", "function")).split(","):
+        sink.add("op_variant", op, Variant.parse(v.strip(), loc("variants")).value)
+    if "python_module" in entry:
+        sink.add("op_python_module", op, str(entry["python_module"]))
+    tags = entry.get("tags", [])
+    for tag in [tags] if isinstance(tags, str) else tags:
+        if valid_tags is not None and tag not in valid_tags:
+            raise ExtractError(f"illegal tag {tag!r} in entry {op!r}", loc("tags"), hint=did_you_mean(tag, valid_tags))
+        sink.add("op_tag", op, tag)
+    if entry.get("structured") is True:
+        sink.add("structured", op, rel, entry.key_line("structured"))
+    if "structured_delegate" in entry:
+        sink.add("structured_delegate", op, str(entry["structured_delegate"]), rel, entry.key_line("structured_delegate"))
+    if "structured_inherits" in entry:
+        sink.add("structured_inherits", op, str(entry["structured_inherits"]), rel, entry.key_line("structured_inherits"))
+    for gen in filter(None, (g.strip() for g in str(entry.get("autogen", "")).split(","))):
+        sink.add("autogen", op, gen, rel, entry.key_line("autogen"))
+    for key in sorted(ATTR_KEYS & entry.keys()):
+        sink.add("op_attr", op, key, attr_text(entry[key]), rel, entry.key_line(key))
+    _dispatch_rows(entry, sig, rel, sink)
+
+
+def _dispatch_rows(entry: LineMap, sig: Signature, rel: str, sink: Sink) -> None:
+    op, table = sig.op, entry.get("dispatch")
+    if table is not None:
+        if not isinstance(table, LineMap):
+            raise ExtractError(f"`dispatch:` of {op!r} is not a mapping", SrcLoc(rel, entry.key_line("dispatch")))
+        for keys, kernel in table.items():
+            line = table.key_line(keys)
+            for k in str(keys).split(","):
+                key = DispatchKey.parse(k.strip(), SrcLoc(rel, line))
+                sink.add("dispatch", op, key.value, str(kernel), rel, line)
+    elif not entry.get("structured") and "structured_delegate" not in entry:
+        kernel = sig.name + ("_out" if sig.is_out_fn else "")  # Note [Default dispatch]
+        sink.add("dispatch", op, DispatchKey.CompositeImplicitAutograd.value, kernel, rel, entry.line)
+        sink.add("dispatch_default", op, kernel)
+    if "ufunc_inner_loop" in entry:
+        line = entry.key_line("ufunc_inner_loop")
+        for key in UFUNC_KEYS:
+            sink.add("dispatch", op, key.value, f"ufunc_{sig.name}_{key.value}", rel, line)
+
+
+def attr_text(value: object) -> str:
+    """An op_attr value as text: scalars as YAML writes them, lists joined by ', '."""
+    if isinstance(value, list):
+        return ", ".join(attr_text(v) for v in value)
+    if isinstance(value, dict):
+        return "; ".join(f"{k}: {attr_text(v)}" for k, v in value.items())
+    return " ".join(str(value).split())

@@ -1,0 +1,158 @@
+"""YAML loading with line numbers, and the bits of JIT schema syntax the ops layer needs.
+
+Note [YAML line numbers]: every mapping loaded by `load_yaml` is a `LineMap`:
+a dict that also knows the 1-based line of the mapping (`.line`) and of each
+of its keys (`.key_lines`). Parsing uses PyYAML's C parser (CSafeLoader);
+only the construction of mappings runs in Python.
+
+Example:
+    >>> data = load_yaml(Path("native_functions.yaml"), "aten/src/ATen/native/native_functions.yaml")
+    >>> data[0].line, data[0].key_lines["func"]
+    (7, 7)
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from torchtalk.errors import ExtractError, ParseError, SrcLoc, did_you_mean, source_line
+
+
+class LineMap(dict):
+    """A YAML mapping that remembers where it and each of its keys start."""
+
+    line: int = 0
+    key_lines: dict
+
+    def key_line(self, key: object) -> int:
+        return self.key_lines.get(key, self.line)
+
+
+class _LineLoader(yaml.CSafeLoader):
+    """CSafeLoader whose mappings are LineMaps (see Note [YAML line numbers])."""
+
+
+def _construct_map(loader: _LineLoader, node: yaml.MappingNode) -> Iterator[LineMap]:
+    data = LineMap()
+    data.line = node.start_mark.line + 1
+    data.key_lines = {}
+    yield data
+    data.update(loader.construct_mapping(node))
+    for key_node, _ in node.value:
+        data.key_lines[loader.construct_object(key_node)] = key_node.start_mark.line + 1
+
+
+_LineLoader.add_constructor("tag:yaml.org,2002:map", _construct_map)
+
+
+def load_yaml(path: Path, rel: str) -> object:
+    """Load `path` (shown as `rel` in errors) keeping line numbers; malformed YAML
+    raises ParseError at file:line:col."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ExtractError(f"cannot read {rel}: {exc.strerror}") from None
+    try:
+        return yaml.load(text, Loader=_LineLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line, col = (mark.line + 1, mark.column + 1) if mark else (0, 0)
+        what = exc.problem or exc.context or "malformed YAML"
+        raise ParseError(
+            f"malformed YAML: {what}", SrcLoc(rel, line, col), source_line=source_line(path, line)
+        ) from None
+    except yaml.YAMLError as exc:
+        raise ParseError(f"malformed YAML: {exc}", SrcLoc(rel, 1)) from None
+
+
+def entries(data: object, rel: str, what: str) -> list[LineMap]:
+    """The top-level list of mappings of a YAML file, or ExtractError."""
+    if data is None:
+        return []
+    if not isinstance(data, list):
+        raise ExtractError(f"expected a list of {what} entries at top level", SrcLoc(rel, 1))
+    for item in data:
+        if not isinstance(item, LineMap):
+            raise ExtractError(f"expected a mapping ({what} entry), got {item!r}", SrcLoc(rel, 1))
+    return data
+
+
+def reject_unknown(entry: LineMap, known: frozenset[str], rel: str, owner: str) -> None:
+    """Strict ingestion (STYLE 5): any key of `entry` not in `known` is an error."""
+    for key in entry:
+        if key not in known:
+            hint = did_you_mean(str(key), known)
+            raise ExtractError(
+                f"unknown key {key!r} in entry {owner!r}", SrcLoc(rel, entry.key_line(key)), hint=hint
+            )
+
+
+# ------------------------------------------------------------------ schemas
+
+
+@dataclass(frozen=True)
+class Signature:
+    """The parts of a JIT schema string the ops layer uses.
+
+    Example:
+        >>> s = Signature.parse("add.out(Tensor self, Tensor other, *, Scalar alpha=1, Tensor(a!) out) -> Tensor(a!)")
+        >>> s.op, s.name, s.overload, s.is_out_fn, s.args
+        ('add.out', 'add', 'out', True, ('self', 'other', 'alpha', 'out'))
+    """
+
+    op: str
+    name: str  # base name without namespace and overload ("add_", "__iand__")
+    overload: str
+    args: tuple[str, ...]
+    returns: tuple[str, ...]  # names of named returns ("values", "indices")
+    is_out_fn: bool
+
+    @staticmethod
+    def parse(text: str) -> Signature:
+        m = re.fullmatch(r"\s*([\w:.]+)\s*\((.*)\)\s*->\s*(.*?)\s*", text, re.S)
+        if not m:
+            raise ValueError(f"not a function schema: {text!r}")
+        full, params, rets = m.groups()
+        op = full[len("aten::"):] if full.startswith("aten::") else full
+        qual, _, overload = op.partition(".")
+        name = qual.rsplit("::", 1)[-1]
+        args, is_out, kw = [], False, False
+        for param in split_top(params):
+            if param == "*":
+                kw = True
+                continue
+            args.append(_param_name(param))
+            if kw and re.search(r"\([a-z0-9|]*!", param.split()[0]):
+                is_out = True
+        ret_items = split_top(rets[1:-1]) if rets.startswith("(") else [rets]
+        returns = tuple(r.split()[1] for r in ret_items if len(r.split()) == 2)
+        return Signature(op, name, overload, tuple(args), returns, is_out)
+
+
+def _param_name(param: str) -> str:
+    decl = param.split("=", 1)[0].split()
+    if len(decl) < 2:
+        raise ValueError(f"argument without a name: {param!r}")
+    return decl[-1]
+
+
+def split_top(text: str) -> list[str]:
+    """Split at commas not nested in (), [] or {}: "int[2] k=[1, 1], int d" -> 2 parts."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(text[start:i].strip())
+            start = i + 1
+    tail = text[start:].strip()
+    if tail:
+        parts.append(tail)
+    return parts
