@@ -1,0 +1,385 @@
+"""Typed AST of TorchTalk's Soufflé subset.
+
+Every node is a frozen dataclass with a `loc` (file:line:col) that takes no
+part in equality, so `parse(print(ast)) == ast` (Note [Round trip]).
+`str(node)` prints valid Soufflé text.
+
+Example:
+    >>> from torchtalk.datalog import parse_text
+    >>> prog = parse_text('.decl e(a: number, b: number)\\np(x) :- e(x, _).')
+    >>> str(prog.rules[0])
+    'p(x) :- e(x, _).'
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Union
+
+from torchtalk.errors import ParseError, SrcLoc
+
+NOLOC = SrcLoc("<unknown>", 0, 0)
+
+
+def _loc() -> SrcLoc:
+    return field(default=NOLOC, compare=False, repr=False)  # type: ignore[return-value]
+
+
+class _StrictEnum(str, Enum):
+    """A closed vocabulary whose `parse` fails loudly on anything else."""
+
+    @classmethod
+    def parse(cls, text: str, loc: SrcLoc | None = None, what: str = "value"):
+        for member in cls:
+            if member.value == text:
+                return member
+        allowed = ", ".join(m.value for m in cls)
+        raise ParseError(f"unsupported {what} '{text}' (supported: {allowed})", loc)
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class ColType(_StrictEnum):
+    SYMBOL = "symbol"
+    NUMBER = "number"
+
+
+class CmpOp(_StrictEnum):
+    EQ = "="
+    NE = "!="
+    LT = "<"
+    LE = "<="
+    GT = ">"
+    GE = ">="
+
+
+class ArithOp(_StrictEnum):
+    ADD = "+"
+    SUB = "-"
+    MUL = "*"
+    DIV = "/"
+    MOD = "%"
+
+
+class AggFunc(_StrictEnum):
+    COUNT = "count"
+    SUM = "sum"
+    MIN = "min"
+    MAX = "max"
+
+
+class BuiltinName(_StrictEnum):
+    MATCH = "match"  # match(regex, s): s matches regex entirely
+    CONTAINS = "contains"  # contains(sub, s): sub is a substring of s
+
+
+# ------------------------------------------------------------------ terms
+
+
+@dataclass(frozen=True)
+class Var:
+    name: str
+    loc: SrcLoc = _loc()
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class Wildcard:
+    loc: SrcLoc = _loc()
+
+    def __str__(self) -> str:
+        return "_"
+
+
+@dataclass(frozen=True)
+class Str:
+    value: str
+    loc: SrcLoc = _loc()
+
+    def __str__(self) -> str:
+        return '"' + escape_string(self.value) + '"'
+
+
+@dataclass(frozen=True)
+class Num:
+    value: int
+    loc: SrcLoc = _loc()
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+
+@dataclass(frozen=True)
+class Neg:
+    operand: Term
+    loc: SrcLoc = _loc()
+
+    def __str__(self) -> str:
+        return "-" + _wrap(self.operand)
+
+
+@dataclass(frozen=True)
+class BinOp:
+    op: ArithOp
+    left: Term
+    right: Term
+    loc: SrcLoc = _loc()
+
+    def __str__(self) -> str:
+        return f"{_wrap(self.left)} {self.op} {_wrap(self.right)}"
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    """`count : { body }`, `sum e : { body }`, `min e : {...}`, `max e : {...}`."""
+
+    func: AggFunc
+    target: Term | None
+    body: tuple[Literal, ...]
+    loc: SrcLoc = _loc()
+
+    def __post_init__(self) -> None:
+        if (self.func is AggFunc.COUNT) != (self.target is None):
+            raise ParseError(f"'{self.func}' aggregate {'takes no' if self.func is AggFunc.COUNT else 'needs a'} target expression", self.loc)
+
+    def __str__(self) -> str:
+        body = ", ".join(str(lit) for lit in self.body)
+        target = f" {self.target}" if self.target is not None else ""
+        return f"{self.func}{target} : {{ {body} }}"
+
+
+Term = Union[Var, Wildcard, Str, Num, Neg, BinOp, Aggregate]
+
+
+def _wrap(term: Term) -> str:
+    return f"({term})" if isinstance(term, (BinOp, Aggregate)) else str(term)
+
+
+# ------------------------------------------------------------------ literals
+
+
+@dataclass(frozen=True)
+class Atom:
+    name: str
+    args: tuple[Term, ...]
+    loc: SrcLoc = _loc()
+
+    def __str__(self) -> str:
+        return f"{self.name}({', '.join(str(a) for a in self.args)})"
+
+
+@dataclass(frozen=True)
+class Builtin:
+    """`match(regex, s)` / `contains(sub, s)`: string constraints."""
+
+    name: BuiltinName
+    left: Term
+    right: Term
+    loc: SrcLoc = _loc()
+
+    def __str__(self) -> str:
+        return f"{self.name}({self.left}, {self.right})"
+
+
+@dataclass(frozen=True)
+class Negation:
+    target: Atom | Builtin
+    loc: SrcLoc = _loc()
+
+    def __str__(self) -> str:
+        return f"!{self.target}"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    op: CmpOp
+    left: Term
+    right: Term
+    loc: SrcLoc = _loc()
+
+    def __str__(self) -> str:
+        return f"{self.left} {self.op} {self.right}"
+
+
+Literal = Union[Atom, Builtin, Negation, Comparison]
+
+
+# ------------------------------------------------------------------ clauses
+
+
+@dataclass(frozen=True)
+class Rule:
+    """`head :- body.`; a fact when `body` is empty (`head.`)."""
+
+    head: Atom
+    body: tuple[Literal, ...] = ()
+    loc: SrcLoc = _loc()
+
+    @property
+    def is_fact(self) -> bool:
+        return not self.body
+
+    def __str__(self) -> str:
+        if not self.body:
+            return f"{self.head}."
+        return f"{self.head} :- {', '.join(str(lit) for lit in self.body)}."
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: ColType
+    loc: SrcLoc = _loc()
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.type}"
+
+
+@dataclass(frozen=True)
+class Decl:
+    name: str
+    columns: tuple[Column, ...]
+    loc: SrcLoc = _loc()
+
+    @property
+    def arity(self) -> int:
+        return len(self.columns)
+
+    def __str__(self) -> str:
+        return f".decl {self.name}({', '.join(str(c) for c in self.columns)})"
+
+
+class IOKind(_StrictEnum):
+    INPUT = "input"
+    OUTPUT = "output"
+
+
+@dataclass(frozen=True)
+class IODirective:
+    kind: IOKind
+    name: str
+    loc: SrcLoc = _loc()
+
+    def __str__(self) -> str:
+        return f".{self.kind} {self.name}"
+
+
+@dataclass(frozen=True)
+class Program:
+    """A parsed program, includes resolved.
+
+    decls:      relation name -> Decl, in source order
+    rules:      rules and facts, in source order
+    directives: every .input/.output with its location
+    inputs / outputs: relation names of the .input / .output directives
+    files:      the files read (the main file first), for messages
+    sources:    file -> text, to show the source line of an error
+    """
+
+    decls: dict[str, Decl]
+    rules: tuple[Rule, ...] = ()
+    directives: tuple[IODirective, ...] = ()
+    files: tuple[str, ...] = field(default=(), compare=False)
+    sources: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        return _unique(d.name for d in self.directives if d.kind is IOKind.INPUT)
+
+    @property
+    def outputs(self) -> tuple[str, ...]:
+        return _unique(d.name for d in self.directives if d.kind is IOKind.OUTPUT)
+
+    def rules_for(self, name: str) -> tuple[Rule, ...]:
+        """The rules and facts whose head is relation `name`."""
+        return tuple(r for r in self.rules if r.head.name == name)
+
+    def source_line(self, loc: SrcLoc | None) -> str | None:
+        """The text of the line at `loc`, if its file was read."""
+        if loc is None or loc.file not in self.sources:
+            return None
+        lines = self.sources[loc.file].splitlines()
+        return lines[loc.line - 1] if 0 < loc.line <= len(lines) else None
+
+    def __str__(self) -> str:
+        parts = [str(d) for d in self.decls.values()]
+        parts += [str(d) for d in self.directives]
+        parts += [str(r) for r in self.rules]
+        return "\n".join(parts) + "\n"
+
+    def __hash__(self) -> int:  # dict field: identity hash is enough
+        return id(self)
+
+
+def _unique(names) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(names))
+
+
+_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t", "\r": "\\r"}
+_UNESCAPES = {"\\": "\\", '"': '"', "n": "\n", "t": "\t", "r": "\r"}
+
+
+def escape_string(value: str) -> str:
+    """Soufflé string-literal escaping: `a"b` -> `a\\"b`."""
+    return "".join(_ESCAPES.get(ch, ch) for ch in value)
+
+
+def unescape_string(body: str) -> str:
+    """Inverse of `escape_string` (unknown escapes are kept verbatim)."""
+    out, i = [], 0
+    while i < len(body):
+        ch = body[i]
+        if ch == "\\" and i + 1 < len(body) and body[i + 1] in _UNESCAPES:
+            out.append(_UNESCAPES[body[i + 1]])
+            i += 2
+        else:
+            out.append(ch)
+            i += 1
+    return "".join(out)
+
+
+def term_vars(term: Term) -> list[Var]:
+    """Variables of a term outside aggregates (aggregate bodies are scopes)."""
+    if isinstance(term, Var):
+        return [term]
+    if isinstance(term, Neg):
+        return term_vars(term.operand)
+    if isinstance(term, BinOp):
+        return term_vars(term.left) + term_vars(term.right)
+    return []
+
+
+def literal_atoms(lit: Literal) -> list[tuple[Atom, bool]]:
+    """(atom, strict) pairs a literal reads, aggregate bodies included.
+
+    `strict` marks an atom under negation or inside an aggregate: its relation
+    must be complete (in a lower stratum) before this literal is evaluated.
+    """
+    if isinstance(lit, Atom):
+        out = [(lit, False)]
+        terms: tuple = lit.args
+    elif isinstance(lit, Negation):
+        inner = literal_atoms(lit.target)
+        return [(a, True) for a, _ in inner]
+    else:
+        out, terms = [], (lit.left, lit.right)
+    for t in terms:
+        for agg in term_aggregates(t):
+            for sub in agg.body:
+                out += [(a, True) for a, _ in literal_atoms(sub)]
+    return out
+
+
+def term_aggregates(term: Term) -> list[Aggregate]:
+    """Aggregates directly inside a term (not nested inside other aggregates)."""
+    if isinstance(term, Aggregate):
+        return [term]
+    if isinstance(term, Neg):
+        return term_aggregates(term.operand)
+    if isinstance(term, BinOp):
+        return term_aggregates(term.left) + term_aggregates(term.right)
+    return []

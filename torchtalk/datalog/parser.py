@@ -1,0 +1,289 @@
+"""Parse Soufflé-subset text (grammar.tx, via textX) into the typed AST.
+
+`#include "x.dl"` is resolved relative to the including file; a file is
+included once, however many files include it (Note [Include once]).
+
+Example:
+    >>> prog = parse_text('.decl e(a: symbol)\\n.input e\\n')
+    >>> prog.decls["e"].columns[0].type
+    <ColType.SYMBOL: 'symbol'>
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from pathlib import Path
+
+from torchtalk.datalog import ast as A
+from torchtalk.errors import ErrorList, ParseError, SemanticError, SrcLoc
+
+GRAMMAR = Path(__file__).with_name("grammar.tx")
+
+# Note [Include once]: Soufflé runs the C preprocessor, where including a file
+# twice duplicates its declarations. Rule files here each include the schema
+# they read, and a query combines several rule files, so we include every
+# file once. Programs sent to `souffle` are printed flat (no #include).
+
+
+@functools.cache
+def _metamodel():
+    from textx import metamodel_from_file
+
+    return metamodel_from_file(str(GRAMMAR), autokwd=False, memoization=True, use_regexp_group=False)
+
+
+def parse_text(text: str, file: str = "<text>", *, base: Path | None = None) -> A.Program:
+    """Parse program text; `#include`s resolve against `base` (default: cwd).
+
+    Example:
+        >>> parse_text('.decl p(x: number)\\np(1).').rules[0].head.args
+        (Num(value=1),)
+    """
+    state = _State()
+    state.read_text(text, file, base or Path.cwd())
+    return state.program()
+
+
+def parse_file(path: str | Path) -> A.Program:
+    """Parse a .dl file and the files it #includes.
+
+    Example:
+        >>> parse_file("facts/schema.dl").decls["calls"].arity
+        5
+    """
+    state = _State()
+    state.read_file(Path(path), None)
+    return state.program()
+
+
+class _State:
+    """Accumulates items over the main file and its includes."""
+
+    def __init__(self) -> None:
+        self.decls: dict[str, A.Decl] = {}
+        self.dup_decls: list[A.Decl] = []
+        self.rules: list[A.Rule] = []
+        self.directives: list[A.IODirective] = []
+        self.sources: dict[str, str] = {}
+        self.seen: set[Path] = set()
+
+    def program(self) -> A.Program:
+        if self.dup_decls:
+            raise ErrorList(self._duplicate(d) for d in self.dup_decls)
+        return A.Program(
+            dict(self.decls),
+            tuple(self.rules),
+            tuple(self.directives),
+            tuple(self.sources),
+            dict(self.sources),
+        )
+
+    def _duplicate(self, decl: A.Decl) -> SemanticError:
+        first = self.decls[decl.name].loc
+        lines = self.sources.get(decl.loc.file, "").splitlines()
+        src = lines[decl.loc.line - 1] if 0 < decl.loc.line <= len(lines) else None
+        return SemanticError(
+            f"relation '{decl.name}' is declared twice (first at {first})", decl.loc, source_line=src
+        )
+
+    def read_file(self, path: Path, loc: SrcLoc | None) -> None:
+        key = path.resolve()
+        if key in self.seen:
+            return
+        self.seen.add(key)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ParseError(f"cannot read '{path}': {exc.strerror or exc}", loc) from None
+        self.read_text(text, str(path), path.parent)
+
+    def read_text(self, text: str, file: str, base: Path) -> None:
+        from textx import TextXSyntaxError
+
+        self.sources[file] = text
+        try:
+            model = _metamodel().model_from_str(text, file_name=file)
+        except TextXSyntaxError as exc:
+            raise _syntax_error(exc, file, text) from None
+        conv = _Converter(file, text, model._tx_parser)
+        for item in model.items:
+            self._add(conv, item, base)
+
+    def _add(self, conv: _Converter, item, base: Path) -> None:
+        kind = type(item).__name__
+        loc = conv.loc(item)
+        if kind == "Include":
+            rel = A.unescape_string(item.path[1:-1])
+            self.read_file(base / rel, loc)
+        elif kind == "Unsupported":
+            raise conv.error(f"'{item.directive}' is outside TorchTalk's Soufflé subset (see docs/datalog.md)", loc)
+        elif kind == "Decl":
+            decl = conv.decl(item)
+            if decl.name in self.decls:
+                self.dup_decls.append(decl)
+            else:
+                self.decls[decl.name] = decl
+        elif kind in ("Input", "Output"):
+            io = A.IOKind.parse(kind.lower())
+            for i, name in enumerate(item.names):
+                self.directives.append(A.IODirective(io, name, loc if i == 0 else conv.loc(item)))
+        else:
+            self.rules.append(conv.rule(item))
+
+
+class _Converter:
+    """textX model objects -> AST nodes, with locations."""
+
+    def __init__(self, file: str, text: str, parser) -> None:
+        self.file = file
+        self.text = text
+        self.parser = parser
+
+    def loc(self, obj) -> SrcLoc:
+        line, col = self.parser.pos_to_linecol(obj._tx_position)
+        return SrcLoc(self.file, line, col)
+
+    def error(self, message: str, loc: SrcLoc) -> ParseError:
+        lines = self.text.splitlines()
+        src = lines[loc.line - 1] if 0 < loc.line <= len(lines) else None
+        return ParseError(message, loc, source_line=src)
+
+    def decl(self, item) -> A.Decl:
+        cols = []
+        for c in item.columns:
+            cloc = self.loc(c)
+            try:
+                ctype = A.ColType.parse(c.type, cloc, "type")
+            except ParseError as err:
+                raise self.error(err.message, cloc) from None
+            cols.append(A.Column(c.name, ctype, cloc))
+        return A.Decl(item.name, tuple(cols), self.loc(item))
+
+    def rule(self, item) -> A.Rule:
+        head = self.atom(item.head)
+        body = tuple(self.literal(lit) for lit in item.body)
+        return A.Rule(head, body, self.loc(item))
+
+    def atom(self, item) -> A.Atom:
+        return A.Atom(item.name, tuple(self.term(a) for a in item.args), self.loc(item))
+
+    def literal(self, item) -> A.Literal:
+        kind = type(item).__name__
+        loc = self.loc(item)
+        if kind == "Atom":
+            return self.atom(item)
+        if kind == "Negation":
+            return A.Negation(self.literal(item.target), loc)  # type: ignore[arg-type]
+        if kind == "Builtin":
+            name = A.BuiltinName.parse(item.name)
+            return A.Builtin(name, self.term(item.left), self.term(item.right), loc)
+        op = A.CmpOp.parse(item.op)
+        return A.Comparison(op, self.term(item.left), self.term(item.right), loc)
+
+    def term(self, item) -> A.Term:
+        kind = type(item).__name__
+        if kind in ("Sum", "Prod"):
+            return self.chain(item)
+        loc = self.loc(item)
+        if kind == "Var":
+            return A.Var(item.name, loc)
+        if kind == "Wildcard":
+            return A.Wildcard(loc)
+        if kind == "Number":
+            return A.Num(int(item.value), loc)
+        if kind == "String":
+            return A.Str(A.unescape_string(item.value[1:-1]), loc)
+        if kind == "Paren":
+            return self.term(item.expr)
+        if kind == "Neg":
+            inner = self.term(item.operand)
+            if isinstance(inner, A.Num) and inner.value >= 0:
+                return A.Num(-inner.value, loc)
+            return A.Neg(inner, loc)
+        if kind == "Aggregate":
+            return self.aggregate(item, loc)
+        raise self.error(f"internal: unexpected node {kind}", loc)
+
+    def chain(self, item) -> A.Term:
+        """`a + b - c` -> BinOp(-, BinOp(+, a, b), c): left associative."""
+        result = self.term(item.operands[0])
+        for op, operand in zip(item.operators, item.operands[1:], strict=True):
+            right = self.term(operand)
+            result = A.BinOp(A.ArithOp.parse(op), result, right, _loc_of(result))
+        return result
+
+    def aggregate(self, item, loc: SrcLoc) -> A.Aggregate:
+        func = A.AggFunc.parse(item.func)
+        target = self.term(item.target) if item.target is not None else None
+        body = tuple(self.literal(lit) for lit in item.body)
+        try:
+            return A.Aggregate(func, target, body, loc)
+        except ParseError as err:
+            raise self.error(err.message, loc) from None
+
+
+def _loc_of(term: A.Term) -> SrcLoc:
+    return term.loc
+
+
+def _syntax_error(exc, file: str, text: str) -> ParseError:
+    """A textX syntax error as a one-line ParseError with the source line."""
+    lines = text.splitlines()
+    line, col = exc.line, exc.col
+    src = lines[line - 1] if 0 < line <= len(lines) else ""
+    rest = src[col - 1 :] if src else ""
+    m = _TOKEN.match(rest)
+    found = m.group(0)[:30] if m else ""
+    expected = _expected(exc)
+    directive = src.lstrip().split("(")[0].split()[0] if src.strip() else ""
+    if found == "(" and directive in (".input", ".output"):
+        msg = f"'{directive}' options (IO=..., filename=...) are outside TorchTalk's Soufflé subset"
+    elif _FLOAT.fullmatch(found):
+        msg = f"float '{found}' is outside TorchTalk's Soufflé subset (numbers are integers)"
+    else:
+        msg = f"unexpected '{found}'" if found else "unexpected end of line"
+        if expected:
+            msg += f", expected {expected}"
+    return ParseError(msg, SrcLoc(file, line, col), source_line=src if lines else None)
+
+
+_TOKEN = re.compile(r'\d+\.\d+|\w+|"(\\.|[^"\\])*"?|:-|<=|>=|!=|\S')
+_FLOAT = re.compile(r"\d+\.\d+")
+
+_RULE_NAMES = {
+    "Ident": "a name",
+    "DLString": "a string",
+    "NumberLit": "a number",
+    "WildcardLit": "'_'",
+    "AggFunc": "an aggregate",
+    "BuiltinName": "match/contains",
+    "CmpOp": "a comparison",
+    "SumOp": "an operator",
+    "ProdOp": "an operator",
+    "Comment": None,
+    "UnsupportedDirective": None,
+}
+
+
+def _expected(exc) -> str:
+    names: list[str] = []
+    for rule in getattr(exc, "expected_rules", []) or []:
+        rname = getattr(rule, "rule_name", "") or ""
+        if rname == "sep":
+            label = "','"
+        elif rname in _RULE_NAMES:
+            label = _RULE_NAMES[rname]
+        elif hasattr(rule, "to_match") and isinstance(rule.to_match, str) and rname == "":
+            label = f"'{rule.to_match}'"
+        else:
+            label = rname or getattr(rule, "name", "")
+            if label.startswith("__"):
+                label = ""
+        if label and label not in names:
+            names.append(label)
+    term_parts = {"a name", "a number", "a string", "'_'", "an aggregate", "'-'", "'('"}
+    if {"a name", "a number"} <= set(names):
+        names = [n for n in names if n not in term_parts]
+        names.append("a term")
+    return " or ".join(names[:6])
