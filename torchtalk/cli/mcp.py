@@ -1,0 +1,50 @@
+"""`torchtalk mcp-serve`: serve TorchTalk's tools to coding agents over MCP."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+NAME = "mcp-serve"
+HELP = "serve TorchTalk's tools over MCP (stdio, or streamable HTTP on 127.0.0.1)"
+
+
+def register(p: argparse.ArgumentParser) -> None:
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--source", type=Path, help="the PyTorch tree (its cached index is used)")
+    where.add_argument("--db", type=Path, help="a fact database file made by `torchtalk index`")
+    p.add_argument("--transport", choices=("stdio", "http"), default="stdio",
+                   help="stdio (default) or streamable HTTP on 127.0.0.1:PORT/mcp")
+    p.add_argument("--port", type=int, default=8765, help="HTTP port (default 8765)")
+    p.add_argument("--reindex", action="store_true",
+                   help="refresh the index in the background while serving (always done when none exists)")
+    p.add_argument("--json", action="store_true",
+                   help="print where the server listens as JSON on stderr before serving")
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+    import sys
+
+    from torchtalk.errors import InputError
+    from torchtalk.paths import default_source
+
+    if args.db is not None and not args.db.is_file():
+        raise InputError(f"no fact database at {args.db}", hint="run `torchtalk index` or pass --source")
+    source = None
+    if args.db is None:
+        source = (args.source or default_source()).resolve()
+        if not source.is_dir():
+            raise InputError(f"no PyTorch tree at {source}", hint="pass --source PATH or run `torchtalk fetch`")
+    if not 0 < args.port < 65536:
+        raise InputError(f"bad --port {args.port}", hint="a TCP port, 1-65535")
+    if args.json:
+        where = {"transport": args.transport, "source": str(source) if source else None,
+                 "db": str(args.db) if args.db else None}
+        if args.transport == "http":
+            where["url"] = f"http://127.0.0.1:{args.port}/mcp"
+        print(json.dumps(where), file=sys.stderr)
+    from torchtalk.mcp.server import serve
+
+    serve(source, args.db, transport=args.transport, port=args.port, reindex=args.reindex)
+    return 0

@@ -1,0 +1,414 @@
+"""Pure fact lookups on an open fact DB: the simple questions an agent asks.
+
+Each function takes a DuckDB connection to the fact DB (one table per
+relation of facts/schema.dl, columns named as in the `.decl`) and returns a
+`Table`: named columns, the rows (capped at `limit`), and how many rows there
+were before the cap. Nothing here evaluates Datalog; multi-step questions
+(trace, impact, affected) are named queries in rules/ run by `api.query`.
+
+Note [Missing layers]: a relation whose layer was not indexed yet (or is still
+being built) may have no table, or an empty one. Lookups then answer from
+what is there and say which layer is missing in `Table.notes`; they never fail
+for it.
+
+Example:
+    >>> t = list_modules(con, "optim")
+    >>> t.rows[0]
+    ('torch.optim.adadelta.Adadelta', 'optim', 'torch/optim/adadelta.py', 24)
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from torchtalk.errors import QueryError, did_you_mean
+
+DEFAULT_LIMIT = 40
+
+
+@dataclass(frozen=True)
+class Table:
+    """An answer: `columns` name the values of each row of `rows`.
+
+    `total` counts the rows before the cap (`len(rows) <= total`); `notes`
+    say what is missing or how the answer was narrowed.
+    """
+
+    title: str
+    columns: tuple[str, ...]
+    rows: tuple[tuple[Any, ...], ...]
+    total: int
+    notes: tuple[str, ...] = field(default=())
+
+    def dicts(self) -> list[dict[str, Any]]:
+        """The rows as dicts keyed by column name."""
+        return [dict(zip(self.columns, r, strict=True)) for r in self.rows]
+
+
+def tables(con) -> frozenset[str]:
+    """The relation tables present in the DB."""
+    rows = con.execute("SELECT table_name FROM duckdb_tables()").fetchall()
+    return frozenset(r[0] for r in rows)
+
+
+def layer_of(relation: str) -> str:
+    """The extractor layer that writes `relation` (first one listed)."""
+    from extractors.layers import LAYERS
+
+    for layer in LAYERS:
+        if relation in layer.relations:
+            return layer.name
+    return "?"
+
+
+def missing_note(con, *relations: str) -> tuple[str, ...]:
+    """Notes for the relations among `relations` that are absent or empty."""
+    present = tables(con)
+    notes = []
+    for rel in relations:
+        empty = rel not in present or con.execute(f'SELECT 1 FROM "{rel}" LIMIT 1').fetchone() is None
+        if empty:
+            notes.append(f"relation {rel} is empty: layer '{layer_of(rel)}' not indexed yet")
+    return tuple(notes)
+
+
+def _select(con, relations: tuple[str, ...], sql: str, params: list[Any], limit: int):
+    """Run `sql`; rows capped at `limit` and the uncapped count. Missing tables give no rows."""
+    present = tables(con)
+    if any(r not in present for r in relations):
+        return (), 0
+    rows = con.execute(sql, params).fetchall()
+    return tuple(rows[:limit]), len(rows)
+
+
+def _categories(con, relation: str) -> list[tuple[str, int]]:
+    if relation not in tables(con):
+        return []
+    sql = f'SELECT category, count(*) FROM "{relation}" GROUP BY category ORDER BY category'
+    return con.execute(sql).fetchall()
+
+
+def _by_category(con, relation: str, name_col: str, category: str, what: str, limit: int) -> Table:
+    cats = _categories(con, relation)
+    notes = missing_note(con, relation)
+    cols = (name_col, "category", "file", "line")
+    if category in ("", "all", "*"):
+        return Table(f"{what} categories", ("category", "count"), tuple(cats), len(cats), notes)
+    if cats and category not in {c for c, _ in cats}:
+        names = [c for c, _ in cats]
+        hint = did_you_mean(category, names) or "categories: " + ", ".join(names)
+        raise QueryError(f"unknown {what} category {category!r}", hint=hint)
+    sql = (
+        f'SELECT "{name_col}", category, file, line FROM "{relation}" '
+        f'WHERE category = ? ORDER BY "{name_col}"'
+    )
+    rows, total = _select(con, (relation,), sql, [category], limit)
+    return Table(f"{what} in category {category!r}", cols, rows, total, notes)
+
+
+def list_modules(con, category: str, limit: int = DEFAULT_LIMIT) -> Table:
+    """torch.nn.Module / torch.optim.Optimizer subclasses of `category`.
+
+    `category` "all" lists the categories with their counts.
+
+    Example:
+        >>> list_modules(con, "optim").columns
+        ('cls', 'category', 'file', 'line')
+    """
+    return _by_category(con, "module_class", "cls", category, "module", limit)
+
+
+def list_test_utils(con, category: str, limit: int = DEFAULT_LIMIT) -> Table:
+    """Test utilities of torch/testing/_internal in `category` ("all": the categories).
+
+    Example:
+        >>> list_test_utils(con, "decorator").rows[0][0]
+        'dtypes'
+    """
+    return _by_category(con, "test_util", "name", category, "test utility", limit)
+
+
+def _normalize_test_path(con, path: str) -> str:
+    """`path` as a tree-relative test file of the DB, or a QueryError with candidates."""
+    files = [r[0] for r in con.execute("SELECT DISTINCT file FROM test").fetchall()]
+    p = path.strip().replace("\\", "/")
+    if p in files:
+        return p
+    tail = [f for f in files if p.endswith("/" + f) or f.endswith("/" + p.lstrip("./"))]
+    if len(tail) == 1:
+        return tail[0]
+    if len(tail) > 1:
+        shown = ", ".join(sorted(tail)[:5])
+        raise QueryError(f"test file {path!r} is ambiguous", hint=f"one of: {shown}")
+    base = p.rsplit("/", 1)[-1]
+    by_base = {f.rsplit("/", 1)[-1]: f for f in files}
+    hint = did_you_mean(base, by_base)
+    if hint:
+        close = [by_base[c] for c in re.findall(r"'([^']+)'", hint)]
+        hint = "did you mean " + ", ".join(repr(c) for c in close) + "?"
+    raise QueryError(f"no indexed test file {path!r}", hint=hint)
+
+
+def test_file_info(con, path: str, limit: int = DEFAULT_LIMIT) -> Table:
+    """The test classes and functions of one test file, and what they cover most.
+
+    Example:
+        >>> test_file_info(con, "test/test_linalg.py").notes[0]
+        'test/test_linalg.py: 2 classes, 700 test functions'
+    """
+    notes = missing_note(con, "test")
+    if "test" not in tables(con):
+        return Table(f"tests in {path}", ("test", "kind", "file", "line"), (), 0, notes)
+    file = _normalize_test_path(con, path)
+    kinds = dict(con.execute("SELECT kind, count(*) FROM test WHERE file = ? GROUP BY kind", [file]).fetchall())
+    summary = f"{file}: {kinds.get('class', 0)} classes, {kinds.get('function', 0)} test functions"
+    cover = ()
+    if "tests_cover" in tables(con):
+        sql = (
+            "SELECT subject, count(DISTINCT test) AS n FROM tests_cover WHERE file = ? "
+            "GROUP BY subject ORDER BY n DESC, subject LIMIT 10"
+        )
+        cover = tuple(f"{s} ({n})" for s, n in con.execute(sql, [file]).fetchall())
+    extra = (f"most covered subjects: {', '.join(cover)}",) if cover else ()
+    sql = "SELECT test, kind, file, line FROM test WHERE file = ? ORDER BY line"
+    rows, total = _select(con, ("test",), sql, [file], limit)
+    return Table(f"tests in {file}", ("test", "kind", "file", "line"), rows, total, (summary, *extra, *notes))
+
+
+_WORD = re.compile(r"[A-Za-z0-9]+")
+
+
+def _words(query: str) -> list[str]:
+    words = [w.lower() for w in _WORD.findall(query.replace("_", " "))]
+    return [w for w in words if w not in {"test", "tests", "the", "a", "of", "for"}]
+
+
+def find_similar_tests(con, query: str, limit: int = DEFAULT_LIMIT) -> Table:
+    """Tests whose name or covered subjects match the words of `query`, best first.
+
+    A test scores one point per query word in its id and two per word in a
+    subject it covers (tests_cover), so `"matmul backward"` ranks the tests of
+    matmul's backward first.
+
+    Example:
+        >>> find_similar_tests(con, "matmul out").rows[0][0]
+        'test/test_linalg.py::TestLinalg::test_matmul_out'
+    """
+    words = _words(query)
+    if not words:
+        raise QueryError(f"no words to search for in {query!r}", hint="e.g. 'softmax backward'")
+    notes = missing_note(con, "test", "tests_cover")
+    cols = ("test", "score", "file", "line")
+    present = tables(con)
+    if "test" not in present:
+        return Table(f"tests like {query!r}", cols, (), 0, notes)
+    name_score = " + ".join("(lower(t.test) LIKE ?)::INT" for _ in words)
+    params: list[Any] = [f"%{w}%" for w in words]
+    cover_score = "0"
+    if "tests_cover" in present:
+        cover_score = " + ".join(
+            "coalesce((SELECT 2 FROM tests_cover c WHERE c.test = t.test "
+            "AND lower(c.subject) LIKE ? LIMIT 1), 0)"
+            for _ in words
+        )
+        params += [f"%{w}%" for w in words]
+    sql = (
+        f"SELECT test, score, file, line FROM (SELECT t.test, t.file, t.line, "
+        f"({name_score}) + ({cover_score}) AS score FROM test t WHERE t.kind = 'function') "
+        f"WHERE score > 0 ORDER BY score DESC, test"
+    )
+    rows, total = _select(con, ("test",), sql, params, limit)
+    return Table(f"tests like {query!r}", cols, rows, total, notes)
+
+
+def cuda_kernels(con, name: str | None = None, limit: int = DEFAULT_LIMIT) -> Table:
+    """CUDA `__global__` kernels named like `name` and the host functions launching them.
+
+    Without `name`: the files with the most kernels. A `name` that is an op or
+    a C++ function (not a kernel) is answered by `api.query("kernels(...)")`.
+
+    Example:
+        >>> cuda_kernels(con, "softmax_warp_forward").rows[0][:2]
+        ('softmax_warp_forward', 'at::native::(anonymous)::dispatch_softmax_forward')
+    """
+    notes = missing_note(con, "kernel", "launches")
+    if not name:
+        sql = "SELECT file, count(*) AS kernels FROM kernel GROUP BY file ORDER BY kernels DESC, file"
+        rows, total = _select(con, ("kernel",), sql, [], limit)
+        return Table("CUDA kernels per file", ("file", "kernels"), rows, total, notes)
+    cols = ("kernel", "launched_by", "how", "file", "line")
+    sql = (
+        "SELECT k.kernel, coalesce(l.host, ''), coalesce(l.how, 'defined'), "
+        "coalesce(l.file, k.file), coalesce(l.line, k.line) FROM kernel k "
+        "LEFT JOIN launches l ON l.kernel = k.kernel WHERE k.name = ? OR k.kernel = ? "
+        "ORDER BY k.kernel, l.file NULLS FIRST, l.line"
+    )
+    if "launches" not in tables(con):
+        sql = (
+            "SELECT kernel, '', 'defined', file, line FROM kernel WHERE name = ? OR kernel = ? "
+            "ORDER BY kernel"
+        )
+    rows, total = _select(con, ("kernel",), sql, [name, name], limit)
+    return Table(f"CUDA kernel {name}", cols, rows, total, notes)
+
+
+def kernel_names(con) -> list[str]:
+    """Every kernel's short name (for did-you-mean hints)."""
+    if "kernel" not in tables(con):
+        return []
+    return [r[0] for r in con.execute("SELECT DISTINCT name FROM kernel").fetchall()]
+
+
+# (kind, relation, id column, short-name SQL expression) searched by `search`
+_SEARCHED = (
+    ("op", "op", "op", "name"),
+    ("fn", "func", "fn", "name"),
+    ("kernel", "kernel", "kernel", "name"),
+    ("py", "py_def", "py", "regexp_extract(py, '[^.]+$')"),
+    ("module", "module_class", "cls", "regexp_extract(cls, '[^.]+$')"),
+    ("test_util", "test_util", "name", "name"),
+)
+
+
+def _backend_filter(kind: str, id_col: str) -> str | None:
+    """SQL restricting rows of `kind` to those serving the backend `?`; None drops the kind."""
+    if kind == "op":
+        return f"{id_col} IN (SELECT op FROM dispatch WHERE key = ?)"
+    if kind == "fn":
+        return (
+            f"(name IN (SELECT kernel FROM dispatch WHERE key = ?) "
+            f"OR {id_col} IN (SELECT fn FROM stub_register WHERE key = ?))"
+        )
+    if kind == "kernel":
+        return "upper(?) = 'CUDA'"
+    return None
+
+
+def dispatch_keys(con) -> list[str]:
+    """Every dispatch key named in the dispatch table."""
+    if "dispatch" not in tables(con):
+        return []
+    return [r[0] for r in con.execute("SELECT DISTINCT key FROM dispatch ORDER BY key").fetchall()]
+
+
+def search(con, query: str, backend: str | None = None, limit: int = DEFAULT_LIMIT) -> Table:
+    """Ops, C++ functions, CUDA kernels, Python defs, modules, test utils named like `query`.
+
+    Exact short-name matches rank first, then prefixes, then substrings.
+    `backend` (a dispatch key: "CPU", "CUDA", "MPS", ...) keeps the ops with a
+    kernel for it and the C++ functions/kernels registered for it.
+
+    Example:
+        >>> search(con, "gelu").rows[0][:2]
+        ('op', 'gelu')
+    """
+    q = query.strip()
+    if not q:
+        raise QueryError("empty search", hint="e.g. search('softmax')")
+    if backend:
+        keys = dispatch_keys(con)
+        if keys and backend not in keys:
+            raise QueryError(f"unknown backend {backend!r}", hint=did_you_mean(backend, keys))
+    present = tables(con)
+    parts, params = [], []
+    for kind, rel, id_col, short in _SEARCHED:
+        if rel not in present:
+            continue
+        cond = f"{short} ILIKE ?"
+        args: list[Any] = [f"%{q}%"]
+        if backend:
+            extra = _backend_filter(kind, id_col)
+            if extra is None or "dispatch" not in present or "stub_register" not in present:
+                continue
+            cond += f" AND {extra}"
+            args += [backend] * extra.count("?")
+        score = f"CASE WHEN lower({short}) = lower(?) THEN 3 WHEN {short} ILIKE ? THEN 2 ELSE 1 END"
+        parts.append(
+            f"SELECT '{kind}' AS kind, \"{id_col}\" AS id, file, line, {score} AS score "
+            f'FROM "{rel}" WHERE {cond}'
+        )
+        params += [q, f"{q}%", *args]
+    notes = missing_note(con, *(rel for _, rel, _, _ in _SEARCHED))
+    cols = ("kind", "id", "file", "line")
+    if not parts:
+        return Table(f"search {q!r}", cols, (), 0, notes)
+    sql = (
+        "SELECT kind, id, file, line FROM (" + " UNION ALL ".join(parts) + ") "
+        "ORDER BY score DESC, length(id), id, file, line"
+    )
+    rows, total = _select(con, (), sql, params, limit)
+    return Table(f"search {q!r}" + (f" on {backend}" if backend else ""), cols, rows, total, notes)
+
+
+def _short(name: str) -> str:
+    return name.rsplit(".", 1)[-1]
+
+
+def resolve_module(con, name: str) -> str:
+    """The module_class `cls` named by `name` ('torch.nn.Linear', 'Linear', full path).
+
+    Several matches or none raise QueryError with the candidates.
+    """
+    if "module_class" not in tables(con):
+        raise QueryError(f"no module {name!r}: layer 'python' not indexed yet")
+    short = _short(name)
+    sql = "SELECT cls FROM module_class WHERE cls = ? OR regexp_extract(cls, '[^.]+$') = ? ORDER BY cls"
+    found = [r[0] for r in con.execute(sql, [name, short]).fetchall()]
+    if name in found:
+        return name
+    pkg = name.rsplit(".", 1)[0] + "." if "." in name else ""
+    narrowed = [c for c in found if c.startswith(pkg)] or found
+    if len(narrowed) == 1:
+        return narrowed[0]
+    if narrowed:
+        raise QueryError(f"module {name!r} is ambiguous", hint="one of: " + ", ".join(narrowed[:8]))
+    shorts = {_short(r[0]): r[0] for r in con.execute("SELECT cls FROM module_class").fetchall()}
+    close = did_you_mean(short, shorts)
+    hint = None
+    if close:
+        hint = "did you mean " + ", ".join(repr(shorts[c]) for c in re.findall(r"'([^']+)'", close)) + "?"
+    raise QueryError(f"no nn module or optimizer {name!r}", hint=hint)
+
+
+_MODULE_STEPS = """
+WITH RECURSIVE methods AS (
+    SELECT py, file, line FROM py_def
+    WHERE kind = 'method' AND py IN (? || '.forward', ? || '.step', ? || '.__init__')
+), reach(callee, depth) AS (
+    SELECT DISTINCT callee, 1 FROM py_calls WHERE caller IN (SELECT py FROM methods)
+    UNION
+    SELECT c.callee, r.depth + 1 FROM py_calls c JOIN reach r ON c.caller = r.callee WHERE r.depth < 2
+)
+SELECT 'method', py, file, line FROM methods
+UNION ALL
+SELECT 'calls', c.caller || ' -> ' || c.callee, c.file, c.line FROM py_calls c
+WHERE c.caller IN (SELECT py FROM methods)
+UNION ALL
+SELECT 'op', a.api || ' -> ' || a.op, a.file, a.line FROM py_api a
+WHERE a.api IN (SELECT callee FROM reach)
+"""
+
+
+def trace_module(con, name: str, limit: int = DEFAULT_LIMIT) -> Table:
+    """An nn module or optimizer: its class, bases, forward/step, what they call, the ops reached.
+
+    Example:
+        >>> trace_module(con, "torch.nn.Linear").rows[0][:2]
+        ('class', 'torch.nn.modules.linear.Linear')
+    """
+    cls = resolve_module(con, name)
+    present = tables(con)
+    rows = list(con.execute(
+        "SELECT 'class', cls || ' (' || category || ')', file, line FROM module_class WHERE cls = ?", [cls]
+    ).fetchall())
+    if "class_base" in present:
+        rows += con.execute(
+            "SELECT 'base', base, file, line FROM class_base WHERE cls = ? ORDER BY line", [cls]
+        ).fetchall()
+    if {"py_def", "py_calls", "py_api"} <= present:
+        rows += con.execute(_MODULE_STEPS, [cls, cls, cls]).fetchall()
+    notes = missing_note(con, "py_def", "py_calls", "py_api")
+    cols = ("step", "what", "file", "line")
+    return Table(f"trace_module({cls})", cols, tuple(rows[:limit]), len(rows), notes)

@@ -1,0 +1,165 @@
+"""The fact DB behind the server, and the background index that refreshes it.
+
+Note [Serving while indexing]: the server answers at once from the DB it finds
+(`torchtalk index` replaces the DB file atomically, so a read-only connection
+never sees a half-written one). When no DB exists yet, or `--reindex` asks,
+the server runs `torchtalk index` as a child process in stages, the quick
+layers first (ops, python, tests) and then everything (the C++ layer takes
+longest). Before each call `FactDB.connection` checks the file's identity and
+reopens it when an index run replaced it, so answers grow as layers land;
+`get_status` says which stage is running.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from torchtalk.errors import StoreError, TorchTalkError
+
+# (label, --layers value or None for all layers), run in order by the indexer
+STAGES: tuple[tuple[str, str | None], ...] = (
+    ("ops, python, tests", "ops,python,tests"),
+    ("all layers (C++/CUDA included)", None),
+)
+
+
+@dataclass(frozen=True)
+class IndexState:
+    """What the background index is doing: `stage` running (or '' when idle)."""
+
+    stage: str
+    pid: int | None
+    log: str | None
+    failed: str | None  # the last failure, one line
+
+
+class Indexer:
+    """Runs `torchtalk index` stages in a background thread, one child at a time."""
+
+    def __init__(self, source: Path, db: Path | None, log: Path) -> None:
+        self.source, self.db, self.log = source, db, log
+        self._state = IndexState("", None, None, None)
+        self._proc: subprocess.Popen | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def state(self) -> IndexState:
+        with self._lock:
+            return self._state
+
+    def start(self) -> None:
+        """Start the stages in a daemon thread (returns at once)."""
+        threading.Thread(target=self._run_all, name="torchtalk-index", daemon=True).start()
+
+    def _run_all(self) -> None:
+        for label, layers in STAGES:
+            cmd = [sys.executable, "-m", "torchtalk", "index", "--source", str(self.source), "--quiet"]
+            if self.db is not None:
+                cmd += ["--db", str(self.db)]
+            if layers:
+                cmd += ["--layers", layers]
+            with open(self.log, "ab") as out:
+                proc = subprocess.Popen(cmd, stdout=out, stderr=out, stdin=subprocess.DEVNULL)
+            with self._lock:
+                self._proc = proc
+                self._state = IndexState(label, proc.pid, str(self.log), self._state.failed)
+            code = proc.wait()
+            failed = None if code == 0 else f"`torchtalk index` ({label}) exited {code}; see {self.log}"
+            with self._lock:
+                self._state = IndexState("", None, str(self.log), failed or self._state.failed)
+            if failed:
+                return
+
+    def stop(self) -> None:
+        """Terminate the running child, if any."""
+        with self._lock:
+            proc = self._proc
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_ino, st.st_mtime_ns)
+
+
+class FactDB:
+    """The read-only connection the tools use, reopened when the DB file is replaced.
+
+    Callers hold `lock` while they use the connection (DuckDB connections are
+    not shared across threads without it).
+    """
+
+    def __init__(self, source: Path | None, db: Path | None) -> None:
+        self.source, self.explicit = source, db
+        self.lock = threading.Lock()
+        self._con = None
+        self._path: Path | None = None
+        self._ident: tuple[int, int] | None = None
+
+    def path(self) -> Path | None:
+        """The DB file, or None while nothing is indexed for the source."""
+        if self.explicit is not None:
+            return self.explicit
+        from torchtalk import api
+
+        try:
+            return Path(api.resolve_db(source=self.source, db=None))
+        except TorchTalkError:
+            return None
+
+    def connection(self):
+        """The open connection (call with `lock` held); StoreError when nothing is indexed."""
+        path = self._path or self.path()
+        ident = _identity(path) if path is not None else None
+        if ident is None:
+            path = self.path()  # a first index may have created it since
+            ident = _identity(path) if path is not None else None
+        if path is None or ident is None:
+            where = f"--source {self.source}" if self.source else f"--db {self.explicit}"
+            raise StoreError(
+                f"no fact database yet for {self.source or self.explicit}",
+                hint=f"run `torchtalk index {where}` (get_status shows a running index)",
+            )
+        if self._con is None or ident != self._ident or path != self._path:
+            self._reopen(path, ident)
+        return self._con
+
+    def _reopen(self, path: Path, ident: tuple[int, int]) -> None:
+        from torchtalk import api
+
+        if self._con is not None:
+            self._con.close()
+            self._con = None
+        self._con = api.open_db(path, read_only=True)
+        self._path, self._ident = path, ident
+
+    def interrupt(self) -> None:
+        """Abort the statement running on the connection (from another thread)."""
+        con = self._con
+        if con is not None:
+            con.interrupt()
+
+    def close(self) -> None:
+        with self.lock:
+            if self._con is not None:
+                self._con.close()
+                self._con = None
+
+
+def default_log(source: Path | None) -> Path:
+    """Where the background index writes its output."""
+    from torchtalk.paths import cache_dir
+
+    name = (source.name if source else "db") + ".mcp-index.log"
+    path = cache_dir() / "logs" / name
+    os.makedirs(path.parent, exist_ok=True)
+    return path

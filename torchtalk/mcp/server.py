@@ -1,0 +1,136 @@
+"""The TorchTalk MCP server: `build_server` and `serve`.
+
+Note [One DB per server]: the lifespan opens nothing heavy; it sets up the
+`FactDB` holder (one read-only connection, opened on the first call and
+reopened when `torchtalk index` replaces the file) and, when asked or when
+nothing is indexed yet, the background `Indexer` (see Note [Serving while
+indexing]). Every tool goes through `run_tool`, which holds the DB lock,
+bounds the time, and turns TorchTalk errors into tool errors.
+
+Example:
+    >>> server = build_server(source=Path("/src/pytorch"), db=None)
+    >>> server.run("stdio")
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+from mcp.server import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import CallToolResult
+
+from torchtalk.errors import StoreError, TorchTalkError
+from torchtalk.lookup import Table
+from torchtalk.mcp.answer import to_result
+from torchtalk.mcp.db import FactDB, Indexer, default_log
+
+CALL_TIMEOUT_S = 30.0
+
+INSTRUCTIONS = """\
+TorchTalk answers questions about the PyTorch source tree from an index of \
+facts (ops, dispatch tables, C++ call graph, dispatch stubs, CUDA kernels, \
+Python bindings, tests), every answer with file:line. Start with get_status \
+(what is indexed); use trace for 'how does X work', impact/affected for \
+'what breaks if I change X', calls/called_by for the call graph, search when \
+you only know part of a name."""
+
+
+@dataclass
+class App:
+    """What the lifespan yields to the tools."""
+
+    db: FactDB
+    indexer: Indexer | None
+
+
+def _lifespan(source: Path | None, db: Path | None, reindex: bool):
+    @asynccontextmanager
+    async def lifespan(_server: MCPServer) -> AsyncIterator[App]:
+        facts = FactDB(source, db)
+        indexer = None
+        if source is not None and (reindex or facts.path() is None):
+            indexer = Indexer(source, db, default_log(source))
+            indexer.start()
+        try:
+            yield App(facts, indexer)
+        finally:
+            if indexer is not None:
+                indexer.stop()
+            facts.close()
+
+    return lifespan
+
+
+def build_server(source: Path | None, db: Path | None, reindex: bool = False) -> MCPServer:
+    """The server with every TorchTalk tool registered (see torchtalk.mcp.tools)."""
+    from torchtalk import __version__
+    from torchtalk.mcp.tools import register
+
+    server = MCPServer(
+        "torchtalk",
+        title="TorchTalk",
+        version=__version__,
+        instructions=INSTRUCTIONS,
+        lifespan=_lifespan(source, db, reindex),
+        log_level="WARNING",
+    )
+    register(server)
+    return server
+
+
+def _locked(app: App, work: Callable[[object], Table], optional_db: bool) -> Table:
+    with app.db.lock:
+        try:
+            con = app.db.connection()
+        except StoreError:
+            if not optional_db:
+                raise
+            con = None
+        return work(con)
+
+
+async def run_tool(
+    ctx, name: str, work: Callable[[object], Table], optional_db: bool = False
+) -> CallToolResult:
+    """Run `work(con)` in a worker thread under the DB lock; bounded in time.
+
+    TorchTalk errors become tool errors with their hint (did you mean ...);
+    an overlong query is interrupted and reported, never left hanging.
+    `optional_db`: call `work(None)` when nothing is indexed yet.
+    """
+    app: App = ctx.request_context.lifespan_context
+    try:
+        with anyio.fail_after(CALL_TIMEOUT_S):
+            table = await anyio.to_thread.run_sync(_locked, app, work, optional_db, abandon_on_cancel=True)
+    except TimeoutError:
+        app.db.interrupt()
+        raise ToolError(f"{name}: gave up after {CALL_TIMEOUT_S:.0f} s; narrow the question") from None
+    except TorchTalkError as err:
+        raise ToolError(err.headline()) from None
+    except ToolError:
+        raise
+    except Exception as err:  # a bug, not the user's fault: say what, keep serving
+        print(f"torchtalk mcp: {name} failed: {err!r}", file=sys.stderr)
+        raise ToolError(f"{name}: internal error: {type(err).__name__}: {err}") from err
+    return to_result(table)
+
+
+def serve(
+    source: Path | None,
+    db: Path | None,
+    transport: str = "stdio",
+    port: int = 8765,
+    reindex: bool = False,
+) -> None:
+    """Serve on stdio, or streamable HTTP on 127.0.0.1:`port` (path /mcp)."""
+    server = build_server(source, db, reindex)
+    if transport == "stdio":
+        server.run("stdio")
+    else:
+        server.run("streamable-http", host="127.0.0.1", port=port)

@@ -1,0 +1,266 @@
+"""The TorchTalk tools: one typed function per tool; its docstring is the description.
+
+Every tool goes through the facade (`torchtalk.api`) and `run_tool`. Names are
+written as people type them (`gemm`, `cpublas::gemm`, `torch.matmul`,
+`add.Tensor`); an unknown or ambiguous name is a tool error listing the
+candidates. The set of tools is `TOOL_NAMES`; the integration files
+(.mcp.json, SKILL.md, .claude/commands) must name exactly these
+(tests/test_mcp_files.py checks it).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any
+
+from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
+from mcp.types import CallToolResult, ToolAnnotations
+from pydantic import Field
+
+from torchtalk.errors import QueryError
+from torchtalk.lookup import Table
+from torchtalk.mcp.answer import STRUCT_ROWS, Answer
+from torchtalk.mcp.server import run_tool
+
+TOOL_NAMES = (
+    "get_status", "trace", "search", "impact", "calls", "called_by", "cuda_kernels",
+    "trace_module", "list_modules", "find_similar_tests", "list_test_utils",
+    "test_file_info", "query", "affected", "coverage",
+)
+
+Result = Annotated[CallToolResult, Answer]
+_SAFE_NAME = re.compile(r"^[A-Za-z_~][\w:.<>~,\- ]*$")
+
+
+def _name(name: str, what: str = "name") -> str:
+    """A symbol argument, checked: one line, non-empty, DSL-safe."""
+    n = (name or "").strip()
+    if not n:
+        raise QueryError(f"empty {what}", hint="e.g. 'matmul', 'torch.matmul', 'at::native::cpublas::gemm'")
+    if not _SAFE_NAME.match(n) or len(n) > 300:
+        raise QueryError(f"{what} {n[:60]!r} is not a symbol name", hint="e.g. 'torch.matmul' or 'add.Tensor'")
+    return n
+
+
+def _table(result: Any, title: str) -> Table:
+    """An `api.query` result as a Table (rows as dicts or a Table already)."""
+    if isinstance(result, Table):
+        return result
+    columns = getattr(result, "columns", None)
+    rows = getattr(result, "rows", None)
+    if columns is not None and rows is not None:
+        rows = [tuple(r.values()) if isinstance(r, dict) else tuple(r) for r in rows]
+        total = getattr(result, "total", len(rows))
+        notes = tuple(getattr(result, "notes", ()) or ())
+        return Table(getattr(result, "title", title) or title, tuple(columns), tuple(rows), total, notes)
+    dicts = list(result)
+    cols: tuple[str, ...] = tuple(dicts[0].keys()) if dicts else ()
+    order = [c for c in cols if c not in ("file", "line")] + [c for c in ("file", "line") if c in cols]
+    return Table(title, tuple(order), tuple(tuple(d.get(c) for c in order) for d in dicts), len(dicts))
+
+
+def _dsl(con, text: str) -> Table:
+    """Evaluate a query-DSL text through the facade."""
+    from torchtalk import api
+
+    return _table(api.query(text, con=con, limit=STRUCT_ROWS), text)
+
+
+def _focus(table: Table, focus: str | None) -> Table:
+    if not focus:
+        return table
+    f = focus.lower()
+    rows = tuple(r for r in table.rows if any(f in str(v).lower() for v in r))
+    note = f"focus {focus!r}: {len(rows)} of {len(table.rows)} rows kept"
+    return Table(table.title, table.columns, rows, len(rows), (*table.notes, note))
+
+
+def register(server: MCPServer) -> None:
+    """Register every tool of TOOL_NAMES on `server`."""
+    ro = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
+    for fn in (
+        get_status, trace, search, impact, calls, called_by, cuda_kernels, trace_module,
+        list_modules, find_similar_tests, list_test_utils, test_file_info, query,
+        affected, coverage,
+    ):
+        server.add_tool(fn, annotations=ro, structured_output=True)
+
+
+async def get_status(ctx: Context) -> Result:
+    """What TorchTalk has indexed: the PyTorch tree and version, rows per relation,
+    which layers (ops, cpp, python, tests, precise) are present, missing or
+    still being built. Call it first, and when an answer looks incomplete."""
+    from torchtalk.mcp.status import status_table
+
+    app = ctx.request_context.lifespan_context
+    return await run_tool(ctx, "get_status", lambda con: status_table(app, con), optional_db=True)
+
+
+async def trace(
+    ctx: Context,
+    name: Annotated[str, Field(description="a Python API, op or C++ function: 'torch.matmul', 'add.Tensor', 'gelu'")],
+    focus: Annotated[str | None, Field(description="keep only rows mentioning this: a backend ('CUDA'), a step ('kernel', 'test', 'derivative')")] = None,
+) -> Result:
+    """How does X work: the path from a Python API down to ATen ops, their dispatch
+    entries per backend, structured delegates, C++ kernels, dispatch stubs and CUDA
+    kernels, with derivative formulas and covering tests, each step at file:line.
+    Use it to understand or modify an operator."""
+    return await run_tool(ctx, "trace", lambda con: _focus(_dsl(con, f"trace({_name(name)})"), focus))
+
+
+async def search(
+    ctx: Context,
+    query: Annotated[str, Field(description="part of a name: 'softmax', 'layer_norm', 'gemm'")],
+    backend: Annotated[str | None, Field(description="a dispatch key to keep only what serves it: 'CPU', 'CUDA', 'MPS'")] = None,
+) -> Result:
+    """Find ops, C++ functions, CUDA kernels, Python functions, nn modules and test
+    utilities by part of their name; exact names first. Use it when you do not know
+    the exact name to give to the other tools."""
+    from torchtalk import api
+
+    return await run_tool(ctx, "search", lambda con: api.search(query, backend=backend, con=con))
+
+
+async def impact(
+    ctx: Context,
+    name: Annotated[str, Field(description="a C++ function, op or kernel: 'at::native::cpublas::gemm', 'gemm'")],
+    depth: Annotated[int, Field(ge=1, le=10, description="how many caller levels to follow")] = 3,
+) -> Result:
+    """What breaks if I change X: the transitive callers of a function up to `depth`
+    levels, the ops and Python APIs that reach it. Use before changing a C++
+    function or kernel to see who depends on it."""
+    return await run_tool(ctx, "impact", lambda con: _dsl(con, f"impact({_name(name)}, depth={depth})"))
+
+
+async def calls(
+    ctx: Context,
+    name: Annotated[str, Field(description="a C++ function: 'matmul', 'at::native::_matmul_impl'")],
+) -> Result:
+    """What X calls: the direct callees of a C++/CUDA function, each at its call
+    site file:line. Use to walk down the call graph one step at a time."""
+    return await run_tool(ctx, "calls", lambda con: _dsl(con, f"callees({_name(name)})"))
+
+
+async def called_by(
+    ctx: Context,
+    name: Annotated[str, Field(description="a C++ function: 'gemm', 'at::native::cpublas::gemm'")],
+) -> Result:
+    """Who calls X: the direct callers of a C++/CUDA function, each at its call site
+    file:line. Use to walk up the call graph; `impact` follows it transitively."""
+    return await run_tool(ctx, "called_by", lambda con: _dsl(con, f"callers({_name(name)})"))
+
+
+async def cuda_kernels(
+    ctx: Context,
+    name: Annotated[str | None, Field(description="an op, C++ function or kernel name; omit for the kernel count per file")] = None,
+) -> Result:
+    """CUDA __global__ kernels: for a kernel name, where it is defined and which host
+    functions launch it (<<<>>>, gpu_kernel, ...); for an op or C++ function, the
+    kernels it reaches on CUDA; with no name, which files hold the most kernels."""
+    from torchtalk import api
+
+    def work(con) -> Table:
+        if not name:
+            return api.cuda_kernels(None, con=con)
+        n = _name(name)
+        table = api.cuda_kernels(n, con=con)
+        return table if table.total else _dsl(con, f"kernels({n})")
+
+    return await run_tool(ctx, "cuda_kernels", work)
+
+
+async def trace_module(
+    ctx: Context,
+    name: Annotated[str, Field(description="an nn module or optimizer: 'torch.nn.Linear', 'Linear', 'Adam'")],
+) -> Result:
+    """How does an nn.Module or optimizer work: its class and bases, what its
+    forward/step calls, and the ATen ops those reach, each at file:line."""
+    from torchtalk import api
+
+    return await run_tool(ctx, "trace_module", lambda con: api.trace_module(_name(name), con=con))
+
+
+async def list_modules(
+    ctx: Context,
+    category: Annotated[str, Field(description="'nn', 'optim', 'lr_scheduler', ...; 'all' lists the categories")],
+) -> Result:
+    """List torch.nn modules, optimizers, LR schedulers... of a category with their
+    definitions at file:line. 'all' gives the categories and counts."""
+    from torchtalk import api
+
+    return await run_tool(ctx, "list_modules", lambda con: api.list_modules(category, con=con))
+
+
+async def find_similar_tests(
+    ctx: Context,
+    query: Annotated[str, Field(description="words about what to test: 'softmax backward', 'matmul out'")],
+) -> Result:
+    """Find existing tests like the one you want to write: tests whose names or
+    covered ops match the words, best first, at file:line. Use before adding a
+    test to follow the conventions of its neighbours."""
+    from torchtalk import api
+
+    return await run_tool(ctx, "find_similar_tests", lambda con: api.find_similar_tests(query, con=con))
+
+
+async def list_test_utils(
+    ctx: Context,
+    category: Annotated[str, Field(description="'decorator', 'base_class', 'helper', ...; 'all' lists the categories")],
+) -> Result:
+    """List the test utilities of torch/testing/_internal (decorators such as
+    @dtypes/@onlyCUDA, base classes, helpers) of a category, at file:line."""
+    from torchtalk import api
+
+    return await run_tool(ctx, "list_test_utils", lambda con: api.list_test_utils(category, con=con))
+
+
+async def test_file_info(
+    ctx: Context,
+    path: Annotated[str, Field(description="a test file: 'test/test_linalg.py' or 'test_linalg.py'")],
+) -> Result:
+    """What a test file holds: its test classes and functions at file:line, and the
+    ops it covers most. Use to find where a new test belongs."""
+    from torchtalk import api
+
+    return await run_tool(ctx, "test_file_info", lambda con: api.test_file_info(path, con=con))
+
+
+async def query(
+    ctx: Context,
+    dsl: Annotated[str, Field(description="a query: 'callers(gemm)', 'paths(softmax_warp_forward -> python)', 'tests(softmax)', or a user rule 'my_rel(x)'")],
+) -> Result:
+    """Run any TorchTalk query: a named query of the rule library (trace, impact,
+    callers, callees, kernels, paths, tests, affected, coverage, search) or a
+    relation of a user rule file, with arguments as in 'impact(gemm, depth=2)'."""
+    def work(con) -> Table:
+        text = (dsl or "").strip()
+        if not text:
+            raise QueryError("empty query", hint="e.g. 'callers(gemm)'")
+        return _dsl(con, text)
+
+    return await run_tool(ctx, "query", work)
+
+
+async def affected(
+    ctx: Context,
+    functions: Annotated[list[str], Field(min_length=1, description="changed C++/Python functions: ['at::native::cpublas::gemm']")],
+) -> Result:
+    """Which ops, Python APIs and tests are affected by a change to these functions
+    (e.g. the functions of a diff). Use to pick the tests to run after a change."""
+    def work(con) -> Table:
+        return _dsl(con, "affected(" + ", ".join(_name(f, "function") for f in functions) + ")")
+
+    return await run_tool(ctx, "affected", work)
+
+
+async def coverage(
+    ctx: Context,
+    key: Annotated[str | None, Field(description="a dispatch key: 'CPU', 'CUDA', 'MPS', 'Meta'; omit for all keys")] = None,
+) -> Result:
+    """Backend coverage: for a dispatch key, how many ops have a kernel (directly,
+    through a structured delegate or a composite), the share of the core ATen opset,
+    and the ops still missing; without a key, the summary per key."""
+    from torchtalk import api
+
+    return await run_tool(ctx, "coverage", lambda con: api.coverage_table(key, con=con))
