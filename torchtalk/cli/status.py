@@ -1,0 +1,42 @@
+"""`torchtalk status`: what is indexed (tree, version, rows, timings)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+NAME = "status"
+HELP = "show what is indexed: tree, PyTorch version, rows per relation, layer timings"
+
+
+def register(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--source", type=Path, help="PyTorch tree whose DB to show (default: the fetched 2.6.0 tree)")
+    p.add_argument("--db", type=Path, help="database file to show")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    from torchtalk.store import db_status, resolve_db
+
+    st = db_status(resolve_db(source=args.source, db=args.db))
+    if args.json:
+        print(json.dumps(st, indent=2))
+        return 0
+    meta = st["meta"]
+    print(f"database  {st['db']}")
+    print(f"source    {meta.get('source', '')} ({meta.get('kind', '')})")
+    print(f"version   {meta.get('version', '') or '?'}   git {meta.get('git_commit', '') or '-'}")
+    print(f"indexed   {meta.get('indexed_at', '')}")
+    print("layers")
+    for lr in st["layers"]:
+        print(f"  {lr['layer']:<10} {lr['rows']:>10,} rows  {lr['seconds']:>7.2f} s  "
+              f"{lr['warnings']:>5} warnings  at {lr['indexed_at']}")
+    print("relations")
+    for name, n in st["relations"].items():
+        if n:
+            print(f"  {name:<22} {n:>10,}")
+    empty = [name for name, n in st["relations"].items() if not n]
+    if empty:
+        print(f"  (empty: {', '.join(empty)})")
+    return 0

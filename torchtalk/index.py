@@ -1,0 +1,465 @@
+"""`torchtalk index`: run the extractor layers and (re)build the tree's fact DB.
+
+Note [Index steps]: for each chosen layer of extractors.layers.LAYERS, its input
+fingerprint (extractor code + schema + sizes and mtimes of `inputs(root)`) is
+compared with the one recorded in `<facts>/layers/<layer>/layer.json`.
+Unchanged layers are carried over (their fact files hard-linked), changed ones
+re-run through a `LayerSink` that checks every row against facts/schema.dl.
+The union fact files and a fresh DuckDB file are built under temporary names
+and swapped in at the end (DB first, with os.replace), so a failed or
+interrupted index leaves the previous DB intact. Nothing changed: nothing is
+written at all (a no-op). Per-layer files keep every row's `file` column, so a
+later per-file eviction (issue 9) can filter a layer's files instead of
+re-running it.
+
+Example:
+    >>> report = index("~/pytorch", layers=["ops"])
+    >>> report.layers[0].rows
+    14089
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from torchtalk import store
+from torchtalk.errors import ExtractError, InputError, SrcLoc, did_you_mean
+
+Log = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class LayerReport:
+    """What happened to one layer: "ran" or "carried" (unchanged)."""
+
+    name: str
+    action: str
+    seconds: float
+    rows: int
+    warnings: int
+    relations: dict[str, int] = field(default_factory=dict, compare=False)
+
+
+@dataclass(frozen=True)
+class IndexReport:
+    db: Path
+    source: Path
+    kind: str
+    up_to_date: bool
+    seconds: float
+    layers: tuple[LayerReport, ...]
+    notes: tuple[str, ...] = ()
+
+    def to_json(self) -> dict:
+        return {
+            "db": str(self.db), "source": str(self.source), "kind": self.kind,
+            "up_to_date": self.up_to_date, "seconds": round(self.seconds, 3),
+            "layers": [
+                {"layer": lr.name, "action": lr.action, "seconds": round(lr.seconds, 3),
+                 "rows": lr.rows, "warnings": lr.warnings}
+                for lr in self.layers
+            ],
+            "notes": list(self.notes),
+        }
+
+
+# ------------------------------------------------------------------ schema
+
+
+@dataclass(frozen=True)
+class Schema:
+    """facts/schema.dl: relation -> ((column, type), ...), and the text's hash."""
+
+    columns: dict[str, tuple[tuple[str, str], ...]]
+    decls: dict
+    digest: str
+
+
+def load_schema(path: Path = store.SCHEMA_PATH) -> Schema:
+    from torchtalk.datalog import parse_file
+
+    program = parse_file(path)
+    cols = {n: tuple((c.name, str(c.type)) for c in d.columns) for n, d in program.decls.items()}
+    return Schema(cols, program.decls, hashlib.sha1(path.read_bytes()).hexdigest())
+
+
+# ------------------------------------------------------------------ sink
+
+
+class LayerSink:
+    """The Sink (extractors.base) of one layer run: checks rows against the
+    schema, writes `<dir>/<relation>.facts`, counts rows and warnings."""
+
+    def __init__(self, layer, schema: Schema, out: Path, on_progress=None) -> None:
+        self.layer, self.schema, self.out = layer, schema, out
+        self.allowed = set(layer.relations)
+        self.counts: dict[str, int] = {}
+        self.warnings: list[tuple[str, int, str]] = []
+        self._files: dict[str, object] = {}
+        self._on_progress = on_progress
+
+    def add(self, relation: str, *values: str | int) -> None:
+        fh = self._files.get(relation)
+        if fh is None:
+            fh = self._open(relation)
+        cols = self.schema.columns[relation]
+        if len(values) != len(cols):
+            self._fail(relation, f"takes {len(cols)} values ({', '.join(c for c, _ in cols)}), got {len(values)}", values)
+        for (name, typ), value in zip(cols, values, strict=True):
+            if (type(value) is not int) if typ == "number" else not isinstance(value, str):
+                self._fail(relation, f"column {name} is a {typ}, got {value!r}", values)
+        fh.write("\t".join(_clean(v) for v in values) + "\n")
+        self.counts[relation] += 1
+
+    def _open(self, relation: str):
+        if relation not in self.schema.columns:
+            raise ExtractError(
+                f"layer {self.layer.name}: unknown relation {relation!r} (not in facts/schema.dl)",
+                hint=did_you_mean(relation, self.schema.columns),
+            )
+        if relation not in self.allowed:
+            raise ExtractError(
+                f"layer {self.layer.name}: writes relation {relation!r}, which extractors/layers.py does not list for it"
+            )
+        fh = open(self.out / f"{relation}.facts", "w", encoding="utf-8", newline="\n")  # noqa: SIM115
+        self._files[relation] = fh
+        self.counts[relation] = 0
+        return fh
+
+    def _fail(self, relation: str, what: str, values: tuple) -> None:
+        cols = [c for c, _ in self.schema.columns[relation]]
+        loc = None
+        if "file" in cols and "line" in cols and len(values) == len(cols):
+            f, ln = values[cols.index("file")], values[cols.index("line")]
+            loc = SrcLoc(f, ln) if isinstance(f, str) and type(ln) is int else None
+        raise ExtractError(f"layer {self.layer.name}: relation {relation}: {what}", loc)
+
+    def warn(self, file: str, line: int, message: str) -> None:
+        self.warnings.append((file, line, " ".join(message.split())))
+
+    def progress(self, advance: int = 1, total: int | None = None, what: str = "") -> None:
+        if self._on_progress is not None:
+            self._on_progress(advance, total, what)
+
+    def close(self) -> None:
+        for fh in self._files.values():
+            fh.close()
+
+
+def _clean(value: str | int) -> str:
+    if type(value) is int:
+        return str(value)
+    return value.replace("\t", " ").replace("\n", " ").replace("\r", " ")
+
+
+# ------------------------------------------------------------------ layers
+
+
+def select_layers(src: store.Source, names: Iterable[str] | None, precise: bool):
+    """The layers to run, in LAYERS order, and notes about skipped ones."""
+    from extractors.layers import LAYERS
+
+    known = {lr.name: lr for lr in LAYERS}
+    wanted = None
+    if names is not None:
+        wanted = [n.strip() for n in names if n.strip()]
+        for n in wanted:
+            if n not in known:
+                raise InputError(f"unknown layer {n!r} (layers: {', '.join(known)})", hint=did_you_mean(n, known))
+    chosen, notes = [], []
+    for layer in LAYERS:
+        if wanted is not None and layer.name not in wanted:
+            continue
+        if wanted is None and layer.optional and not (precise and layer.name == "precise"):
+            continue
+        if src.kind == "wheel" and layer.name != "ops":
+            notes.append(f"{layer.name}: skipped (an installed wheel has only the ops YAML)")
+            continue
+        if importlib.util.find_spec(layer.module) is None:
+            if wanted is not None:
+                raise InputError(f"layer {layer.name!r}: module {layer.module} is not available")
+            notes.append(f"{layer.name}: skipped (module {layer.module} not built yet)")
+            continue
+        chosen.append(layer)
+    return chosen, notes
+
+
+def code_files(module: str) -> list[Path]:
+    """The source files of a layer module: the package's .py files, or the
+    module plus its `<module>_*.py` siblings."""
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None:
+        return []
+    if spec.submodule_search_locations:
+        return sorted(p for d in spec.submodule_search_locations for p in Path(d).rglob("*.py"))
+    origin = Path(spec.origin)
+    return [origin, *sorted(origin.parent.glob(f"{origin.stem}_*.py"))]
+
+
+def layer_fingerprint(layer, mod, root: Path, schema: Schema) -> str:
+    """sha1 over extractor code, schema text and sizes+mtimes of the layer's inputs."""
+    h = hashlib.sha1(schema.digest.encode())
+    for p in code_files(layer.module):
+        h.update(p.read_bytes())
+    for p in sorted(Path(p) for p in mod.inputs(root)):
+        try:
+            st = p.stat()
+        except OSError:
+            continue
+        h.update(f"{p}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()
+
+
+def read_layer_json(path: Path) -> dict | None:
+    try:
+        return json.loads((path / "layer.json").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+# ------------------------------------------------------------------ index
+
+
+def index(
+    source: str | Path,
+    db: str | Path | None = None,
+    layers: Iterable[str] | None = None,
+    *,
+    precise: bool = False,
+    jobs: int | None = None,
+    force: bool = False,
+    log: Log | None = None,
+    progress: bool = False,
+) -> IndexReport:
+    """Index the tree at `source` into its fact DB (see Note [Index steps]).
+
+    Example:
+        >>> index("/work/src/pytorch-v2.6.0", layers=["ops"]).up_to_date
+        False
+    """
+    t0 = time.perf_counter()
+    log = log or (lambda _msg: None)
+    src = store.resolve_source(source)
+    db_path = Path(db).expanduser().absolute() if db is not None else store.default_db(src.root)
+    store.ensure_writable_dir(db_path.parent)
+    schema = load_schema()
+    chosen, notes = select_layers(src, layers, precise)
+    for note in notes:
+        log(note)
+    facts = store.facts_dir(db_path)
+    prev = _previous_layers(db_path, facts)
+    plans = []
+    for layer in chosen:
+        mod = importlib.import_module(layer.module)
+        fp = layer_fingerprint(layer, mod, src.root, schema)
+        old = prev.get(layer.name)
+        rerun = force or old is None or old.get("input_fingerprint") != fp
+        plans.append((layer, mod, fp, rerun))
+    keep = [name for name in prev if name not in {lr.name for lr in chosen}]
+    if not any(p[3] for p in plans) and _db_current(db_path, schema, src):
+        reports = tuple(_carried(prev[p[0].name]) for p in plans)
+        for lr in reports:
+            log(f"{lr.name}: unchanged ({lr.rows:,} rows)")
+        return IndexReport(db_path, src.root, src.kind, True, time.perf_counter() - t0, reports, tuple(notes))
+    reports = _build(src, db_path, schema, plans, prev, keep, jobs, log, progress)
+    return IndexReport(db_path, src.root, src.kind, False, time.perf_counter() - t0, reports, tuple(notes))
+
+
+def _previous_layers(db_path: Path, facts: Path) -> dict[str, dict]:
+    """layer.json of every layer of the current DB's facts dir (none without a DB)."""
+    if not db_path.is_file() or not (facts / "layers").is_dir():
+        return {}
+    out = {}
+    for d in sorted((facts / "layers").iterdir()):
+        meta = read_layer_json(d)
+        if meta is not None:
+            out[d.name] = meta
+    return out
+
+
+def _db_current(db_path: Path, schema: Schema, src: store.Source) -> bool:
+    """The DB exists, opens, and was built from this schema and source."""
+    from torchtalk.errors import StoreError
+
+    try:
+        con = store.open_db(db_path)
+    except StoreError:
+        return False
+    try:
+        meta = store.read_meta(con)
+    finally:
+        con.close()
+    return meta.get("schema_hash") == schema.digest and meta.get("source") == str(src.root)
+
+
+def _carried(meta: dict) -> LayerReport:
+    rels = meta.get("rows", {})
+    return LayerReport(meta["layer"], "carried", meta.get("seconds", 0.0), sum(rels.values()),
+                       len(meta.get("warnings", [])), dict(rels))
+
+
+def _build(src, db_path, schema, plans, prev, keep, jobs, log, progress) -> tuple[LayerReport, ...]:
+    """Build facts dir and DB under temporary names, then swap them in."""
+    facts = store.facts_dir(db_path)
+    tag = f"tmp-{os.getpid()}"
+    tmp_facts = facts.with_name(f".{facts.name}.{tag}")
+    tmp_db = db_path.with_name(f".{db_path.name}.{tag}")
+    try:
+        reports = []
+        with _Progress(progress) as bar:
+            for layer, mod, fp, rerun in plans:
+                out = tmp_facts / "layers" / layer.name
+                if rerun:
+                    lr = _run_layer(src, db_path, schema, layer, mod, fp, out, jobs, bar)
+                    log(f"{lr.name}: {lr.rows:,} rows in {lr.seconds:.2f} s, {lr.warnings} warnings")
+                else:
+                    _link_tree(facts / "layers" / layer.name, out)
+                    lr = _carried(prev[layer.name])
+                    log(f"{lr.name}: unchanged ({lr.rows:,} rows)")
+                reports.append(lr)
+        for name in keep:
+            _link_tree(facts / "layers" / name, tmp_facts / "layers" / name)
+        _union(schema, tmp_facts)
+        _write_db(tmp_db, src, schema, tmp_facts, facts)
+        _swap(tmp_db, db_path, tmp_facts, facts)
+        return tuple(reports)
+    except BaseException:
+        shutil.rmtree(tmp_facts, ignore_errors=True)
+        tmp_db.unlink(missing_ok=True)
+        Path(str(tmp_db) + ".wal").unlink(missing_ok=True)
+        raise
+
+
+def _run_layer(src, db_path, schema, layer, mod, fp, out: Path, jobs, bar) -> LayerReport:
+    from extractors.base import ExtractContext
+
+    out.mkdir(parents=True)
+    cache = store.ensure_writable_dir(db_path.with_name(db_path.stem + ".cache") / layer.name)
+    ctx = ExtractContext(root=src.root, cache_dir=cache, jobs=jobs or min(4, os.cpu_count() or 1))
+    sink = LayerSink(layer, schema, out, bar.task(layer.name))
+    t = time.perf_counter()
+    try:
+        mod.extract(ctx, sink)
+    except Exception as exc:
+        exc.add_note(f"while indexing layer {layer.name!r}")
+        raise
+    finally:
+        sink.close()
+    seconds = time.perf_counter() - t
+    meta = {
+        "layer": layer.name, "indexed_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "seconds": seconds, "rows": sink.counts, "warnings": sink.warnings, "input_fingerprint": fp,
+    }
+    (out / "layer.json").write_text(json.dumps(meta))
+    return LayerReport(layer.name, "ran", seconds, sum(sink.counts.values()), len(sink.warnings), dict(sink.counts))
+
+
+def _link_tree(src: Path, dst: Path) -> None:
+    """Hard-link (or copy) the files of a carried-over layer."""
+    dst.mkdir(parents=True, exist_ok=True)
+    for p in src.iterdir():
+        try:
+            os.link(p, dst / p.name)
+        except OSError:
+            shutil.copy2(p, dst / p.name)
+
+
+def _union(schema: Schema, facts: Path) -> None:
+    """`<relation>.facts` = the concatenation of the layers' files (empty if none)."""
+    layer_dirs = sorted((facts / "layers").iterdir()) if (facts / "layers").is_dir() else []
+    for rel in schema.columns:
+        parts = [d / f"{rel}.facts" for d in layer_dirs if (d / f"{rel}.facts").is_file()]
+        target = facts / f"{rel}.facts"
+        if len(parts) == 1:
+            os.link(parts[0], target)
+            continue
+        with open(target, "wb") as out:
+            for part in parts:
+                with open(part, "rb") as fh:
+                    shutil.copyfileobj(fh, out)
+
+
+def _write_db(tmp_db: Path, src: store.Source, schema: Schema, facts: Path, final_facts: Path) -> None:
+    import duckdb
+
+    from torchtalk import __version__
+
+    con = duckdb.connect(str(tmp_db))
+    try:
+        store.create_tables(con, schema.decls)
+        for name, decl in schema.decls.items():
+            store.load_facts(con, decl, facts / f"{name}.facts")
+        layers = [m for d in sorted((facts / "layers").glob("*")) if (m := read_layer_json(d))]
+        fingerprint = hashlib.sha1("".join(m["input_fingerprint"] for m in layers).encode()).hexdigest()
+        meta = {
+            "source": str(src.root), "kind": src.kind, "version": src.version,
+            "git_commit": src.git_commit(), "fingerprint": fingerprint, "schema_hash": schema.digest,
+            "indexed_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            "torchtalk_version": __version__, "facts_dir": str(final_facts),
+        }
+        con.executemany("insert into torchtalk_meta values (?, ?)", list(meta.items()))
+        con.executemany(
+            "insert into torchtalk_layers values (?, ?, ?, ?, ?, ?)",
+            [(m["layer"], m["indexed_at"], m["seconds"], sum(m["rows"].values()), len(m["warnings"]),
+              m["input_fingerprint"]) for m in layers],
+        )
+        warns = [(m["layer"], f, ln, msg) for m in layers for f, ln, msg in m["warnings"]]
+        if warns:
+            con.executemany("insert into torchtalk_warnings values (?, ?, ?, ?)", warns)
+        con.execute("checkpoint")
+    finally:
+        con.close()
+
+
+def _swap(tmp_db: Path, db_path: Path, tmp_facts: Path, facts: Path) -> None:
+    """DB first (atomic os.replace), then the facts dir (see Note [Index steps])."""
+    os.replace(tmp_db, db_path)
+    trash = facts.with_name(f".{facts.name}.old-{os.getpid()}")
+    if facts.exists():
+        os.replace(facts, trash)
+    os.replace(tmp_facts, facts)
+    shutil.rmtree(trash, ignore_errors=True)
+
+
+class _Progress:
+    """A rich progress bar on stderr (only when asked and stderr is a TTY)."""
+
+    def __init__(self, enabled: bool) -> None:
+        import sys
+
+        self.bar = None
+        if enabled and sys.stderr.isatty():
+            from rich.console import Console
+            from rich.progress import Progress
+
+            self.bar = Progress(console=Console(stderr=True), transient=True)
+
+    def __enter__(self) -> _Progress:
+        if self.bar is not None:
+            self.bar.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+    def task(self, name: str):
+        if self.bar is None:
+            return None
+        task_id = self.bar.add_task(name, total=None)
+
+        def update(advance: int, total: int | None, what: str) -> None:
+            desc = f"{name}: {what}" if what else name
+            self.bar.update(task_id, advance=advance, total=total, description=desc)
+
+        return update

@@ -1,0 +1,267 @@
+"""The fact database: one DuckDB file per indexed tree, and the fact files beside it.
+
+Note [DB layout]: the contract the Datalog engine and the query layer rely on.
+  - one table per relation of facts/schema.dl, named as the relation, columns
+    named as in its `.decl`, `symbol` -> VARCHAR, `number` -> BIGINT (every
+    relation has a table, empty if no layer wrote it);
+  - `torchtalk_meta(key, value)`: source, kind ("tree" or "wheel"), version,
+    git_commit, fingerprint, schema_hash, indexed_at, torchtalk_version;
+  - `torchtalk_layers(layer, indexed_at, seconds, rows, warnings, input_fingerprint)`;
+  - `torchtalk_warnings(layer, file, line, message)`.
+The fact files (Soufflé format, one `<relation>.facts` TSV per relation, the
+union over layers) live in `<db stem>.facts/` beside the DB, with each layer's
+own files in `<db stem>.facts/layers/<layer>/` (see torchtalk.index).
+
+Example:
+    >>> con = open_db(resolve_db(source="~/pytorch"))
+    >>> con.execute("select count(*) from op").fetchone()
+    (2633,)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from torchtalk.errors import InputError, StoreError
+
+META_TABLES = ("torchtalk_meta", "torchtalk_layers", "torchtalk_warnings")
+SCHEMA_PATH = Path(__file__).resolve().parents[1] / "facts" / "schema.dl"
+_SQL_TYPES = {"symbol": "VARCHAR", "number": "BIGINT"}
+
+
+# ------------------------------------------------------------------ sources
+
+
+@dataclass(frozen=True)
+class Source:
+    """A tree to index. `kind` is "tree" (a checkout) or "wheel" (site-packages of
+    an installed torch); `root` is what file paths are relative to."""
+
+    root: Path
+    kind: str
+
+    @property
+    def version(self) -> str:
+        """The PyTorch version: version.txt of a tree, torch/version.py of a wheel."""
+        if self.kind == "tree":
+            try:
+                return (self.root / "version.txt").read_text().strip()
+            except OSError:
+                return ""
+        try:
+            text = (self.root / "torch" / "version.py").read_text()
+        except OSError:
+            return ""
+        for line in text.splitlines():
+            if line.startswith("__version__"):
+                return line.split("=", 1)[1].strip().strip("'\"")
+        return ""
+
+    def git_commit(self) -> str:
+        """HEAD's commit when the tree is a git checkout, else ""."""
+        if not (self.root / ".git").exists():
+            return ""
+        import subprocess
+
+        try:
+            out = subprocess.run(
+                ["git", "-C", str(self.root), "rev-parse", "HEAD"],
+                capture_output=True, text=True, timeout=10,
+            )
+        except (OSError, subprocess.SubprocessError):
+            return ""
+        return out.stdout.strip() if out.returncode == 0 else ""
+
+
+NATIVE_TREE = "aten/src/ATen/native/native_functions.yaml"
+NATIVE_WHEEL = "torchgen/packaged/ATen/native/native_functions.yaml"
+
+
+def resolve_source(path: str | Path) -> Source:
+    """The Source at `path`: a PyTorch checkout, an installed `torch` package dir,
+    or the site-packages holding it.
+
+    Example:
+        >>> resolve_source("/usr/lib/python3/site-packages/torch").kind
+        'wheel'
+    """
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise InputError(f"no such directory: {p}", hint="pass the root of a PyTorch checkout")
+    if not p.is_dir():
+        raise InputError(f"not a directory: {p}")
+    p = p.resolve()
+    if (p / NATIVE_TREE).is_file():
+        return Source(p, "tree")
+    for root in (p, p.parent):
+        if (root / NATIVE_WHEEL).is_file() and (root / "torch").is_dir():
+            return Source(root, "wheel")
+    raise InputError(
+        f"not a PyTorch tree: {p} has no {NATIVE_TREE}",
+        hint="pass the root of a PyTorch checkout or an installed torch package",
+    )
+
+
+# ------------------------------------------------------------------ db paths
+
+
+def db_dir() -> Path:
+    """Where default databases live (in the user cache dir)."""
+    from torchtalk.paths import cache_dir
+
+    return cache_dir() / "db"
+
+
+def default_db(root: Path) -> Path:
+    """The default DB of the tree at `root`: keyed by its resolved path, so
+    `--source` alone finds it again. Example: `.../db/pytorch-v2.6.0-1a2b3c4d5e6f.duckdb`."""
+    key = hashlib.sha1(str(Path(root).resolve()).encode()).hexdigest()[:12]
+    return db_dir() / f"{Path(root).resolve().name}-{key}.duckdb"
+
+
+def facts_dir(db: Path) -> Path:
+    """The fact files of `db` (Soufflé -F dir): `<stem>.facts/` beside it."""
+    return db.with_name(db.stem + ".facts")
+
+
+def ensure_writable_dir(path: Path) -> Path:
+    """Create `path` (and parents) or raise a one-line StoreError."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreError(f"cannot create directory {path}: {exc.strerror}") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise StoreError(f"directory is not writable: {path}", hint="set TORCHTALK_CACHE_DIR or pass --db")
+    return path
+
+
+def resolve_db(source: str | Path | None = None, db: str | Path | None = None) -> Path:
+    """The DB to read: `db` if given, else the default DB of `source` (default:
+    the default PyTorch tree). Raises StoreError when none is indexed.
+
+    Example:
+        >>> resolve_db(source="~/pytorch")
+        PosixPath('/root/.cache/torchtalk/db/pytorch-1a2b3c4d5e6f.duckdb')
+    """
+    if db is not None:
+        path = Path(db).expanduser()
+        if not path.is_file():
+            raise StoreError(f"no such database: {path}", hint="run `torchtalk index --source PATH --db FILE`")
+        return path
+    if source is None:
+        from torchtalk.paths import default_source
+
+        source = default_source()
+    src = Path(source).expanduser()
+    if not src.exists():
+        raise InputError(f"no such directory: {src}")
+    root = _source_root(src.resolve())
+    path = default_db(root)
+    if not path.is_file():
+        raise StoreError(f"{src} is not indexed yet", hint=f"run `torchtalk index --source {src}`")
+    return path
+
+
+def _source_root(p: Path) -> Path:
+    """The root a DB is keyed by, without validating the tree (cheap)."""
+    if not (p / NATIVE_TREE).is_file() and (p.parent / NATIVE_WHEEL).is_file():
+        return p.parent
+    return p
+
+
+# ------------------------------------------------------------------ opening
+
+
+def open_db(path: str | Path, read_only: bool = True):
+    """Open a TorchTalk DB (a duckdb connection). Missing, corrupt or foreign
+    files raise StoreError in one line.
+
+    Example:
+        >>> open_db(resolve_db()).execute("select value from torchtalk_meta where key='version'").fetchone()
+        ('2.6.0a0',)
+    """
+    import duckdb
+
+    path = Path(path)
+    if not path.is_file():
+        raise StoreError(f"no such database: {path}", hint="run `torchtalk index --source PATH`")
+    try:
+        con = duckdb.connect(str(path), read_only=read_only)
+    except duckdb.Error as exc:
+        raise StoreError(f"corrupt or unreadable database {path}: {_first_line(exc)}",
+                         hint="re-run `torchtalk index --force`") from None
+    try:
+        tables = {r[0] for r in con.execute("select table_name from information_schema.tables").fetchall()}
+    except duckdb.Error as exc:
+        con.close()
+        raise StoreError(f"corrupt database {path}: {_first_line(exc)}") from None
+    if "torchtalk_meta" not in tables:
+        con.close()
+        raise StoreError(f"not a TorchTalk database: {path}")
+    return con
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def read_meta(con) -> dict[str, str]:
+    """torchtalk_meta as a dict."""
+    return dict(con.execute("select key, value from torchtalk_meta").fetchall())
+
+
+# ------------------------------------------------------------------ building
+
+
+def create_tables(con, decls) -> None:
+    """One table per schema relation (Note [DB layout]) plus the metadata tables."""
+    for decl in decls.values():
+        cols = ", ".join(f'"{c.name}" {_SQL_TYPES[str(c.type)]}' for c in decl.columns)
+        con.execute(f'create table "{decl.name}" ({cols})')
+    con.execute("create table torchtalk_meta (key VARCHAR primary key, value VARCHAR)")
+    con.execute(
+        "create table torchtalk_layers (layer VARCHAR primary key, indexed_at VARCHAR, "
+        "seconds DOUBLE, rows BIGINT, warnings BIGINT, input_fingerprint VARCHAR)"
+    )
+    con.execute("create table torchtalk_warnings (layer VARCHAR, file VARCHAR, line BIGINT, message VARCHAR)")
+
+
+def load_facts(con, decl, path: Path) -> None:
+    """Append the TSV fact file `path` to `decl`'s table."""
+    if not path.is_file() or path.stat().st_size == 0:
+        return
+    columns = ", ".join(f"'{c.name}': '{_SQL_TYPES[str(c.type)]}'" for c in decl.columns)
+    con.execute(
+        f'insert into "{decl.name}" select * from read_csv(?, delim=?, header=false, quote=\'\', '
+        f"escape='', nullstr='\\N', auto_detect=false, columns={{{columns}}})",
+        [str(path), "\t"],
+    )
+
+
+def db_status(path: Path) -> dict:
+    """Everything `torchtalk status` shows, read from the DB (read-only).
+
+    Example:
+        >>> db_status(resolve_db())["relations"]["op"]
+        2633
+    """
+    con = open_db(path)
+    try:
+        meta = read_meta(con)
+        cols = ("layer", "indexed_at", "seconds", "rows", "warnings", "input_fingerprint")
+        layers = [dict(zip(cols, r, strict=True)) for r in
+                  con.execute(f"select {', '.join(cols)} from torchtalk_layers order by indexed_at, layer").fetchall()]
+        names = [r[0] for r in con.execute(
+            "select table_name from information_schema.tables where table_name not like 'torchtalk_%' "
+            "order by table_name").fetchall()]
+        counts = {}
+        if names:
+            sql = " union all ".join(f"select '{n}', count(*) from \"{n}\"" for n in names)
+            counts = dict(con.execute(sql).fetchall())
+        return {"db": str(path), "meta": meta, "layers": layers, "relations": {n: counts.get(n, 0) for n in names}}
+    finally:
+        con.close()
