@@ -60,3 +60,67 @@ def open_db(source: str | Path | None = None, db: str | Path | None = None, read
     from torchtalk.store import resolve_db
 
     return _open_db(resolve_db(source=source, db=db), read_only=read_only)
+
+
+def resolve_db(source: str | Path | None = None, db: str | Path | None = None) -> Path:
+    """The fact DB file of `source` (or `db` itself); StoreError when none is indexed.
+
+    Example:
+        >>> resolve_db(source="~/pytorch").suffix
+        '.duckdb'
+    """
+    from torchtalk.store import resolve_db as _resolve_db
+
+    return _resolve_db(source=source, db=db)
+
+
+# ---------------------------------------------------------------- fact lookups
+# (torchtalk.lookup; used by the MCP tools). Each takes an open connection
+# `con`, or opens the DB of `source`/`db` for the call. Returns a lookup.Table.
+
+
+def _lookup(fn_name: str, *args, source=None, db=None, con=None, **kw):
+    from torchtalk import lookup
+
+    if con is not None:
+        return getattr(lookup, fn_name)(con, *args, **kw)
+    own = open_db(source=source, db=db)
+    try:
+        return getattr(lookup, fn_name)(own, *args, **kw)
+    finally:
+        own.close()
+
+
+def list_modules(category: str, *, source=None, db=None, con=None):
+    """nn modules / optimizers of `category` ("all": categories). Example: `list_modules("optim")`."""
+    return _lookup("list_modules", category, source=source, db=db, con=con)
+
+
+def list_test_utils(category: str, *, source=None, db=None, con=None):
+    """Test utilities of `category` ("all": categories). Example: `list_test_utils("decorator")`."""
+    return _lookup("list_test_utils", category, source=source, db=db, con=con)
+
+
+def test_file_info(path: str, *, source=None, db=None, con=None):
+    """Tests of one test file. Example: `test_file_info("test/test_linalg.py")`."""
+    return _lookup("test_file_info", path, source=source, db=db, con=con)
+
+
+def find_similar_tests(query: str, *, source=None, db=None, con=None):
+    """Tests matching the words of `query`. Example: `find_similar_tests("softmax backward")`."""
+    return _lookup("find_similar_tests", query, source=source, db=db, con=con)
+
+
+def cuda_kernels(name: str | None = None, *, source=None, db=None, con=None):
+    """A CUDA kernel and its launches (no name: kernels per file). Example: `cuda_kernels("softmax_warp_forward")`."""
+    return _lookup("cuda_kernels", name, source=source, db=db, con=con)
+
+
+def trace_module(name: str, *, source=None, db=None, con=None):
+    """An nn module / optimizer down to ATen ops. Example: `trace_module("torch.nn.Linear")`."""
+    return _lookup("trace_module", name, source=source, db=db, con=con)
+
+
+def search(query: str, backend: str | None = None, *, source=None, db=None, con=None):
+    """Names like `query` (ops, functions, kernels, Python, modules). Example: `search("gelu", backend="CUDA")`."""
+    return _lookup("search", query, source=source, db=db, con=con, backend=backend)

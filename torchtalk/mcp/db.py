@@ -139,7 +139,7 @@ class FactDB:
         if self._con is not None:
             self._con.close()
             self._con = None
-        self._con = api.open_db(path, read_only=True)
+        self._con = api.open_db(db=path, read_only=True)
         self._path, self._ident = path, ident
 
     def interrupt(self) -> None:
