@@ -1,0 +1,221 @@
+"""The rule library a query runs against: rules/*.dl plus the user's rules.
+
+Note [Named queries]: a query `q(...)` names relation `q` of the loaded
+program; the DSL knows nothing else about it, so adding a `.dl` file adds
+queries. How arguments reach `q` is read off the program's declarations:
+
+  q_arg(<ns>: symbol)    .input: the positional arguments, resolved in
+                         namespace <ns> (the column's name: fn, op, py, node,
+                         test, key; any other name takes the text as typed),
+                         one row per resolved id.
+  q_from / q_to(<ns>)    .input: the two ends of an `a -> b` argument.
+  q_<opt>(v: T)          .input: option `opt=v`; when the query omits it, the
+                         facts of `q_<opt>_default` (if declared) are used.
+  otherwise              positional arguments and unknown options filter the
+                         rows of `q`: argument i matches column i, option
+                         `col=v` matches column `col` (resolved names match
+                         any of their ids).
+
+Rules start every recursive walk from those seeds (Note [Query seeds] in
+rules/graph.dl), so a query never computes a closure over the whole graph.
+
+Loading: the built-in rules/ directory, then `--rules DIR`s, then
+`config_dir()/rules`. The parsed program is cached (pickle, keyed by the
+paths, sizes and mtimes of every file read), so a query does not re-parse.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+from dataclasses import dataclass
+from pathlib import Path
+
+from torchtalk.errors import InputError
+
+ROOT = Path(__file__).resolve().parents[2]
+RULES_DIR = ROOT / "rules"
+SCHEMA = ROOT / "facts" / "schema.dl"
+CACHE_VERSION = "1"
+
+# namespaces of seed columns (Note [Named queries]); others take text as typed
+NAMESPACES = ("fn", "op", "py", "node", "test", "key", "kernel")
+
+
+@dataclass(frozen=True)
+class Param:
+    """A seed or option input relation of a named query."""
+
+    relation: str
+    column: str  # the column's name: the namespace for seeds
+    type: str  # "symbol" | "number"
+
+
+@dataclass(frozen=True)
+class Signature:
+    """How a named query takes its arguments (Note [Named queries])."""
+
+    name: str
+    columns: tuple[str, ...]
+    types: tuple[str, ...]
+    arg: Param | None
+    src: Param | None
+    dst: Param | None
+    options: dict[str, Param]
+    defaults: dict[str, tuple]
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+
+def rule_files(extra_dirs: tuple[Path, ...] = (), *, user: bool = True) -> tuple[Path, ...]:
+    """Every .dl file of the library: built-in, then --rules dirs, then the config dir.
+
+    Example:
+        >>> [p.name for p in rule_files(user=False)][:2]
+        ['affected.dl', 'calls.dl']
+    """
+    dirs = [RULES_DIR, *extra_dirs]
+    if user:
+        from torchtalk.paths import config_dir
+
+        dirs.append(config_dir() / "rules")
+    files: list[Path] = []
+    for d in dirs:
+        d = Path(d)
+        if d in extra_dirs and not d.is_dir():
+            raise InputError(f"rules directory not found: {d}")
+        if d.is_dir():
+            files.extend(sorted(p.resolve() for p in d.glob("*.dl")))
+    return tuple(dict.fromkeys(files))
+
+
+def load_library(extra_dirs: tuple[Path, ...] = (), *, user: bool = True):
+    """The parsed rule library (a `torchtalk.datalog.Program`), cached on disk.
+
+    Example:
+        >>> "impact" in load_library(user=False).decls
+        True
+    """
+    files = rule_files(tuple(Path(d) for d in extra_dirs), user=user)
+    key = _cache_key(files)
+    cached = _cache_path(key)
+    if cached is not None and cached.is_file():
+        try:
+            with open(cached, "rb") as fh:
+                return pickle.load(fh)
+        except Exception:  # a stale or broken cache entry: parse again
+            pass
+    from torchtalk.datalog import parse_text
+
+    text = "".join(f'#include "{p}"\n' for p in files)
+    program = parse_text(text, "<library>", base=RULES_DIR)
+    if cached is not None:
+        _write_atomic(cached, pickle.dumps(program))
+    return program
+
+
+def _cache_key(files: tuple[Path, ...]) -> str:
+    h = hashlib.sha256(CACHE_VERSION.encode())
+    # the schema and any file a rule file may #include live beside them
+    watched = {SCHEMA, *files}
+    for f in files:
+        watched.update(f.parent.glob("*.dl"))
+    for p in sorted(watched):
+        try:
+            st = p.stat()
+        except OSError:
+            continue
+        h.update(f"{p}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    h.update("|".join(map(str, files)).encode())
+    return h.hexdigest()[:24]
+
+
+def _cache_path(key: str) -> Path | None:
+    try:
+        from torchtalk.paths import cache_dir
+
+        d = cache_dir() / "rules"
+        d.mkdir(parents=True, exist_ok=True)
+        return d / f"library-{key}.pickle"
+    except OSError:
+        return None
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+
+
+def signature(program, name: str) -> Signature:
+    """How query `name` takes its arguments; a QueryError if no such relation.
+
+    Example:
+        >>> signature(load_library(user=False), "impact").arg.column
+        'fn'
+    """
+    from torchtalk.errors import QueryError, did_you_mean
+
+    decl = program.decls.get(name)
+    if decl is None:
+        raise QueryError(
+            f"no query or relation named {name!r}",
+            hint=did_you_mean(name, query_names(program)) or "see `torchtalk query --list`",
+        )
+    inputs = set(program.inputs)
+
+    def param(rel: str) -> Param | None:
+        d = program.decls.get(rel)
+        if d is None or rel not in inputs or len(d.columns) != 1:
+            return None
+        col = d.columns[0]
+        return Param(rel, col.name, str(col.type))
+
+    options: dict[str, Param] = {}
+    defaults: dict[str, tuple] = {}
+    prefix = name + "_"
+    for rel in program.decls:
+        if not rel.startswith(prefix) or rel in (f"{name}_arg", f"{name}_from", f"{name}_to"):
+            continue
+        opt = rel[len(prefix):]
+        p = param(rel)
+        if p is not None and not opt.endswith("_default"):
+            options[opt] = p
+            facts = [r.head.args for r in program.rules_for(f"{rel}_default") if not r.body]
+            if facts:
+                defaults[opt] = tuple(_const(a[0]) for a in facts if len(a) == 1)
+    return Signature(
+        name,
+        tuple(c.name for c in decl.columns),
+        tuple(str(c.type) for c in decl.columns),
+        param(f"{name}_arg"),
+        param(f"{name}_from"),
+        param(f"{name}_to"),
+        options,
+        defaults,
+    )
+
+
+def _const(term):
+    return getattr(term, "value", str(term))
+
+
+def query_names(program) -> list[str]:
+    """The relations a query can name: every derived relation plus the inputs
+    that are not seeds or options of another query."""
+    heads = {r.head.name for r in program.rules if r.body}
+    return sorted(n for n in program.decls if n in heads or n in program.inputs)
+
+
+def seeded_queries(program) -> list[str]:
+    """The named queries that take resolved arguments (have a `q_arg` or `q_from`)."""
+    return sorted(
+        n
+        for n in program.decls
+        if f"{n}_arg" in program.decls or f"{n}_from" in program.decls
+    )

@@ -1,0 +1,269 @@
+"""Names as people type them → the ids of the fact DB.
+
+A namespace (the column name of a query's seed, Note [Named queries]) says
+what kind of thing a name must denote:
+
+  fn     C++/CUDA function, __global__ kernel or dispatch stub:
+         exact id "at::native::cpublas::gemm"; then, for a dispatch-table
+         kernel name ("matmul"), the at::native function torchgen binds it to;
+         then any id ending in "::<name>" ("cpublas::gemm", "gemm").
+  op     ATen op: id "add.Tensor" (an "aten::" prefix and ".default" are
+         dropped); then a name ("add": every overload, one packet); then a
+         Python API ("torch.matmul": the ops it reaches); then a C++ kernel
+         ("at::native::matmul": the ops whose dispatch table names it).
+  py     Python definition or API: exact, then any id ending in ".<name>".
+  node   fn or py, whichever matches.
+  test   test id, exact or ending in "::<name>".
+  key    dispatch key, case-insensitively.
+
+Tiers are tried in order and the first that matches wins. A name whose
+winning tier has several ids is ambiguous (`Ambiguous`), unless the caller
+asks for all of them; a name that matches nothing gets a QueryError with the
+nearest names ("did you mean").
+
+Example:
+    >>> Resolver(con).resolve("cpublas::gemm", "fn").ids
+    ('at::native::cpublas::gemm',)
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from torchtalk.errors import QueryError
+
+
+@dataclass(frozen=True)
+class Match:
+    """One thing a name denotes, at its definition."""
+
+    kind: str  # "function", "kernel", "stub", "op", "python", "test", "key"
+    id: str
+    file: str = ""
+    line: int = 0
+
+    def where(self) -> str:
+        return f"{self.file}:{self.line}" if self.file else ""
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """What `text` resolved to in namespace `ns`; `packet` = one thing (an op's overloads)."""
+
+    text: str
+    ns: str
+    matches: tuple[Match, ...]
+    tier: str
+    packet: bool = False
+
+    @property
+    def ids(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(m.id for m in self.matches))
+
+    @property
+    def ambiguous(self) -> bool:
+        return not self.packet and len(self.ids) > 1
+
+
+class Ambiguous(QueryError):
+    """A name that matches several things: lists them, grouped."""
+
+    def __init__(self, res: Resolution, shown: int = 12) -> None:
+        self.resolution = res
+        super().__init__(
+            f"{res.text!r} is ambiguous: it matches {len(res.ids)} {_plural(res.ns)}",
+            hint="qualify the name, or add --all (all=true) to answer for all of them",
+        )
+        self.shown = shown
+
+    def render(self) -> str:
+        lines = [self.headline()]
+        for group, items in group_matches(self.resolution.matches).items():
+            lines.append(f"  {group}:")
+            for m in items[: self.shown]:
+                lines.append(f"    {m.id}  {m.where()}".rstrip())
+            if len(items) > self.shown:
+                lines.append(f"    ... and {len(items) - self.shown} more")
+        return "\n".join(lines)
+
+
+def _plural(ns: str) -> str:
+    return {"fn": "functions", "op": "ops", "py": "Python names", "test": "tests"}.get(ns, "things")
+
+
+def group_matches(matches) -> dict[str, list[Match]]:
+    """Matches grouped by kind and, for C++ names, by namespace."""
+    groups: dict[str, list[Match]] = defaultdict(list)
+    for m in sorted(matches, key=lambda m: (m.kind, m.id)):
+        scope = m.id.rsplit("::", 1)[0] if "::" in m.id else ""
+        label = f"{m.kind} in {scope}" if m.kind in ("function", "kernel", "stub") and scope else m.kind
+        groups[label].append(m)
+    return dict(groups)
+
+
+class Resolver:
+    """Resolves names against one fact DB connection (tables may be missing)."""
+
+    def __init__(self, con) -> None:
+        self.con = con
+        rows = con.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'"
+        ).fetchall()
+        self.tables = {r[0] for r in rows}
+
+    def _q(self, sql: str, params, *tables: str) -> list[tuple]:
+        if not all(t in self.tables for t in tables):
+            return []
+        return self.con.execute(sql, list(params)).fetchall()
+
+    def resolve(self, text: str, ns: str) -> Resolution:
+        """Resolve `text` in namespace `ns`; QueryError if nothing matches.
+
+        Example:
+            >>> Resolver(con).resolve("aten::add.Tensor", "op").ids
+            ('add.Tensor',)
+        """
+        tiers = {
+            "fn": self._fn_tiers,
+            "op": self._op_tiers,
+            "py": self._py_tiers,
+            "node": self._node_tiers,
+            "test": self._test_tiers,
+            "key": self._key_tiers,
+            "kernel": self._kernel_tiers,
+        }.get(ns)
+        if tiers is None:
+            return Resolution(text, ns, (Match("text", text),), "text")
+        for tier, packet, fetch in tiers(text):
+            rows = fetch()
+            if rows:
+                matches = tuple(dict.fromkeys(Match(*r) for r in rows))
+                return Resolution(text, ns, matches, tier, packet)
+        raise self._not_found(text, ns)
+
+    # ------------------------------------------------------------- tiers
+    def _fn_tiers(self, t: str):
+        last = t.rsplit("::", 1)[-1]
+        yield "exact", False, lambda: self._fn_where("{c} = ?", [t])
+        yield "dispatch", False, lambda: self._q(
+            "SELECT DISTINCT 'function', f.fn, min(f.file), min(f.line) FROM func f "
+            "WHERE f.fn = 'at::native::' || ? AND EXISTS (SELECT 1 FROM dispatch d WHERE d.kernel = ?) "
+            "GROUP BY ALL",
+            [t, t], "func", "dispatch",
+        )
+        yield "suffix", False, lambda: self._fn_where("suffix({c}, ?)", ["::" + t], last)
+
+    def _fn_where(self, cond: str, params, name: str | None = None) -> list[tuple]:
+        """Functions (kernels marked) and stubs whose id satisfies `cond` ({c} = the id column)."""
+        by_name = "name = ? AND " if name else ""
+        fparams = ([name] if name else []) + list(params)
+        kind = "'function'"
+        if "kernel" in self.tables:
+            kind = "CASE WHEN fn IN (SELECT kernel FROM kernel) THEN 'kernel' ELSE 'function' END"
+        rows = self._q(
+            f"SELECT {kind}, fn, min(file), min(line) FROM func WHERE {by_name}{cond.format(c='fn')} "
+            f"GROUP BY ALL ORDER BY 2",
+            fparams, "func",
+        )
+        rows += self._q(
+            f"SELECT 'stub', stub, min(file), min(line) FROM stub_decl WHERE {cond.format(c='stub')} "
+            f"GROUP BY ALL ORDER BY 2",
+            params, "stub_decl",
+        )
+        return rows
+
+    def _op_tiers(self, t: str):
+        o = t.removeprefix("aten::")
+        o = o.removesuffix(".default")
+        yield "exact", False, lambda: self._q(
+            "SELECT 'op', op, file, line FROM op WHERE op = ?", [o], "op")
+        yield "name", True, lambda: self._q(
+            "SELECT 'op', op, file, line FROM op WHERE name = ? ORDER BY op", [o], "op")
+        yield "python", True, lambda: self._q(
+            "SELECT DISTINCT 'op', o.op, o.file, o.line FROM py_api a JOIN op o ON o.op = a.op "
+            "WHERE a.api = ? ORDER BY 2", [t], "py_api", "op")
+        kern = t.removeprefix("at::native::")
+        yield "kernel", True, lambda: self._q(
+            "SELECT DISTINCT 'op', o.op, o.file, o.line FROM dispatch d JOIN op o ON o.op = d.op "
+            "WHERE d.kernel = ? AND prefix(?, 'at::native::') ORDER BY 2", [kern, t], "dispatch", "op")
+
+    def _py_tiers(self, t: str):
+        yield "exact", False, lambda: (
+            self._q("SELECT 'python', py, file, line FROM py_def WHERE py = ?", [t], "py_def")
+            or self._q("SELECT DISTINCT 'python', api, min(file), min(line) FROM py_api WHERE api = ? "
+                       "GROUP BY ALL", [t], "py_api")
+        )
+        yield "suffix", False, lambda: self._q(
+            "SELECT 'python', py, file, line FROM py_def WHERE suffix(py, ?) ORDER BY py",
+            ["." + t], "py_def")
+
+    def _node_tiers(self, t: str):
+        fn, py = dict(((n, f) for n, _, f in self._fn_tiers(t))), dict(((n, f) for n, _, f in self._py_tiers(t)))
+        yield "exact", False, lambda: fn["exact"]() + py["exact"]()
+        yield "dispatch", False, fn["dispatch"]
+        yield "suffix", False, lambda: fn["suffix"]() + py["suffix"]()
+
+    def _test_tiers(self, t: str):
+        yield "exact", False, lambda: self._q(
+            "SELECT 'test', test, file, line FROM test WHERE test = ?", [t], "test")
+        yield "suffix", False, lambda: self._q(
+            "SELECT 'test', test, file, line FROM test WHERE suffix(test, ?) ORDER BY test",
+            ["::" + t], "test")
+
+    def _key_tiers(self, t: str):
+        yield "exact", False, lambda: self._q(
+            "SELECT DISTINCT 'key', key, '', 0 FROM dispatch WHERE lower(key) = lower(?)", [t], "dispatch")
+
+    def _kernel_tiers(self, t: str):
+        last = t.rsplit("::", 1)[-1]
+        yield "exact", False, lambda: self._q(
+            "SELECT 'kernel', kernel, file, line FROM kernel WHERE kernel = ?", [t], "kernel")
+        yield "suffix", False, lambda: self._q(
+            "SELECT 'kernel', kernel, min(file), min(line) FROM kernel WHERE name = ? AND suffix(kernel, ?) "
+            "GROUP BY ALL ORDER BY 2", [last, "::" + t], "kernel")
+
+    # ------------------------------------------------------------- misses
+    def _not_found(self, text: str, ns: str) -> QueryError:
+        near = self.nearest(text, ns)
+        hint = ("did you mean " + ", ".join(repr(n) for n in near) + "?") if near else None
+        missing = self.missing_tables(ns)
+        if missing and not near:
+            hint = f"the fact DB has no {', '.join(missing)} table: index the layer that writes it"
+        return QueryError(f"no {_singular(ns)} named {text!r}", hint=hint)
+
+    def missing_tables(self, ns: str) -> list[str]:
+        need = {"fn": ["func"], "op": ["op"], "py": ["py_def"], "node": ["func", "py_def"],
+                "test": ["test"], "key": ["dispatch"], "kernel": ["kernel"]}.get(ns, [])
+        return [t for t in need if t not in self.tables]
+
+    def nearest(self, text: str, ns: str, n: int = 3) -> list[str]:
+        """The closest known names (by Jaro-Winkler similarity, computed in DuckDB)."""
+        last = text.rsplit("::", 1)[-1].removeprefix("aten::")
+        sources = {
+            "fn": [("func", "fn", "name")],
+            "kernel": [("kernel", "kernel", "name")],
+            "op": [("op", "op", "op"), ("py_api", "api", "api")],
+            "py": [("py_def", "py", "py"), ("py_api", "api", "api")],
+            "node": [("func", "fn", "name"), ("py_api", "api", "api")],
+            "test": [("test", "test", "test")],
+            "key": [("dispatch", "key", "key")],
+        }.get(ns, [])
+        scored: list[tuple[float, str]] = []
+        for table, idcol, namecol in sources:
+            probe = last if namecol == "name" else text.removeprefix("aten::")
+            scored += self._q(
+                f"SELECT max(jaro_winkler_similarity({namecol}, ?)) AS s, min({idcol}) FROM {table} "
+                f"GROUP BY {namecol} ORDER BY s DESC LIMIT ?",
+                [probe, n], table,
+            )
+        scored = [(s, i) for s, i in scored if s is not None and s >= 0.8]
+        scored.sort(key=lambda x: -x[0])
+        return list(dict.fromkeys(i for _, i in scored))[:n]
+
+
+
+def _singular(ns: str) -> str:
+    return {"fn": "C++ function", "op": "ATen op", "py": "Python name", "node": "function or Python name",
+            "test": "test", "key": "dispatch key", "kernel": "CUDA kernel"}.get(ns, "thing")
+

@@ -1,0 +1,212 @@
+"""Bind a parsed query to its named relation and evaluate it.
+
+Binding follows Note [Named queries] (torchtalk/query/library.py): seeds and
+options become small input relations given to the engine, the other
+arguments filter the rows. Only the strata the relation needs are computed.
+
+Example:
+    >>> res = run_query("callees(matmul)", con, load_library())
+    >>> res.columns
+    ('fn', 'callee', 'via', 'file', 'line')
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from torchtalk.errors import QueryError, SrcLoc, did_you_mean
+from torchtalk.query.dsl import QUERY_FILE, Query, Value, parse_query
+from torchtalk.query.library import NAMESPACES, Param, Signature, signature
+from torchtalk.query.resolve import Ambiguous, Resolution, Resolver
+
+# `a -> b` ends that stand for a whole category (rules/paths.dl)
+CATEGORY_WORDS = ("python", "cuda")
+# options every query takes, handled here rather than by the rules
+RESERVED_OPTIONS = ("all",)
+
+
+@dataclass(frozen=True)
+class Bound:
+    """A query bound to relation `sig.name`: engine facts + row filters."""
+
+    query: Query
+    sig: Signature
+    facts: dict[str, list[tuple]]
+    filters: tuple[tuple[int, frozenset], ...]
+    resolutions: tuple[Resolution, ...]
+
+    def __hash__(self) -> int:
+        return hash(self.query)
+
+
+@dataclass(frozen=True)
+class Result:
+    """The rows of a query, sorted; `total` before --limit."""
+
+    name: str
+    columns: tuple[str, ...]
+    types: tuple[str, ...]
+    rows: tuple[tuple, ...]
+    total: int
+    resolutions: tuple[Resolution, ...] = ()
+    notes: tuple[str, ...] = field(default=())
+
+    def records(self) -> list[dict]:
+        """One dict per row keyed by column name (the `--json` form)."""
+        return [dict(zip(self.columns, r)) for r in self.rows]
+
+
+def _err(q: Query, v: Value | None, message: str, hint: str | None = None) -> QueryError:
+    loc = SrcLoc(QUERY_FILE, 1, v.col) if v is not None and v.col else None
+    return QueryError(message, loc, hint=hint, source_line=q.text if loc else None)
+
+
+def bind(q: Query, program, resolver: Resolver, *, all_matches: bool = False) -> Bound:
+    """Bind `q` to its relation: resolve names, fill seeds/options, build filters."""
+    sig = signature(program, q.name)
+    all_matches = all_matches or _flag(q, "all")
+    facts: dict[str, list[tuple]] = {}
+    filters: list[tuple[int, frozenset]] = []
+    resolutions: list[Resolution] = []
+
+    def resolve(v: Value, ns: str) -> tuple:
+        if v.quoted or ns not in NAMESPACES:
+            return (v.value,)
+        try:
+            res = resolver.resolve(str(v.value), ns)
+        except QueryError as exc:
+            raise _err(q, v, exc.message, exc.hint) from None
+        if res.ambiguous and not all_matches:
+            raise Ambiguous(res)
+        resolutions.append(res)
+        return res.ids
+
+    if sig.arg is not None:
+        if not q.args:
+            raise _err(q, None, f"{q.name} needs an argument: a {sig.arg.column}",
+                       hint=f"e.g. {q.name}(NAME)")
+        facts[sig.arg.relation] = [(i,) for v in q.args for i in resolve(v, sig.arg.column)]
+    else:
+        _bind_filters(q, sig, resolve, filters)
+    if q.path is not None:
+        _bind_path(q, sig, resolve, facts)
+    _bind_options(q, sig, resolve, facts, filters)
+    return Bound(q, sig, facts, tuple(filters), tuple(resolutions))
+
+
+def _flag(q: Query, key: str) -> bool:
+    v = q.options.get(key)
+    return v is not None and str(v.value).lower() in ("1", "true", "yes")
+
+
+def _bind_filters(q: Query, sig: Signature, resolve, filters) -> None:
+    if len(q.args) > len(sig.columns):
+        raise _err(q, q.args[len(sig.columns)], f"{q.name} has {len(sig.columns)} columns, "
+                   f"got {len(q.args)} arguments")
+    for i, v in enumerate(q.args):
+        filters.append((i, _filter_values(v, sig.columns[i], sig.types[i], resolve)))
+
+
+def _filter_values(v: Value, column: str, typ: str, resolve) -> frozenset:
+    if typ == "number":
+        if not v.is_number:
+            raise QueryError(f"column {column!r} is a number, got {v.text!r}")
+        return frozenset((v.value,))
+    return frozenset((v.text, *resolve(v, column)))
+
+
+def _bind_path(q: Query, sig: Signature, resolve, facts) -> None:
+    if sig.src is None or sig.dst is None:
+        raise _err(q, q.path.src, f"{q.name} takes no `a -> b` argument")
+    src, dst = q.path.src, q.path.dst
+    if src.text in CATEGORY_WORDS and dst.text not in CATEGORY_WORDS:
+        src, dst = dst, src  # `python -> X` asks the same as `X -> python`
+    facts[sig.src.relation] = [(i,) for i in resolve(src, sig.src.column)]
+    if dst.text in CATEGORY_WORDS and not dst.quoted:
+        facts[sig.dst.relation] = [(dst.text,)]
+    else:
+        facts[sig.dst.relation] = [(i,) for i in resolve(dst, sig.dst.column)]
+
+
+def _bind_options(q: Query, sig: Signature, resolve, facts, filters) -> None:
+    for key, v in q.options.items():
+        if key in RESERVED_OPTIONS:
+            continue
+        p = sig.options.get(key)
+        if p is not None:
+            facts[p.relation] = [(_typed(q, v, p),)]
+        elif key in sig.columns:
+            i = sig.columns.index(key)
+            filters.append((i, _filter_values(v, key, sig.types[i], resolve)))
+        else:
+            known = [*sig.options, *sig.columns, *RESERVED_OPTIONS]
+            raise _err(q, v, f"{q.name} has no option or column {key!r}",
+                       hint=did_you_mean(key, known) or f"options: {', '.join(known)}")
+    for key, p in sig.options.items():
+        if p.relation not in facts and key in sig.defaults:
+            facts[p.relation] = [(d,) for d in sig.defaults[key]]
+
+
+def _typed(q: Query, v: Value, p: Param):
+    if p.type == "number":
+        if not v.is_number:
+            raise _err(q, v, f"option {p.relation.split('_', 1)[-1]!r} takes a number, got {v.text!r}")
+        return v.value
+    return str(v.value)
+
+
+def evaluate_bound(b: Bound, program, con, *, engine: str = "duckdb") -> list[tuple]:
+    """The rows of the bound relation, filtered (unsorted)."""
+    from torchtalk.datalog import evaluate
+
+    out = evaluate(program, con, outputs=[b.sig.name], facts=b.facts, engine=engine)
+    rows = out.get(b.sig.name, [])
+    for i, allowed in b.filters:
+        rows = [r for r in rows if r[i] in allowed]
+    return rows
+
+
+def sort_rows(sig: Signature, rows) -> list[tuple]:
+    """Rows by depth (when there is one), then column by column."""
+    depth = sig.columns.index("depth") if "depth" in sig.columns else None
+
+    def key(r):
+        k = tuple((0, v, "") if isinstance(v, int) else (1, 0, str(v)) for v in r)
+        return ((r[depth],) if depth is not None else ()) + k
+
+    return sorted(set(rows), key=key)
+
+
+def run_query(
+    text: str | Query,
+    con,
+    program,
+    *,
+    limit: int | None = None,
+    all_matches: bool = False,
+    engine: str = "duckdb",
+) -> Result:
+    """Parse, bind and evaluate one DSL query on fact DB connection `con`.
+
+    Example:
+        >>> run_query("impact(cpublas::gemm, depth=2)", con, load_library()).total > 0
+        True
+    """
+    q = parse_query(text) if isinstance(text, str) else text
+    b = bind(q, program, Resolver(con), all_matches=all_matches)
+    rows = sort_rows(b.sig, evaluate_bound(b, program, con, engine=engine))
+    shown = rows if limit is None else rows[:limit]
+    return Result(b.sig.name, b.sig.columns, b.sig.types, tuple(shown), len(rows), b.resolutions,
+                  _notes(b))
+
+
+def _notes(b: Bound) -> tuple[str, ...]:
+    notes = []
+    for r in b.resolutions:
+        if len(r.ids) > 1:
+            what = "overloads" if r.packet else "matches"
+            notes.append(f"{r.text!r}: {len(r.ids)} {what} ({r.tier}): " + ", ".join(r.ids[:8])
+                         + (" ..." if len(r.ids) > 8 else ""))
+        elif r.ids and r.ids[0] != r.text:
+            notes.append(f"{r.text!r} = {r.ids[0]}")
+    return tuple(notes)
