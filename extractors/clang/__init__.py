@@ -1,0 +1,190 @@
+"""Precise tier (layer "precise", `torchtalk index --precise`): call edges
+resolved by libclang, so overloads, methods and templates land on the right
+definition.
+
+Writes `calls_precise(caller, callee, file, line)` for every call made by a
+function defined in a TU's main file to a function declared in the tree
+(Note [Precise edges] in visit.py). Flags come from the tree's
+compile_commands.json, else are synthesized without a build (Note
+[Synthesized flags] in flags.py). TUs are parsed in parallel, one process per
+TU with a timeout (Note [One process per TU] in worker.py), and cached by the
+content hash of the TU, its flags and everything it includes (Note [Precise
+cache] in cache.py). A TU that does not parse is reported with the file:line
+of its first fatal diagnostic and counted, never fatal.
+
+Scope: the `.cpp`/`.cc` files under DEFAULT_DIRS (tests and benchmarks left
+out), or the `:`-separated dirs (relative to the tree) in
+TORCHTALK_PRECISE_DIRS. `.cu` files need a CUDA toolkit, which the synthesized
+flags do not have: they are counted as skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from extractors.base import ExtractContext, Sink
+
+DEFAULT_DIRS = ("aten/src/ATen", "c10")
+TU_SUFFIXES = (".cpp", ".cc")
+SKIPPED_SUFFIXES = (".cu",)
+HEADER_SUFFIXES = (".h", ".hpp", ".cuh", ".in", ".yaml")
+EXCLUDED_PARTS = frozenset({"test", "tests", "benchmark", "benchmarks"})
+TIMEOUT_S = 300.0
+
+
+@dataclass
+class Stats:
+    """What a precise run did (bench/precise.py prints it)."""
+
+    tus: int = 0
+    ok: int = 0
+    fatal: int = 0
+    timeout: int = 0
+    crash: int = 0
+    cached: int = 0
+    skipped_cuda: int = 0
+    edges: int = 0
+    errors: int = 0  # error diagnostics over all TUs
+    dropped: Counter = field(default_factory=Counter)
+    parse_seconds: float = 0.0  # summed over TUs (CPU-ish time)
+    wall_seconds: float = 0.0
+    failed: list[tuple[str, str]] = field(default_factory=list)  # (rel, first fatal as file:line: msg)
+
+    @property
+    def parsed_share(self) -> float:
+        """Share of TUs parsed without a fatal error."""
+        return self.ok / self.tus if self.tus else 1.0
+
+
+def _scope_dirs() -> tuple[str, ...]:
+    env = os.environ.get("TORCHTALK_PRECISE_DIRS")
+    return tuple(d for d in env.split(":") if d) if env else DEFAULT_DIRS
+
+
+def _walk(root: Path, dirs: Iterable[str], suffixes: tuple[str, ...]) -> list[Path]:
+    out: list[Path] = []
+    for d in dirs:
+        base = root / d
+        for dirpath, dirnames, filenames in os.walk(base):
+            dirnames[:] = sorted(n for n in dirnames if n not in EXCLUDED_PARTS)
+            out.extend(Path(dirpath, f) for f in sorted(filenames) if f.endswith(suffixes))
+    return out
+
+
+def tu_files(root: Path, dirs: Iterable[str] | None = None) -> list[Path]:
+    """The TUs the layer parses (absolute paths, sorted).
+
+    Example:
+        >>> len(tu_files(tree, ["aten/src/ATen/native"]))
+        452
+    """
+    return _walk(root, dirs or _scope_dirs(), TU_SUFFIXES)
+
+
+def inputs(root: Path) -> Iterable[Path]:
+    """The TUs, the headers they may include and the generators' inputs."""
+    dirs = _scope_dirs()
+    header_dirs = sorted(set(dirs) | {"aten/src/ATen", "c10", "torchgen"})
+    yield from tu_files(root, dirs)
+    yield from _walk(root, header_dirs, HEADER_SUFFIXES + (".py",))
+    for place in ("compile_commands.json", "build/compile_commands.json"):
+        if (root / place).is_file():
+            yield root / place
+
+
+def extract(ctx: ExtractContext, sink: Sink) -> None:
+    """Write `calls_precise` for the tree at ctx.root (see the module doc)."""
+    run(ctx, sink)
+
+
+def run(ctx: ExtractContext, sink: Sink, files: Iterable[Path] | None = None,
+        *, skip_header_bodies: bool = True, use_cache: bool = True,
+        timeout: float = TIMEOUT_S) -> Stats:
+    """Parse `files` (default: tu_files(ctx.root)), write their edges to
+    `sink`, and say what happened.
+
+    Example:
+        >>> run(ExtractContext(tree, cache, jobs=2), sink,
+        ...     [tree / "aten/src/ATen/native/Activation.cpp"]).ok
+        1
+    """
+    from extractors.clang.cache import FileHashes, TuCache
+    from extractors.clang.worker import parse_options, run_jobs
+
+    start = time.perf_counter()
+    root = ctx.root.resolve()
+    todo = [Path(f).resolve() for f in (files if files is not None else tu_files(root))]
+    stats = Stats(skipped_cuda=sum(1 for f in todo if f.suffix in SKIPPED_SUFFIXES))
+    todo = [f for f in todo if f.suffix not in SKIPPED_SUFFIXES]
+    stats.tus = len(todo)
+    plan = _plan(root, ctx.cache_dir, todo, parse_options(skip_header_bodies))
+    cache = TuCache(ctx.cache_dir / "tu", FileHashes())
+    sink.progress(0, total=len(todo), what="precise: parsing TUs")
+    jobs = []
+    for job in plan:
+        hit = cache.get(job.path, job.command.key()) if use_cache else None
+        if hit is None:
+            jobs.append(job)
+        else:
+            stats.cached += 1
+            _record(root, hit, stats, sink)
+    tmpdir = tempfile.mkdtemp(prefix="precise-", dir=_ensure(ctx.cache_dir))
+    by_rel = {job.rel: job for job in jobs}
+    try:
+        for res in run_jobs(jobs, ctx.jobs, timeout, tmpdir):
+            job = by_rel[res.rel]
+            cache.put(job.path, job.command.key(), res)
+            _record(root, res, stats, sink)
+    finally:
+        shutil.rmtree(tmpdir, ignore_errors=True)
+    stats.wall_seconds = time.perf_counter() - start
+    return stats
+
+
+def _ensure(d: Path) -> Path:
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def _plan(root: Path, cache_dir: Path, todo: list[Path], options: int):
+    """A Job per TU: flags from compile_commands.json, else synthesized."""
+    from extractors.clang.flags import find_resource_dir, generated_dir, load_compile_db, synthesized
+    from extractors.clang.worker import Job
+
+    db = load_compile_db(root)
+    keep = (str(root) + "/",)
+    gen_roots: tuple[str, ...] = ()
+    default = None
+    if db is None or any(str(f) not in db for f in todo):
+        gen = generated_dir(root, _ensure(cache_dir))
+        gen_roots = (str(gen) + "/",)
+        default = synthesized(root, gen, find_resource_dir())
+    jobs = []
+    for f in todo:
+        cmd = db.get(str(f)) if db else None
+        rel = f.relative_to(root).as_posix()
+        jobs.append(Job(str(f), rel, cmd or default, keep, gen_roots, options))
+    return jobs
+
+
+def _record(root: Path, res, stats: Stats, sink: Sink) -> None:
+    for caller, callee, file, line in res.edges:
+        sink.add("calls_precise", caller, callee, file, line)
+    stats.edges += len(res.edges)
+    stats.errors += res.errors
+    stats.parse_seconds += res.seconds
+    stats.dropped.update(res.dropped)
+    setattr(stats, res.status, getattr(stats, res.status) + 1)
+    if res.fatal is not None:
+        path, line, msg = res.fatal
+        where = path[len(str(root)) + 1:] if path.startswith(str(root) + "/") else path
+        sink.warn(where or res.rel, int(line), f"precise: {res.rel} does not parse: {msg}")
+        stats.failed.append((res.rel, f"{where}:{line}: {msg}"))
+    sink.progress(1)

@@ -1,0 +1,241 @@
+"""Compiler flags for each translation unit: the tree's compile_commands.json
+when it has one, otherwise flags synthesized without a build.
+
+Note [Synthesized flags]: a PyTorch tree that was never built lacks the
+headers its build generates. We make them under the layer's cache dir, never
+in the tree: `ATen/ops/*.h`, `ATen/core/TensorBody.h`, ... by the tree's own
+torchgen (`python -m torchgen.gen ... --per-operator-headers --generate
+headers`, run with the tree on PYTHONPATH and as cwd so its torchgen, not an
+installed one, is used), and the configured headers (`c10/macros/
+cmake_macros.h`, `ATen/Config.h`, ...) from their `.h.in` templates, set as a
+CPU-only build with BLAS/LAPACK and native parallelism. The directory is keyed
+by a hash of everything that shapes it, so an edited native_functions.yaml
+regenerates it. Per-arch kernels (`native/cpu/*.cpp`) are parsed as their
+DEFAULT capability.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from torchtalk.errors import ExtractError, SrcLoc
+
+CPU_CAPABILITY = "DEFAULT"
+
+# The configured headers: template (relative to the tree) -> output (relative
+# to the generated include dir).
+TEMPLATES = {
+    "c10/macros/cmake_macros.h.in": "c10/macros/cmake_macros.h",
+    "aten/src/ATen/Config.h.in": "ATen/Config.h",
+    "aten/src/ATen/cuda/CUDAConfig.h.in": "ATen/cuda/CUDAConfig.h",
+    "c10/cuda/impl/cuda_cmake_macros.h.in": "c10/cuda/impl/cuda_cmake_macros.h",
+    "c10/xpu/impl/xpu_cmake_macros.h.in": "c10/xpu/impl/xpu_cmake_macros.h",
+}
+# A CPU build: these @VARS@ are 1, every other one is 0; these #cmakedefines are set.
+CONFIG_ON = frozenset({"AT_BUILD_WITH_BLAS", "AT_BUILD_WITH_LAPACK", "AT_PARALLEL_NATIVE"})
+CMAKEDEFINE_ON = frozenset({"C10_BUILD_SHARED_LIBS"})
+
+DEFINES = (
+    "-DAT_PER_OPERATOR_HEADERS",
+    f"-DCPU_CAPABILITY={CPU_CAPABILITY}",
+    f"-DCPU_CAPABILITY_{CPU_CAPABILITY}",
+)
+INCLUDE_DIRS = ("aten/src", ".", "torch/csrc/api/include", "third_party")
+
+# Where a tree keeps its compilation database, if it was built.
+COMPILE_DB_PLACES = ("compile_commands.json", "build/compile_commands.json")
+# Options of a recorded command that make no sense for a syntax-only parse.
+_DROP_WITH_ARG = frozenset({"-o", "-MF", "-MT", "-MQ"})
+_DROP = frozenset({"-c", "-MD", "-MMD", "-M", "-MM", "-MP"})
+
+
+@dataclass(frozen=True)
+class Command:
+    """How to parse one TU: libclang arguments and the directory to parse in."""
+
+    args: tuple[str, ...]
+    directory: str
+
+    def key(self) -> str:
+        """A hash of the flags (part of the cache key)."""
+        return _digest(json.dumps([self.args, self.directory]).encode())
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def libclang_major() -> int:
+    """The major version of the loaded libclang (18 for the pip wheel 18.1.1)."""
+    from clang import cindex as ci
+
+    fn = ci.conf.lib.clang_getClangVersion
+    fn.argtypes, fn.restype = [], ci._CXString
+    text = ci.conf.lib.clang_getCString(fn())
+    text = text.decode() if isinstance(text, bytes) else str(text)
+    m = re.search(r"version (\d+)", text)
+    return int(m.group(1)) if m else 0
+
+
+def find_resource_dir() -> str:
+    """A clang resource directory with the builtin headers (stddef.h, the
+    x86 intrinsics): the one of libclang's own version if installed, else the
+    newest older one (an older clang's intrinsic headers name builtins that
+    newer clangs removed, so the closest version wins).
+
+    Example:
+        >>> find_resource_dir()
+        '/usr/lib/llvm-16/lib/clang/16'
+    """
+    found: dict[int, str] = {}
+    for stddef in Path("/usr/lib").glob("llvm-*/lib/clang/*/include/stddef.h"):
+        m = re.match(r"(\d+)", stddef.parents[1].name)
+        if m:
+            found[int(m.group(1))] = str(stddef.parents[1])
+    if not found:
+        raise ExtractError(
+            "no clang resource directory with builtin headers (stddef.h) under /usr/lib/llvm-*",
+            hint="install Debian's libclang-common-16-dev (scripts/setup does)",
+        )
+    want = libclang_major()
+    older = [v for v in found if v <= want]
+    return found[max(older) if older else min(found)]
+
+
+def load_compile_db(root: Path) -> dict[str, Command] | None:
+    """{absolute source path: Command} from the tree's compile_commands.json, or None."""
+    for place in COMPILE_DB_PLACES:
+        path = root / place
+        if path.is_file():
+            return _read_compile_db(path)
+    return None
+
+
+def _read_compile_db(path: Path) -> dict[str, Command]:
+    try:
+        entries = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ExtractError(f"cannot read compilation database: {exc}", SrcLoc(str(path), 1)) from None
+    out: dict[str, Command] = {}
+    for entry in entries:
+        directory = entry.get("directory", str(path.parent))
+        argv = entry.get("arguments") or shlex.split(entry.get("command", ""))
+        src = str(Path(directory, entry["file"]).resolve())
+        out[src] = Command(tuple(_clean(argv[1:], entry["file"])), directory)
+    return out
+
+
+def _clean(argv: list[str], src: str) -> list[str]:
+    """Drop the output, dependency-file and compile-only options and the source."""
+    out: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg in _DROP_WITH_ARG:
+            skip = True
+        elif arg in _DROP or arg == src or arg.startswith("-o"):
+            continue
+        else:
+            out.append(arg)
+    return out
+
+
+def synthesized(root: Path, gen_dir: Path, resource_dir: str, cuda: bool = False) -> Command:
+    """Flags for a never-built tree (Note [Synthesized flags]).
+
+    Example:
+        >>> synthesized(tree, gen, "/usr/lib/llvm-16/lib/clang/16").args[:3]
+        ('-x', 'c++', '-std=c++17')
+    """
+    incs = [f"-I{gen_dir}"] + [f"-I{root / d}" for d in INCLUDE_DIRS if (root / d).is_dir()]
+    args = ["-x", "c++", "-std=c++17", "-resource-dir", resource_dir, *incs, *DEFINES,
+            "-fsyntax-only", "-Wno-everything", "-ferror-limit=0"]
+    return Command(tuple(args), str(root))
+
+
+# ----------------------------------------------------------------- generated headers
+
+
+def _inputs_digest(root: Path) -> str:
+    h = hashlib.blake2b(digest_size=16)
+    paths = [root / "aten/src/ATen/native/native_functions.yaml", root / "aten/src/ATen/native/tags.yaml"]
+    paths += [root / t for t in TEMPLATES]
+    paths += sorted((root / "aten/src/ATen/templates").glob("*"))
+    paths += sorted((root / "torchgen").rglob("*.py"))
+    for p in paths:
+        if p.is_file():
+            h.update(p.relative_to(root).as_posix().encode())
+            h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+def generated_dir(root: Path, cache_dir: Path, log=lambda msg: None) -> Path:
+    """The generated include dir for `root`, made once (~10 s) and reused
+    while its inputs are unchanged. Never writes into the tree."""
+    base = cache_dir / "gen"
+    final = base / _inputs_digest(root)
+    if (final / "ATen/core/TensorBody.h").is_file():
+        return final
+    base.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=base))
+    try:
+        log("generating ATen headers with the tree's torchgen")
+        _run_torchgen(root, tmp)
+        for template, out in TEMPLATES.items():
+            if (root / template).is_file():
+                dest = tmp / out
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                dest.write_text(configure((root / template).read_text()))
+        os.replace(tmp, final)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    for old in base.iterdir():
+        if old != final and not old.name.startswith(".tmp-"):
+            shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def _run_torchgen(root: Path, out: Path) -> None:
+    if not (root / "torchgen/gen.py").is_file():
+        raise ExtractError(f"{root} has no torchgen/gen.py: cannot generate the ATen headers",
+                           hint="give a PyTorch source tree, or one with compile_commands.json")
+    cmd = [sys.executable, "-m", "torchgen.gen", "--source-path", "aten/src/ATen",
+           "--install_dir", str(out / "ATen"), "--per-operator-headers", "--generate", "headers"]
+    env = dict(os.environ, PYTHONPATH=str(root))
+    proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise ExtractError(f"torchgen failed (exit {proc.returncode}): {last}",
+                           SrcLoc("torchgen/gen.py", 1))
+
+
+def configure(text: str) -> str:
+    """Fill a CMake `.h.in` template as a CPU-only build.
+
+    Example:
+        >>> configure("#define AT_MKL_ENABLED() @AT_MKL_ENABLED@\\n#cmakedefine C10_USE_GLOG")
+        '#define AT_MKL_ENABLED() 0\\n/* #undef C10_USE_GLOG */'
+    """
+    def at_var(m: re.Match) -> str:
+        return "1" if m.group(1) in CONFIG_ON else "0"
+
+    def cmakedefine(m: re.Match) -> str:
+        name = m.group(2)
+        if m.group(1) == "01":
+            return f"#define {name} {1 if name in CMAKEDEFINE_ON else 0}"
+        return f"#define {name}" if name in CMAKEDEFINE_ON else f"/* #undef {name} */"
+
+    text = re.sub(r"#cmakedefine(01)?\s+(\w+)[^\n]*", cmakedefine, text)
+    text = re.sub(r'"@(\w+)@"', '""', text)
+    return re.sub(r"@(\w+)@", at_var, text)

@@ -1,0 +1,277 @@
+"""Walk one parsed translation unit: the calls made by functions of its main file.
+
+Note [Precise naming]: a function is named the way the fast tier names it
+(facts/schema.dl Note [Fact identifiers]): its semantic parents joined with
+`::` — namespaces (anonymous ones as `(anonymous)`), classes and class
+templates by their bare name (no template arguments), then the function's own
+name. Inline namespaces are kept (they are written in source); the
+`inline namespace CPU_CAPABILITY` of the per-arch kernels (the macro expands to
+DEFAULT, AVX2, ...) is named `CPU_CAPABILITY`, as written. `extern "C"` blocks
+add nothing. Overloads and template specializations share one name.
+
+Note [Precise edges]: an edge is kept when its caller is a function *defined
+in the TU's main file* (calls inside a lambda belong to the enclosing
+function, as in the fast tier) and its callee is declared in a file of the
+tree (or a header generated from it, e.g. ATen/ops/*.h). Calls to system and
+standard-library functions, constructors, destructors and operators are
+counted, not kept. A call's line is where its callee's name is spelled: inside
+a macro argument (AT_DISPATCH lambdas, TORCH_CHECK conditions) that is the
+argument's own line; a call written in a macro's body is placed at the line
+where the macro is used. A call in a template that depends on a template
+parameter has no single callee; when all the candidates it names share one
+qualified name it gets that name, otherwise it is counted as unresolved.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from clang import cindex as ci
+
+K = ci.CursorKind
+
+FUNC_KINDS = frozenset({
+    K.FUNCTION_DECL, K.CXX_METHOD, K.CONSTRUCTOR, K.DESTRUCTOR,
+    K.FUNCTION_TEMPLATE, K.CONVERSION_FUNCTION,
+})
+CALLEE_KINDS = frozenset({K.FUNCTION_DECL, K.CXX_METHOD, K.FUNCTION_TEMPLATE})
+SCOPE_KINDS = frozenset({
+    K.NAMESPACE, K.CLASS_DECL, K.STRUCT_DECL, K.UNION_DECL, K.CLASS_TEMPLATE,
+    K.CLASS_TEMPLATE_PARTIAL_SPECIALIZATION, K.ENUM_DECL,
+})
+# Cursors whose subtree cannot contain a call made by a function body we keep.
+SKIP_KINDS = frozenset({
+    K.TYPE_REF, K.TEMPLATE_REF, K.NAMESPACE_REF, K.TYPEDEF_DECL, K.TYPE_ALIAS_DECL,
+    K.TEMPLATE_TYPE_PARAMETER, K.USING_DIRECTIVE, K.USING_DECLARATION,
+    K.INTEGER_LITERAL, K.FLOATING_LITERAL, K.STRING_LITERAL, K.CHARACTER_LITERAL,
+})
+
+
+@dataclass(frozen=True, order=True)
+class Edge:
+    """One `calls_precise` row: `caller` calls `callee` at file:line."""
+
+    caller: str
+    callee: str
+    file: str
+    line: int
+
+
+@dataclass
+class TuFacts:
+    """What the walk of one TU found (edges deduplicated, the rest counted)."""
+
+    edges: set[Edge] = field(default_factory=set)
+    dropped: Counter = field(default_factory=Counter)  # reason -> calls not kept
+
+
+def _bind(name: str, argtypes: list, restype=None):
+    fn = getattr(ci.conf.lib, name)
+    fn.argtypes = argtypes
+    fn.restype = restype
+    return fn
+
+
+_spelling_loc = None
+
+
+def spelling_line(loc: ci.SourceLocation) -> tuple[str | None, int]:
+    """The file and line where the text at `loc` is written (macro arguments
+    resolve to their own line; a macro body to the macro's definition)."""
+    global _spelling_loc
+    if _spelling_loc is None:
+        p = ctypes.POINTER(ctypes.c_uint)
+        _spelling_loc = _bind(
+            "clang_getSpellingLocation",
+            [ci.SourceLocation, ctypes.POINTER(ci.c_object_p), p, p, p],
+        )
+    f, line, col, off = ci.c_object_p(), ctypes.c_uint(), ctypes.c_uint(), ctypes.c_uint()
+    _spelling_loc(loc, ctypes.byref(f), ctypes.byref(line), ctypes.byref(col), ctypes.byref(off))
+    name = ci.File(f).name if f else None
+    return name, int(line.value)
+
+
+class Namer:
+    """Qualified names of declarations (Note [Precise naming]), memoized."""
+
+    def __init__(self, cpu_capability: str = "DEFAULT") -> None:
+        self.cpu_capability = cpu_capability
+        self._memo: dict[str, str] = {}
+
+    def scope(self, cur: ci.Cursor | None) -> str:
+        """`ns::Class` of a scope cursor ('' at the top level)."""
+        parts: list[str] = []
+        while cur is not None and cur.kind != K.TRANSLATION_UNIT:
+            if cur.kind in SCOPE_KINDS:
+                name = cur.spelling
+                if not name or name.startswith(("(anonymous", "(unnamed")):
+                    name = "(anonymous)"
+                elif cur.kind == K.NAMESPACE and name == self.cpu_capability:
+                    name = "CPU_CAPABILITY"
+                parts.append(name)
+            elif cur.kind in FUNC_KINDS:  # a local class inside a function
+                parts.append(cur.spelling)
+            cur = cur.semantic_parent
+        return "::".join(reversed(parts))
+
+    def qualname(self, fn: ci.Cursor) -> str:
+        """`at::native::matmul` for the function cursor `fn`.
+
+        Example:
+            >>> Namer().qualname(cursor_of_matmul)
+            'at::native::matmul'
+        """
+        usr = fn.get_usr()
+        got = self._memo.get(usr)
+        if got is None:
+            scope = self.scope(fn.semantic_parent)
+            got = f"{scope}::{fn.spelling}" if scope else fn.spelling
+            self._memo[usr] = got
+        return got
+
+
+class Walker:
+    """Collects the edges of one TU (Note [Precise edges]).
+
+    `classify(path)` says where a declaration lives: "tree", "generated", or
+    None (system, standard library, anything outside the tree).
+    """
+
+    def __init__(self, tu: ci.TranslationUnit, rel: str, classify, namer: Namer) -> None:
+        self.tu = tu
+        self.main = tu.spelling
+        self.rel = rel
+        self.classify = classify
+        self.namer = namer
+        self.facts = TuFacts()
+        self._where: dict[str, str | None] = {}
+
+    def run(self) -> TuFacts:
+        """Walk every top-level declaration written in the main file."""
+        for top in self.tu.cursor.get_children():
+            f = top.location.file
+            if f is not None and f.name == self.main:
+                self._walk(top)
+        return self.facts
+
+    def _walk(self, top: ci.Cursor) -> None:
+        stack: list[tuple[ci.Cursor, str | None]] = [(top, None)]
+        while stack:
+            cur, caller = stack.pop()
+            kind = cur.kind
+            if kind in SKIP_KINDS:
+                continue
+            if kind in FUNC_KINDS and cur.is_definition():
+                caller = self.namer.qualname(cur)
+            elif kind == K.CALL_EXPR:
+                self._call(cur, caller)
+            stack.extend((c, caller) for c in cur.get_children())
+
+    def _where_is(self, decl: ci.Cursor) -> str | None:
+        f = decl.location.file
+        if f is None:
+            return None
+        name = f.name
+        got = self._where.get(name, "?")
+        if got == "?":
+            got = self._where[name] = self.classify(name)
+        return got
+
+    def _call(self, call: ci.Cursor, caller: str | None) -> None:
+        drop = self.facts.dropped
+        ref = call.referenced
+        if ref is None or ref.kind not in CALLEE_KINDS:
+            if ref is not None and ref.kind in (K.CONSTRUCTOR, K.DESTRUCTOR, K.CONVERSION_FUNCTION):
+                drop["constructor"] += 1
+                return
+            ref = self._overload_set(call) if ref is None else None
+            if ref is None:
+                drop["unresolved"] += 1
+                return
+        if caller is None:
+            drop["outside_function"] += 1
+            return
+        if ref.spelling.startswith("operator"):
+            drop["operator"] += 1
+            return
+        if ref.spelling.startswith("__builtin") or self._where_is(ref) is None:
+            drop["external"] += 1
+            return
+        self.facts.edges.add(Edge(caller, self.namer.qualname(ref), self.rel, self._line(call)))
+
+    def _line(self, call: ci.Cursor) -> int:
+        loc = call.location
+        name, line = spelling_line(loc)
+        if name == self.main:
+            return line
+        return loc.line
+
+    def _overload_set(self, call: ci.Cursor) -> ci.Cursor | None:
+        """The one function a dependent call names, when all its candidates
+        share one qualified name (Note [Precise edges])."""
+        children = list(call.get_children())
+        if not children:
+            return None
+        head = children[0]
+        while head.kind == K.UNEXPOSED_EXPR:
+            inner = list(head.get_children())
+            if not inner:
+                return None
+            head = inner[0]
+        if head.kind != K.OVERLOADED_DECL_REF:
+            return None
+        lib = ci.conf.lib
+        found: ci.Cursor | None = None
+        names: set[str] = set()
+        for i in range(lib.clang_getNumOverloadedDecls(head)):
+            decl = lib.clang_getOverloadedDecl(head, i)
+            if decl.kind in CALLEE_KINDS:
+                names.add(self.namer.qualname(decl))
+                found = decl
+        return found if len(names) == 1 else None
+
+
+def collect_edges(tu: ci.TranslationUnit, rel: str, classify, namer: Namer | None = None) -> TuFacts:
+    """The `calls_precise` edges of a parsed TU whose main file is `rel`.
+
+    Example:
+        >>> facts = collect_edges(tu, "aten/src/ATen/native/LinearAlgebra.cpp", classify)
+        >>> Edge("at::native::matmul", "at::native::_matmul_impl", ..., 2108) in facts.edges
+        True
+    """
+    return Walker(tu, rel, classify, namer or Namer()).run()
+
+
+def included_files(tu: ci.TranslationUnit) -> list[str]:
+    """Every file the TU includes (absolute paths, each once, in order)."""
+    seen: dict[str, None] = {}
+    for inc in tu.get_includes():
+        seen.setdefault(inc.include.name, None)
+    return list(seen)
+
+
+def first_fatal(tu: ci.TranslationUnit) -> tuple[str, int, str] | None:
+    """(file, line, message) of the TU's first fatal diagnostic, if any."""
+    for d in tu.diagnostics:
+        if d.severity >= ci.Diagnostic.Fatal:
+            f = d.location.file
+            return (f.name if f else "", d.location.line, d.spelling)
+    return None
+
+
+def error_count(tu: ci.TranslationUnit) -> int:
+    """How many error (or fatal) diagnostics the TU has."""
+    return sum(1 for d in tu.diagnostics if d.severity >= ci.Diagnostic.Error)
+
+
+def is_under(path: str, roots: tuple[str, ...]) -> bool:
+    """Is `path` inside one of the directories `roots` (absolute, with a trailing /)?"""
+    return path.startswith(roots)
+
+
+def rel_to(path: str, root: Path) -> str:
+    """`path` relative to `root`, POSIX separators."""
+    return Path(path).resolve().relative_to(root.resolve()).as_posix()
