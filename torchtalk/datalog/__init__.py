@@ -34,3 +34,8 @@ __all__ = [
     "parse_file",
     "parse_text",
 ]
+
+from torchtalk.datalog.analysis.checks import check  # noqa: E402
+from torchtalk.datalog.runner import evaluate  # noqa: E402
+
+__all__ += ["check", "evaluate"]

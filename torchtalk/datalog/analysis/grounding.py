@@ -1,0 +1,168 @@
+"""Which variables a rule body binds, and how (shared by checks and compile).
+
+A variable is *grounded* by a positive atom of the body, or by an equality
+`v = expr` whose other side is computable from grounded variables (this is
+how aggregates bind: `n = count : { e(x, _) }`). Inside an aggregate body, a
+variable that also occurs outside the aggregate is *injected* (it must be
+grounded outside); every other variable is local to the aggregate.
+
+Example:
+    >>> g = ground_rule(parse_text('p(x, n) :- e(x, y), n = y + 1.').rules[0])
+    >>> [a.var for a in g.assignments], g.ungrounded
+    (['n'], ())
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from torchtalk.datalog import ast as A
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """`var` takes the value of `expr` (from the equality `lit`)."""
+
+    var: str
+    expr: A.Term
+    lit: A.Comparison
+
+
+@dataclass(frozen=True)
+class Grounding:
+    bound: frozenset[str]  # every variable bound after the body
+    assignments: tuple[Assignment, ...]  # in dependency order
+    conditions: tuple[A.Comparison, ...]  # comparisons used as filters
+    ungrounded: tuple[A.Var, ...]  # first occurrence of each ungrounded variable
+
+
+def injected(agg: A.Aggregate, rule: A.Rule) -> frozenset[str]:
+    """Variables of `agg` that also occur in `rule` outside `agg`."""
+    inside: set[str] = set()
+    outside: set[str] = set()
+    for name, enclosing in _occurrences(rule):
+        (inside if any(e is agg for e in enclosing) else outside).add(name)
+    return frozenset(inside & outside)
+
+
+def ground_rule(rule: A.Rule) -> Grounding:
+    """Grounding of a rule's body; the head's variables are checked too."""
+    g = ground_body(rule.body, frozenset(), rule)
+    extra = [v for t in rule.head.args for v in A.term_vars(t) if v.name not in g.bound]
+    extra += [v for t in rule.head.args for agg in A.term_aggregates(t) for v in _agg_missing(agg, g.bound, rule)]
+    return Grounding(g.bound, g.assignments, g.conditions, _first_each(list(g.ungrounded) + extra))
+
+
+def ground_body(body: tuple[A.Literal, ...], outer: frozenset[str], rule: A.Rule) -> Grounding:
+    """Grounding of a body given the variables bound around it (`outer`)."""
+    bound = set(outer)
+    for lit in body:
+        if isinstance(lit, A.Atom):
+            bound.update(t.name for t in lit.args if isinstance(t, A.Var))
+    assignments: list[Assignment] = []
+    pending = [lit for lit in body if isinstance(lit, A.Comparison)]
+    progress = True
+    while progress:
+        progress = False
+        for lit in list(pending):
+            a = _assignment(lit, bound, rule)
+            if a is not None:
+                assignments.append(a)
+                bound.add(a.var)
+                pending.remove(lit)
+                progress = True
+    missing = _missing(body, bound, pending, rule)
+    return Grounding(frozenset(bound), tuple(assignments), tuple(pending), _first_each(missing))
+
+
+def computable(term: A.Term, bound: set[str] | frozenset[str], rule: A.Rule) -> bool:
+    """True when every variable `term` needs is bound."""
+    if any(v.name not in bound for v in A.term_vars(term)):
+        return False
+    return all(injected(agg, rule) <= bound for agg in A.term_aggregates(term))
+
+
+def _assignment(lit: A.Comparison, bound: set[str], rule: A.Rule) -> Assignment | None:
+    if lit.op is not A.CmpOp.EQ:
+        return None
+    for var, other in ((lit.left, lit.right), (lit.right, lit.left)):
+        if isinstance(var, A.Var) and var.name not in bound and computable(other, bound, rule):
+            if not isinstance(other, A.Wildcard):
+                return Assignment(var.name, other, lit)
+    return None
+
+
+def _missing(body, bound: set[str], pending, rule: A.Rule) -> list[A.Var]:
+    """Variables used where they must already be bound, but are not."""
+    out: list[A.Var] = []
+    for lit in body:
+        terms: tuple = ()
+        if isinstance(lit, A.Atom):
+            terms = tuple(t for t in lit.args if not isinstance(t, A.Var))
+        elif isinstance(lit, A.Negation):
+            target = lit.target
+            terms = target.args if isinstance(target, A.Atom) else (target.left, target.right)
+        elif isinstance(lit, A.Builtin):
+            terms = (lit.left, lit.right)
+        elif lit in pending:
+            terms = (lit.left, lit.right)
+        for t in terms:
+            out += [v for v in A.term_vars(t) if v.name not in bound]
+            for agg in A.term_aggregates(t):
+                out += _agg_missing(agg, bound, rule)
+    for a in (x for x in body if isinstance(x, A.Comparison) and x not in pending):
+        for t in (a.left, a.right):
+            for agg in A.term_aggregates(t):
+                out += _agg_missing(agg, bound, rule)
+    return out
+
+
+def _agg_missing(agg: A.Aggregate, bound, rule: A.Rule) -> list[A.Var]:
+    """Ungrounded variables of an aggregate (injected ones unbound outside, or local ones)."""
+    inj = injected(agg, rule)
+    inner = ground_body(agg.body, frozenset(inj & set(bound)), rule)
+    out = list(inner.ungrounded)
+    if agg.target is not None:
+        out += [v for v in A.term_vars(agg.target) if v.name not in inner.bound]
+    return out
+
+
+def _occurrences(rule: A.Rule) -> list[tuple[str, tuple[A.Aggregate, ...]]]:
+    out: list[tuple[str, tuple[A.Aggregate, ...]]] = []
+
+    def term(t, enc) -> None:
+        if isinstance(t, A.Var):
+            out.append((t.name, enc))
+        elif isinstance(t, A.Neg):
+            term(t.operand, enc)
+        elif isinstance(t, A.BinOp):
+            term(t.left, enc)
+            term(t.right, enc)
+        elif isinstance(t, A.Aggregate):
+            inner = (*enc, t)
+            if t.target is not None:
+                term(t.target, inner)
+            for lit in t.body:
+                literal(lit, inner)
+
+    def literal(lit, enc) -> None:
+        if isinstance(lit, A.Atom):
+            for a in lit.args:
+                term(a, enc)
+        elif isinstance(lit, A.Negation):
+            literal(lit.target, enc)
+        else:
+            term(lit.left, enc)
+            term(lit.right, enc)
+
+    literal(rule.head, ())
+    for lit in rule.body:
+        literal(lit, ())
+    return out
+
+
+def _first_each(vars_: list[A.Var]) -> tuple[A.Var, ...]:
+    seen: dict[str, A.Var] = {}
+    for v in vars_:
+        seen.setdefault(v.name, v)
+    return tuple(seen.values())

@@ -1,0 +1,177 @@
+"""Dependency graph, strongly connected components, strata.
+
+A relation depends on every relation its rules read. A dependency is
+*strict* when read under negation or inside an aggregate: the relation read
+must be complete first, so a strict edge inside a cycle is unstratifiable.
+
+Example:
+    >>> prog = parse_text('.decl e(a: number)\\n.decl p(a: number)\\np(x) :- e(x).')
+    >>> [s.relations for s in strata(prog)]
+    [('e',), ('p',)]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from torchtalk.datalog import ast as A
+from torchtalk.errors import SemanticError, SrcLoc
+
+
+@dataclass(frozen=True)
+class Edge:
+    """`head` reads `body` (strictly: under negation / in an aggregate) at `loc`."""
+
+    head: str
+    body: str
+    strict: bool
+    loc: SrcLoc
+
+
+@dataclass(frozen=True)
+class Stratum:
+    """Relations evaluated together; `recursive` when they depend on themselves.
+
+    `linear` (single recursive relation whose every rule reads it at most
+    once) can run as one `WITH RECURSIVE`; otherwise a semi-naive loop.
+    """
+
+    relations: tuple[str, ...]
+    recursive: bool
+    linear: bool
+
+
+def dependency_edges(program: A.Program) -> list[Edge]:
+    """Every (head relation, body relation) edge, with its strictness."""
+    edges = []
+    for rule in program.rules:
+        for lit in rule.body:
+            for atom, strict in A.literal_atoms(lit):
+                edges.append(Edge(rule.head.name, atom.name, strict, atom.loc))
+    return edges
+
+
+def needed_relations(program: A.Program, outputs: Iterable[str]) -> set[str]:
+    """The relations `outputs` depend on, transitively (outputs included)."""
+    deps: dict[str, set[str]] = {}
+    for e in dependency_edges(program):
+        deps.setdefault(e.head, set()).add(e.body)
+    seen: set[str] = set()
+    todo = list(outputs)
+    while todo:
+        rel = todo.pop()
+        if rel not in seen:
+            seen.add(rel)
+            todo.extend(deps.get(rel, ()))
+    return seen
+
+
+def strata(program: A.Program, relations: Iterable[str] | None = None) -> list[Stratum]:
+    """Strata of `relations` (default: all declared) in evaluation order.
+
+    Raises SemanticError at the offending literal when a negation or an
+    aggregate sits on a cycle.
+    """
+    wanted = set(program.decls) if relations is None else set(relations)
+    edges = [e for e in dependency_edges(program) if e.head in wanted and e.body in wanted]
+    succ: dict[str, list[str]] = {r: [] for r in wanted}
+    for e in edges:
+        succ[e.head].append(e.body)
+    order = [r for r in program.decls if r in wanted] + sorted(wanted - set(program.decls))
+    comps = _tarjan(order, succ)
+    comp_of = {r: i for i, comp in enumerate(comps) for r in comp}
+    for e in edges:
+        if e.strict and comp_of[e.head] == comp_of[e.body]:
+            raise _unstratifiable(e, comps[comp_of[e.head]], edges)
+    return [_stratum(program, comp, edges) for comp in comps]
+
+
+def _stratum(program: A.Program, comp: tuple[str, ...], edges: list[Edge]) -> Stratum:
+    members = set(comp)
+    recursive = len(comp) > 1 or any(e.head == e.body and e.head in members for e in edges)
+    linear = False
+    if recursive and len(comp) == 1:
+        linear = all(
+            sum(1 for lit in r.body if isinstance(lit, A.Atom) and lit.name == comp[0]) <= 1
+            for r in program.rules_for(comp[0])
+        )
+    return Stratum(comp, recursive, linear)
+
+
+def _tarjan(order: list[str], succ: dict[str, list[str]]) -> list[tuple[str, ...]]:
+    """SCCs, dependencies first (Tarjan emits them in reverse topological order)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[tuple[str, ...]] = []
+
+    def visit(root: str) -> None:  # iterative, so deep chains do not overflow
+        work = [(root, iter(succ[root]))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, it = work[-1]
+            nxt = next(it, None)
+            if nxt is not None:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = len(index)
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, iter(succ[nxt])))
+                elif nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                comp = []
+                while True:
+                    top = stack.pop()
+                    on_stack.discard(top)
+                    comp.append(top)
+                    if top == node:
+                        break
+                rank = {r: i for i, r in enumerate(order)}
+                out.append(tuple(sorted(comp, key=rank.__getitem__)))
+
+    for r in order:
+        if r not in index:
+            visit(r)
+    return out
+
+
+def _unstratifiable(edge: Edge, comp: tuple[str, ...], edges: list[Edge]) -> SemanticError:
+    cycle = _cycle(edge.body, edge.head, set(comp), edges)
+    path = " -> ".join([edge.head, *cycle])
+    return SemanticError(
+        f"'{edge.head}' reads '{edge.body}' under negation or aggregation, but '{edge.body}' "
+        f"depends on '{edge.head}' (cycle {path}): not stratifiable",
+        edge.loc,
+    )
+
+
+def _cycle(start: str, goal: str, members: set[str], edges: list[Edge]) -> list[str]:
+    """Shortest path start -> ... -> goal inside `members` (BFS)."""
+    succ: dict[str, list[str]] = {}
+    for e in edges:
+        if e.head in members and e.body in members:
+            succ.setdefault(e.head, []).append(e.body)
+    prev: dict[str, str | None] = {start: None}
+    queue = [start]
+    while queue:
+        node = queue.pop(0)
+        if node == goal:
+            break
+        for n in succ.get(node, []):
+            if n not in prev:
+                prev[n] = node
+                queue.append(n)
+    path, node = [], goal
+    while node is not None:
+        path.append(node)
+        node = prev.get(node)
+    return list(reversed(path))

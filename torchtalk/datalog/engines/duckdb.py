@@ -1,0 +1,133 @@
+"""The embedded engine: the compiled SQL plan (compile.py) run on DuckDB.
+
+Input relations are read in place from the fact DB; every derived table is
+a temp table (Note [Derived tables]) dropped when the run ends, so the fact
+DB may be opened read-only and several runs can share a connection in turn.
+
+Example:
+    >>> DuckDBEngine().run(prog, duckdb.connect("facts.duckdb", read_only=True), ["impact"], {})  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from torchtalk.datalog import ast as A
+from torchtalk.datalog.compile import SQL_TYPES, Exec, Plan, compile_program, q
+from torchtalk.errors import EngineError, InputError
+
+_RUNS = itertools.count()
+
+
+class DuckDBEngine:
+    name = "duckdb"
+
+    def run(self, program: A.Program, con: Any, outputs: list[str], facts: dict[str, list[tuple]]) -> dict[str, list[tuple]]:
+        """Evaluate `outputs` over `con` (a duckdb connection, may be read-only)."""
+        import duckdb
+
+        if con is None:
+            con = duckdb.connect()
+        prefix = f"_tt{next(_RUNS)}_"
+        created: list[str] = []
+        try:
+            sources = self._sources(program, con, facts, prefix, created)
+            plan = compile_program(program, outputs, sources, prefix)
+            created += plan.temp_tables
+            return _execute(con, plan)
+        except duckdb.Error as exc:
+            raise EngineError(f"DuckDB failed: {str(exc).splitlines()[0]}") from None
+        finally:
+            for table in created:
+                try:
+                    con.execute(f"DROP TABLE IF EXISTS {table}")
+                except duckdb.Error:
+                    pass
+
+    def _sources(self, program, con, facts, prefix, created) -> dict[str, list[str]]:
+        """Where each input relation's external rows are: DB table, given facts."""
+        sources: dict[str, list[str]] = {}
+        tables = db_tables(con) if program.inputs else {}
+        for rel in program.inputs:
+            if rel in tables:
+                check_table(program.decls[rel], tables[rel])
+                sources.setdefault(rel, []).append(q(rel))
+        for rel, rows in facts.items():
+            decl = program.decls.get(rel)
+            if decl is None:
+                raise InputError(f"facts given for undeclared relation '{rel}'")
+            table = f"{prefix}{rel}_given"
+            load_rows(con, decl, table, rows)
+            created.append(f"temp.main.{q(table)}")
+            sources.setdefault(rel, []).append(f"temp.main.{q(table)}")
+        return sources
+
+
+def _execute(con, plan: Plan) -> dict[str, list[tuple]]:
+    for step in plan.steps:
+        if isinstance(step, Exec):
+            con.execute(step.sql)
+            continue
+        for sql in step.init:
+            con.execute(sql)
+        while True:
+            for sql in step.step:
+                con.execute(sql)
+            if con.execute(step.count).fetchone()[0] == 0:
+                break
+            for sql in step.advance:
+                con.execute(sql)
+    return {rel: con.execute(sql).fetchall() for rel, sql in plan.fetch.items()}
+
+
+def db_tables(con) -> dict[str, list[tuple[str, str]]]:
+    """Tables of the connection's default schema -> [(column, type)]."""
+    rows = con.execute(
+        "SELECT table_name, column_name, data_type FROM duckdb_columns() "
+        "WHERE database_name = current_database() AND schema_name = current_schema() "
+        "ORDER BY table_name, column_index"
+    ).fetchall()
+    out: dict[str, list[tuple[str, str]]] = {}
+    for table, col, typ in rows:
+        out.setdefault(table, []).append((col, typ))
+    return out
+
+
+_COMPATIBLE = {A.ColType.SYMBOL: {"VARCHAR"}, A.ColType.NUMBER: {"BIGINT", "INTEGER", "HUGEINT", "SMALLINT", "TINYINT", "UBIGINT", "UINTEGER"}}
+
+
+def check_table(decl: A.Decl, columns: list[tuple[str, str]]) -> None:
+    """The fact DB table must have the declared columns, in order, with matching types."""
+    want = [(c.name, c.type) for c in decl.columns]
+    got = [(name, typ) for name, typ in columns]
+    ok = len(want) == len(got) and all(
+        wn == gn and gt in _COMPATIBLE[wt] for (wn, wt), (gn, gt) in zip(want, got, strict=True)
+    )
+    if not ok:
+        have = ", ".join(f"{n} {t}" for n, t in got)
+        raise EngineError(
+            f"table '{decl.name}' of the fact database has columns ({have}), but its .decl at "
+            f"{decl.loc} says ({', '.join(str(c) for c in decl.columns)})",
+            hint="re-index the tree, or fix the .decl",
+        )
+
+
+def load_rows(con, decl: A.Decl, table: str, rows) -> None:
+    """Create temp table `table` for `decl` holding `rows` (validated)."""
+    cols = ", ".join(f"{q(c.name)} {SQL_TYPES[c.type]}" for c in decl.columns)
+    con.execute(f"CREATE TEMP TABLE {q(table)} ({cols})")
+    checked = [_check_row(decl, i, row) for i, row in enumerate(rows, 1)]
+    if checked:
+        con.executemany(f"INSERT INTO temp.main.{q(table)} VALUES ({', '.join('?' * decl.arity)})", checked)
+
+
+def _check_row(decl: A.Decl, i: int, row) -> tuple:
+    row = tuple(row)
+    if len(row) != decl.arity:
+        raise InputError(f"row {i} of '{decl.name}' has {len(row)} values, its .decl has {decl.arity} columns")
+    for col, v in zip(decl.columns, row, strict=True):
+        want = str if col.type is A.ColType.SYMBOL else int
+        if not isinstance(v, want) or isinstance(v, bool):
+            raise InputError(f"row {i} of '{decl.name}': column '{col.name}' is a {col.type}, got {v!r}")
+    return row
