@@ -124,3 +124,46 @@ def trace_module(name: str, *, source=None, db=None, con=None):
 def search(query: str, backend: str | None = None, *, source=None, db=None, con=None):
     """Names like `query` (ops, functions, kernels, Python, modules). Example: `search("gelu", backend="CUDA")`."""
     return _lookup("search", query, source=source, db=db, con=con, backend=backend)
+
+
+# ---------------------------------------------------------------- reports (torchtalk.reports)
+
+
+def coverage(
+    source=None, db=None, *, keys=None, tag=None, backend_package=None, rules=None, progress=None, con=None
+):
+    """Backend coverage per dispatch key (rules/coverage.dl); a `CoverageReport`.
+
+    Example:
+        >>> coverage(keys=("CPU", "MPS"), tag="core").key("MPS").covered
+        181
+    """
+    from torchtalk.reports.coverage import RULES, CoverageOptions, compute_coverage
+
+    opts = CoverageOptions(
+        keys=tuple(keys) if keys else None, tag=tag,
+        backend_package=Path(backend_package) if backend_package else None, rules=Path(rules) if rules else RULES,
+    )
+    if con is not None:
+        return compute_coverage(con, opts, progress)
+    own = open_db(source=source, db=db)
+    try:
+        return compute_coverage(own, opts, progress)
+    finally:
+        own.close()
+
+
+def render_coverage(report, fmt: str = "md") -> str:
+    """A `CoverageReport` as md, html, csv or json text. Example: `render_coverage(r, "json")`."""
+    from torchtalk.reports.model import Format
+    from torchtalk.reports.render import render
+
+    return render(report, Format.parse(fmt))
+
+
+def coverage_table(key: str | None = None, *, source=None, db=None, con=None):
+    """Coverage as a lookup.Table: one row per key, or one key's missing ops. Example: `coverage_table("MPS")`."""
+    from torchtalk.reports.table import coverage_table as _coverage_table
+
+    report = coverage(source=source, db=db, keys=(key,) if key else None, con=con)
+    return _coverage_table(report, key)

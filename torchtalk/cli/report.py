@@ -1,0 +1,111 @@
+"""`torchtalk report coverage`: backend coverage per dispatch key (rules/coverage.dl)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+NAME = "report"
+HELP = "batch reports: `report coverage` (which ops each backend implements, what is missing)"
+
+
+def register(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="report", metavar="REPORT")
+    c = sub.add_parser("coverage", help="per dispatch key: ops with a kernel, share by tag, missing ops")
+    where = c.add_mutually_exclusive_group()
+    where.add_argument("--source", type=Path, help="the indexed PyTorch tree (default: the fetched one)")
+    where.add_argument("--db", type=Path, help="the fact DB file")
+    c.add_argument("--keys", help="comma-separated dispatch keys (default: every backend key)")
+    c.add_argument("--tag", help="only ops with this tag (core, pointwise, ...)")
+    c.add_argument("--format", default=None, help="md (default), html, csv or json")
+    c.add_argument("-o", "--output", type=Path, help="write to FILE (atomically) instead of stdout")
+    c.add_argument("--backend-package", type=Path, metavar="DIR",
+                   help="an out-of-tree backend package: report the ops its table maps")
+    c.add_argument("--rules", type=Path, help="coverage rules to use instead of rules/coverage.dl")
+    c.add_argument("--json", action="store_true", help="same as --format json")
+    c.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(_parser=p)
+
+
+def run(args: argparse.Namespace) -> int:
+    if getattr(args, "report", None) != "coverage":
+        args._parser.print_help()
+        return 2
+    import sys
+
+    from torchtalk import api
+    from torchtalk.reports.model import Format
+
+    fmt = Format.JSON if args.json else Format.parse(args.format or _format_of(args.output))
+    keys = tuple(k.strip() for k in args.keys.split(",") if k.strip()) if args.keys else None
+    with _progress(quiet=args.quiet or not sys.stderr.isatty()) as step:
+        report = api.coverage(
+            source=args.source, db=args.db, keys=keys, tag=args.tag,
+            backend_package=args.backend_package, rules=args.rules, progress=step,
+        )
+        step("rendering " + fmt.value)
+        text = api.render_coverage(report, fmt.value)
+    if args.output is None:
+        sys.stdout.write(text)
+    else:
+        _write_atomic(args.output, text)
+        print(f"wrote {args.output} ({fmt.value}, {len(report.keys)} keys, {report.total} ops)", file=sys.stderr)
+    return 0
+
+
+def _format_of(path: Path | None) -> str:
+    """The format named by an output file's suffix (`-o cov.html`), else md."""
+    if path is not None and path.suffix.lstrip(".").lower() in ("md", "html", "csv", "json"):
+        return path.suffix.lstrip(".").lower()
+    return "md"
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    import os
+    import tempfile
+
+    from torchtalk.errors import InputError
+
+    parent = path.resolve().parent
+    if not parent.is_dir():
+        raise InputError(f"cannot write {path}: directory {parent} does not exist")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=parent)
+    except OSError as err:
+        raise InputError(f"cannot write {path}: {err.strerror}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class _progress:
+    """A rich progress bar on stderr over the report's steps (a no-op when quiet)."""
+
+    STEPS = 5
+
+    def __init__(self, quiet: bool) -> None:
+        self.quiet = quiet
+
+    def __enter__(self):
+        if self.quiet:
+            return lambda _msg: None
+        from rich.console import Console
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.bar = Progress(TextColumn("coverage: {task.description}"), BarColumn(), TimeElapsedColumn(),
+                            console=Console(stderr=True), transient=True)
+        self.bar.start()
+        task = self.bar.add_task("opening the fact DB", total=self.STEPS)
+
+        def step(msg: str) -> None:
+            self.bar.update(task, description=msg, advance=1)
+
+        return step
+
+    def __exit__(self, *exc) -> None:
+        if not self.quiet:
+            self.bar.stop()

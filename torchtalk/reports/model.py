@@ -1,0 +1,171 @@
+"""The coverage report as data: what the renderers (md, csv, json, html) show.
+
+Every number here comes from an `.output` relation of rules/coverage.dl; the
+renderers only format. `to_json()` is the one serialisation the JSON format,
+the MCP tool and the HTML page's numbers share.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+
+from torchtalk.errors import InputError
+
+
+class KernelPath(StrEnum):
+    """How an op reaches a kernel for a key (Note [Coverage model] in rules/coverage.dl)."""
+
+    DIRECT = "direct"
+    DELEGATE = "delegate"
+    STRUCTURED_META = "structured_meta"
+    COMPOSITE = "composite"
+
+    @classmethod
+    def parse(cls, text: str) -> KernelPath:
+        try:
+            return cls(text)
+        except ValueError:
+            known = ", ".join(p.value for p in cls)
+            raise InputError(f"unknown kernel path {text!r} from the rules (known: {known})") from None
+
+
+# precedence when an op has several paths (the heatmap shows the first)
+PATH_ORDER = (KernelPath.DIRECT, KernelPath.DELEGATE, KernelPath.STRUCTURED_META, KernelPath.COMPOSITE)
+
+
+class Format(StrEnum):
+    """Output formats of `torchtalk report coverage --format`."""
+
+    MD = "md"
+    HTML = "html"
+    CSV = "csv"
+    JSON = "json"
+
+    @classmethod
+    def parse(cls, text: str) -> Format:
+        try:
+            return cls(text.lower())
+        except ValueError:
+            from torchtalk.errors import did_you_mean
+
+            raise InputError(
+                f"unknown report format {text!r}",
+                hint=did_you_mean(text, [f.value for f in cls]) or "one of md, html, csv, json",
+            ) from None
+
+
+@dataclass(frozen=True)
+class TagShare:
+    """Of the in-scope ops carrying `tag`, `covered` have a kernel for the key."""
+
+    tag: str
+    covered: int
+    total: int
+
+
+@dataclass(frozen=True)
+class MissingOp:
+    """An op without a kernel for a key; `decomps` are its Python decompositions (file:line)."""
+
+    op: str
+    file: str
+    line: int
+    decomps: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class KeyCoverage:
+    """Coverage of one dispatch key."""
+
+    key: str
+    covered: int
+    total: int
+    by_path: dict[str, int]  # ops reaching a kernel through each path (not exclusive)
+    tags: tuple[TagShare, ...]
+    missing: tuple[MissingOp, ...]
+
+    @property
+    def share(self) -> float:
+        return self.covered / self.total if self.total else 0.0
+
+    def tag(self, name: str) -> TagShare | None:
+        return next((t for t in self.tags if t.tag == name), None)
+
+    @property
+    def missing_with_decomp(self) -> int:
+        return sum(1 for m in self.missing if m.decomps)
+
+
+@dataclass(frozen=True)
+class OpRow:
+    """One op of the heatmap: its kernel path per key ("" = missing)."""
+
+    op: str
+    paths: dict[str, str]
+    decomp: bool
+
+
+@dataclass(frozen=True)
+class PackageOp:
+    """An op of the out-of-tree backend package's table (or one it lacks)."""
+
+    op: str
+    file: str = ""
+    line: int = 0
+    modules: int = 0  # nn modules reaching it (missing ops)
+    tests: int = 0  # tests reaching it (missing ops)
+    composite: bool = False  # CompositeImplicitAutograd: decomposed before the backend
+    decomposes: tuple[str, ...] = ()  # decompositions whose calls the package all has
+    unmet: tuple[str, ...] = ()  # ops its decompositions call that the package lacks
+    has_decomp: bool = False
+
+
+@dataclass(frozen=True)
+class PackageReport:
+    """Coverage of an out-of-tree backend package against the in-scope ops."""
+
+    root: str
+    files: int
+    refs: int
+    scope_total: int
+    covered: tuple[PackageOp, ...]
+    missing: tuple[PackageOp, ...]  # ranked: most modules + tests first
+    unknown: tuple[str, ...]  # "aten.x.y at file:line": names no ATen op of the tree
+    unparsed: tuple[str, ...]
+    decomp_calls_known: bool  # py_calls/py_api facts exist to check decompositions
+
+
+@dataclass(frozen=True)
+class CoverageReport:
+    """The whole report (see rules/coverage.dl for what each number means)."""
+
+    source: str
+    scope: str  # "*" or the --tag
+    total: int
+    keys: tuple[KeyCoverage, ...]
+    heatmap: tuple[OpRow, ...]
+    no_derivative: tuple[MissingOp, ...]
+    untested: tuple[MissingOp, ...]
+    layers_missing: tuple[str, ...]  # "python (decomp, py_api, ...)": what the DB lacks
+    seconds: float
+    package: PackageReport | None = None
+    notes: tuple[str, ...] = field(default=())
+
+    def key(self, name: str) -> KeyCoverage:
+        for k in self.keys:
+            if k.key == name:
+                return k
+        from torchtalk.errors import did_you_mean
+
+        raise InputError(
+            f"key {name!r} not in the report", hint=did_you_mean(name, [k.key for k in self.keys])
+        )
+
+    def to_json(self) -> dict:
+        """Plain data for json.dumps (the JSON format and the HTML page's numbers)."""
+        data = asdict(self)
+        for k, kc in zip(data["keys"], self.keys, strict=True):
+            k["share"] = round(kc.share, 4)
+            k["missing_with_decomp"] = kc.missing_with_decomp
+        return data

@@ -1,0 +1,156 @@
+"""Render a `CoverageReport` as Markdown, CSV or JSON (HTML: reports/html.py).
+
+Example:
+    >>> print(render(report, Format.MD)[:40])
+    # Backend coverage: /src/pytorch-v2.6.0
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+from torchtalk.reports.model import CoverageReport, Format, KeyCoverage, PackageReport
+
+
+def render(report: CoverageReport, fmt: Format) -> str:
+    """The report as text in `fmt`.
+
+    Example:
+        >>> json.loads(render(report, Format.JSON))["keys"][0]["key"]
+        'CPU'
+    """
+    if fmt is Format.JSON:
+        return json.dumps(report.to_json(), indent=1) + "\n"
+    if fmt is Format.CSV:
+        return render_csv(report)
+    if fmt is Format.HTML:
+        from torchtalk.reports.html import render_html
+
+        return render_html(report)
+    return render_md(report)
+
+
+def pct(n: int, total: int) -> str:
+    """`n/total` as a percentage with one decimal ("97.3%")."""
+    return f"{100.0 * n / total:.1f}%" if total else "n/a"
+
+
+def scope_text(report: CoverageReport) -> str:
+    if report.scope == "*":
+        return f"all {report.total} ops of native_functions.yaml"
+    return f"the {report.total} ops tagged `{report.scope}`"
+
+
+# ----------------------------------------------------------------- markdown
+
+
+def render_md(report: CoverageReport) -> str:
+    """Markdown: summary per key, share by tag, missing ops, autograd, tests, package."""
+    out = [f"# Backend coverage: {report.source or 'fact DB'}", ""]
+    out.append(f"Scope: {scope_text(report)}. Computed by rules/coverage.dl in {report.seconds:.2f} s.")
+    for layer in report.layers_missing:
+        out.append(f"- not indexed: {layer}")
+    out += ["", "## Per dispatch key", ""]
+    out += _md_keys(report)
+    out += ["", "## Share by tag", ""]
+    out += _md_tags(report)
+    for kc in report.keys:
+        out += ["", f"## Missing for {kc.key}: {len(kc.missing)} ops ({kc.missing_with_decomp} with a decomposition)", ""]
+        out += [
+            f"- `{m.op}` ({m.file}:{m.line})" + (f": decomposes via {', '.join(m.decomps)}" if m.decomps else "")
+            for m in kc.missing
+        ]
+    out += ["", f"## Functional ops without a derivative formula: {len(report.no_derivative)}", ""]
+    out.append("(not CompositeImplicitAutograd, so autograd cannot differentiate through a decomposition)")
+    out += [f"- `{m.op}` ({m.file}:{m.line})" for m in report.no_derivative]
+    out += ["", "## Ops without test coverage", ""]
+    if any(layer.startswith("tests ") for layer in report.layers_missing):
+        out.append("(the tests layer is not indexed: run `torchtalk index --layers tests`)")
+    else:
+        out.append(f"{len(report.untested)} ops no test reaches:")
+        out += [f"- `{m.op}` ({m.file}:{m.line})" for m in report.untested]
+    if report.package is not None:
+        out += ["", *_md_package(report.package)]
+    return "\n".join(out) + "\n"
+
+
+def _md_keys(report: CoverageReport) -> list[str]:
+    rows = [
+        "| key | covered | share | core | direct | delegate | structured meta | composite | missing | missing with decomp |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for kc in report.keys:
+        rows.append(
+            f"| {kc.key} | {kc.covered}/{kc.total} | {pct(kc.covered, kc.total)} | {_core(kc)} | "
+            + " | ".join(str(kc.by_path.get(p, 0)) for p in ("direct", "delegate", "structured_meta", "composite"))
+            + f" | {len(kc.missing)} | {kc.missing_with_decomp} |"
+        )
+    return rows
+
+
+def _core(kc: KeyCoverage) -> str:
+    core = kc.tag("core")
+    return f"{core.covered}/{core.total} ({pct(core.covered, core.total)})" if core else "n/a"
+
+
+def _md_tags(report: CoverageReport) -> list[str]:
+    if not report.keys:
+        return ["(no keys)"]
+    keys = [kc.key for kc in report.keys]
+    rows = ["| tag | ops | " + " | ".join(keys) + " |", "|---|---:|" + "---:|" * len(keys)]
+    for share in report.keys[0].tags:
+        cells = []
+        for kc in report.keys:
+            t = kc.tag(share.tag)
+            cells.append(pct(t.covered, t.total) if t else "n/a")
+        rows.append(f"| {share.tag} | {share.total} | " + " | ".join(cells) + " |")
+    return rows
+
+
+def _md_package(pkg: PackageReport) -> list[str]:
+    out = [f"## Backend package {pkg.root}", ""]
+    out.append(
+        f"{pkg.files} files, {pkg.refs} op references; covers {len(pkg.covered)}/{pkg.scope_total} "
+        f"in-scope ops ({pct(len(pkg.covered), pkg.scope_total)}), misses {len(pkg.missing)}."
+    )
+    if not pkg.decomp_calls_known:
+        out.append("- what decompositions call is not indexed (python layer: py_calls, py_api): "
+                   "whether a missing op decomposes into the package's ops is unknown")
+    for u in pkg.unknown:
+        out.append(f"- unknown op {u}")
+    for u in pkg.unparsed:
+        out.append(f"- could not parse {u}")
+    out += ["", "### Covered", ""]
+    out += [f"- `{p.op}` ({p.file}:{p.line})" for p in pkg.covered]
+    out += ["", "### Missing (most used first)", "", "| op | nn modules | tests | path |", "|---|---:|---:|---|"]
+    out += [f"| `{p.op}` | {p.modules} | {p.tests} | {package_path(p)} |" for p in pkg.missing]
+    return out
+
+
+def package_path(p) -> str:
+    """What could still run a missing package op: composite, decomposition, or nothing."""
+    if p.composite:
+        return "composite (CompositeImplicitAutograd)"
+    if p.decomposes:
+        return "decomposes into mapped ops: " + ", ".join(p.decomposes)
+    if p.has_decomp and p.unmet:
+        return "decomposition needs " + ", ".join(p.unmet)
+    if p.has_decomp:
+        return "has a decomposition (its calls are not indexed)"
+    return "none"
+
+
+# ----------------------------------------------------------------- csv
+
+
+def render_csv(report: CoverageReport) -> str:
+    """One row per op: its kernel path per key, "missing" or "missing+decomp"."""
+    keys = [kc.key for kc in report.keys]
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["op", *keys])
+    for row in sorted(report.heatmap, key=lambda r: r.op):
+        w.writerow([row.op, *(row.paths[k] or ("missing+decomp" if row.decomp else "missing") for k in keys)])
+    return buf.getvalue()
