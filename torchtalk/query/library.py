@@ -37,7 +37,7 @@ from torchtalk.errors import InputError
 ROOT = Path(__file__).resolve().parents[2]
 RULES_DIR = ROOT / "rules"
 SCHEMA = ROOT / "facts" / "schema.dl"
-CACHE_VERSION = "1"
+CACHE_VERSION = "2"
 
 # namespaces of seed columns (Note [Named queries]); others take text as typed
 NAMESPACES = ("fn", "op", "py", "node", "test", "key", "kernel")
@@ -98,6 +98,11 @@ def load_library(extra_dirs: tuple[Path, ...] = (), *, user: bool = True):
         >>> "impact" in load_library(user=False).decls
         True
     """
+    return load_library_notes(extra_dirs, user=user)[0]
+
+
+def load_library_notes(extra_dirs: tuple[Path, ...] = (), *, user: bool = True):
+    """(program, notes): notes name the built-in files left out (Note [Library conflicts])."""
     files = rule_files(tuple(Path(d) for d in extra_dirs), user=user)
     key = _cache_key(files)
     cached = _cache_path(key)
@@ -109,11 +114,55 @@ def load_library(extra_dirs: tuple[Path, ...] = (), *, user: bool = True):
             pass
     from torchtalk.datalog import parse_text
 
-    text = "".join(f'#include "{p}"\n' for p in files)
+    builtin = [f for f in files if f.parent == RULES_DIR.resolve()]
+    accepted, notes = _compatible(builtin)
+    chosen = [f for f in files if f in accepted or f not in builtin]
+    text = "".join(f'#include "{p}"\n' for p in chosen)
     program = parse_text(text, "<library>", base=RULES_DIR)
     if cached is not None:
-        _write_atomic(cached, pickle.dumps(program))
-    return program
+        _write_atomic(cached, pickle.dumps((program, tuple(notes))))
+    return program, tuple(notes)
+
+
+# Note [Library conflicts]: every built-in rules/*.dl shares one namespace of
+# relations. A built-in file that does not parse, or declares a relation that
+# an earlier file (graph.dl and what it includes come first) also declares,
+# is left out of the query library with a note, so one file's problem does
+# not take every query down; user files are never left out (their errors are
+# the user's to see).
+CORE_FIRST = ("graph.dl",)
+
+
+def _compatible(files: list[Path]) -> tuple[set[Path], list[str]]:
+    from torchtalk.datalog import parse_file
+    from torchtalk.errors import TorchTalkError
+
+    order = sorted(files, key=lambda p: (p.name not in CORE_FIRST, p.name))
+    owner: dict[str, str] = {}
+    accepted: set[Path] = set()
+    notes: list[str] = []
+    for f in order:
+        try:
+            prog = parse_file(f)
+        except TorchTalkError as exc:
+            notes.append(f"rules/{f.name} left out: {exc.headline()}")
+            continue
+        mine = {n: f"{d.loc.file}:{d.loc.line}" for n, d in prog.decls.items()}
+        clash = [n for n, where in mine.items() if n in owner and owner[n] != where]
+        if clash:
+            notes.append(f"rules/{f.name} left out: relation {clash[0]!r} is also declared at "
+                         f"{_short(owner[clash[0]])}")
+            continue
+        owner.update(mine)
+        accepted.add(f)
+    return accepted, notes
+
+
+def _short(where: str) -> str:
+    try:
+        return str(Path(where).relative_to(ROOT))
+    except ValueError:
+        return where
 
 
 def _cache_key(files: tuple[Path, ...]) -> str:

@@ -7,8 +7,8 @@ what kind of thing a name must denote:
          exact id "at::native::cpublas::gemm"; then, for a dispatch-table
          kernel name ("matmul"), the at::native function torchgen binds it to;
          then any id ending in "::<name>" ("cpublas::gemm", "gemm").
-  op     ATen op: id "add.Tensor" (an "aten::" prefix and ".default" are
-         dropped); then a name ("add": every overload, one packet); then a
+  op     ATen op: a name ("add": every overload, one packet) or an id
+         ("add.Tensor"; an "aten::" prefix and ".default" are dropped); then a
          Python API ("torch.matmul": the ops it reaches); then a C++ kernel
          ("at::native::matmul": the ops whose dispatch table names it).
   py     Python definition or API: exact, then any id ending in ".<name>".
@@ -176,10 +176,12 @@ class Resolver:
     def _op_tiers(self, t: str):
         o = t.removeprefix("aten::")
         o = o.removesuffix(".default")
-        yield "exact", False, lambda: self._q(
-            "SELECT 'op', op, file, line FROM op WHERE op = ?", [o], "op")
-        yield "name", True, lambda: self._q(
-            "SELECT 'op', op, file, line FROM op WHERE name = ? ORDER BY op", [o], "op")
+        exact = ("exact", False, lambda: self._q(
+            "SELECT 'op', op, file, line FROM op WHERE op = ?", [o], "op"))
+        name = ("name", True, lambda: self._q(
+            "SELECT 'op', op, file, line FROM op WHERE name = ? ORDER BY op", [o], "op"))
+        # a bare name ("matmul") means every overload; "add.Tensor" means one
+        yield from ((name, exact) if "." not in o else (exact, name))
         yield "python", True, lambda: self._q(
             "SELECT DISTINCT 'op', o.op, o.file, o.line FROM py_api a JOIN op o ON o.op = a.op "
             "WHERE a.api = ? ORDER BY 2", [t], "py_api", "op")

@@ -50,6 +50,7 @@ class Result:
     total: int
     resolutions: tuple[Resolution, ...] = ()
     notes: tuple[str, ...] = field(default=())
+    explanations: tuple[dict, ...] = ()
 
     def records(self) -> list[dict]:
         """One dict per row keyed by column name (the `--json` form)."""

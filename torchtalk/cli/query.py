@@ -1,0 +1,63 @@
+"""`torchtalk query`: run a DSL query (a named relation of the rule library)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+NAME = "query"
+HELP = "answer a query: impact(gemm), trace(torch.matmul), callees(matmul), ..."
+
+
+def register(p: argparse.ArgumentParser) -> None:
+    p.add_argument("query", nargs="?", help='e.g. "impact(cpublas::gemm, depth=3)"')
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--source", type=Path, help="the PyTorch tree whose fact DB to use")
+    where.add_argument("--db", type=Path, help="the fact DB file")
+    p.add_argument("--json", action="store_true", help="a JSON array, one object per row")
+    p.add_argument("--limit", type=int, default=None, help="show at most N rows")
+    p.add_argument("--engine", choices=("duckdb", "souffle"), default="duckdb")
+    p.add_argument("--rules", type=Path, action="append", default=[], metavar="DIR",
+                   help="add the .dl files of DIR (repeatable)")
+    p.add_argument("--all", action="store_true", dest="all_matches",
+                   help="answer for every match of an ambiguous name")
+    p.add_argument("--explain", nargs="?", type=int, const=1, default=None, metavar="N",
+                   help="show how the first N rows (default 1) were derived")
+    p.add_argument("--list", action="store_true", help="list the named queries and exit")
+
+
+def run(args: argparse.Namespace) -> int:
+    from torchtalk import api
+    from torchtalk.errors import InputError
+
+    if args.limit is not None and args.limit < 0:
+        raise InputError(f"--limit must be >= 0, got {args.limit}")
+    if args.list:
+        return _list(args)
+    if not args.query:
+        raise InputError("no query given", hint='e.g. torchtalk query "impact(gemm)"')
+    result = api.query(
+        args.query, source=args.source, db=args.db, limit=args.limit, rules=args.rules,
+        engine=args.engine, all_matches=args.all_matches, explain=args.explain,
+    )
+    from torchtalk.query import output
+
+    if args.json:
+        print(output.to_json(result))
+    else:
+        output.print_table(result)
+    return 0
+
+
+def _list(args: argparse.Namespace) -> int:
+    import json
+
+    from torchtalk import api
+
+    queries = api.list_queries(rules=args.rules)
+    if args.json:
+        print(json.dumps(queries, indent=1))
+        return 0
+    for q in queries:
+        print(f"{q['usage']:<44} {q['file']}:{q['line']}")
+    return 0

@@ -1,0 +1,60 @@
+"""The query DSL: text → named relation of the rule library → rows.
+
+Pipeline (one way): dsl (textX grammar → `Query`) → library (rules/*.dl +
+user rules → `Program`, Note [Named queries]) → resolve (names → ids) →
+run (bind seeds/options/filters, evaluate) → explain (derivations) →
+output (table, JSON).
+
+Example:
+    >>> from torchtalk.query import query
+    >>> query("callees(matmul)", con).columns
+    ('fn', 'callee', 'via', 'file', 'line')
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+
+def query(
+    text: str,
+    con,
+    *,
+    rules: tuple[Path, ...] = (),
+    user_rules: bool = True,
+    limit: int | None = None,
+    all_matches: bool = False,
+    engine: str = "duckdb",
+    explain: int | None = None,
+):
+    """Run DSL `text` on fact DB connection `con`; a `run.Result`.
+
+    `explain=N` adds the derivation trees of the first N rows
+    (`result.explanations`, see torchtalk.query.explain).
+
+    Example:
+        >>> query("impact(cpublas::gemm, depth=2)", con, limit=5).total
+        153
+    """
+    from torchtalk.query.dsl import parse_query
+    from torchtalk.query.library import load_library
+    from torchtalk.query.resolve import Resolver
+    from torchtalk.query.run import Result, bind, evaluate_bound, sort_rows
+
+    program = load_library(tuple(rules), user=user_rules)
+    q = parse_query(text)
+    b = bind(q, program, Resolver(con), all_matches=all_matches)
+    rows = sort_rows(b.sig, evaluate_bound(b, program, con, engine=engine))
+    shown = rows if limit is None else rows[:limit]
+    from torchtalk.query.run import _notes
+
+    result = Result(b.sig.name, b.sig.columns, b.sig.types, tuple(shown), len(rows),
+                    b.resolutions, _notes(b))
+    if explain:
+        from torchtalk.query.explain import explain as _explain
+
+        trees = tuple(_explain(program, con, b.sig.name, r, b.facts, engine=engine)
+                      for r in shown[:explain])
+        result = dataclasses.replace(result, explanations=trees)
+    return result
