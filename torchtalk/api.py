@@ -167,3 +167,72 @@ def coverage_table(key: str | None = None, *, source=None, db=None, con=None):
 
     report = coverage(source=source, db=db, keys=(key,) if key else None, con=con)
     return _coverage_table(report, key)
+
+
+# ---------------------------------------------------------------- queries
+# (torchtalk.query; issue 6). `query` runs any DSL query; `resolve` tells what a
+# name denotes; `list_queries` names the relations a query can call.
+
+
+def query(
+    dsl: str,
+    *,
+    source=None,
+    db=None,
+    con=None,
+    limit: int | None = None,
+    rules=(),
+    engine: str = "duckdb",
+    all_matches: bool = False,
+    explain: int | None = None,
+):
+    """Run a DSL query; a `torchtalk.query.run.Result` (columns, rows, total, notes).
+
+    Example:
+        >>> query("callees(matmul)", source="~/pytorch").records()[0]["callee"]
+        'at::native::_matmul_impl'
+    """
+    from torchtalk.query import query as _query
+
+    kw = dict(rules=tuple(Path(r) for r in rules), limit=limit, engine=engine,
+              all_matches=all_matches, explain=explain)
+    if con is not None:
+        return _query(dsl, con, **kw)
+    own = open_db(source=source, db=db)
+    try:
+        return _query(dsl, own, **kw)
+    finally:
+        own.close()
+
+
+def resolve(name: str, ns: str = "node", *, source=None, db=None, con=None):
+    """What `name` denotes in namespace `ns` (fn, op, py, node, test, key, kernel):
+    a `torchtalk.query.resolve.Resolution` (.ids, .matches with file:line,
+    .ambiguous); QueryError with "did you mean" when nothing matches.
+
+    Example:
+        >>> resolve("cpublas::gemm", "fn", source="~/pytorch").ids
+        ('at::native::cpublas::gemm',)
+    """
+    from torchtalk.query.resolve import Resolver
+
+    if con is not None:
+        return Resolver(con).resolve(name, ns)
+    own = open_db(source=source, db=db)
+    try:
+        return Resolver(own).resolve(name, ns)
+    finally:
+        own.close()
+
+
+def list_queries(rules=()) -> list[dict]:
+    """The named queries of the rule library (built-in + `rules` dirs + user
+    config): name, columns, argument namespace, options, usage, file:line.
+
+    Example:
+        >>> [q["name"] for q in list_queries()][:3]
+        ['affected', 'callees', 'callers']
+    """
+    from torchtalk.query.library import describe_queries, load_library
+
+    return describe_queries(load_library(tuple(Path(r) for r in rules)))

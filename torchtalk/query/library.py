@@ -268,3 +268,24 @@ def seeded_queries(program) -> list[str]:
         for n in program.decls
         if f"{n}_arg" in program.decls or f"{n}_from" in program.decls
     )
+
+
+def describe_queries(program) -> list[dict]:
+    """One dict per seeded named query (those taking resolved arguments):
+    name, columns, arg namespace, options with defaults, usage, file, line."""
+    out = []
+    for name in seeded_queries(program):
+        sig = signature(program, name)
+        decl = program.decls[name]
+        opts = {k: (sig.defaults.get(k, (None,)) or (None,))[0] for k in sig.options}
+        if sig.arg is not None:
+            usage = f"{name}({sig.arg.column.upper()}"
+        else:
+            usage = f"{name}({(sig.src.column if sig.src else 'A').upper()} -> B"
+        usage += "".join(f", {k}={v}" for k, v in opts.items()) + ")"
+        out.append({
+            "name": name, "columns": list(sig.columns),
+            "arg": sig.arg.column if sig.arg else None, "options": opts, "usage": usage,
+            "file": _short(decl.loc.file), "line": decl.loc.line,
+        })
+    return out
