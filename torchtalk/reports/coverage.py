@@ -63,7 +63,7 @@ class CoverageOptions:
     tag: str | None = None
     backend_package: Path | None = None
     rules: Path = RULES
-    heatmap_limit: int = 400  # heatmap rows (ops missing somewhere first)
+    heatmap_limit: int | None = None  # heatmap rows, ops missing somewhere first (None: all)
 
 
 def compute_coverage(

@@ -1,0 +1,162 @@
+"""Coverage report on the real 2.6.0 tree, checked against the tree's own torchgen.
+
+The oracle runs torchgen from the tree (PYTHONPATH=<tree>, in a subprocess:
+the installed torch wheel ships its own torchgen) and computes, per key, the
+ops torchgen registers a kernel for: `BackendIndex.has_kernel` of the op or of
+its structured `NativeFunctionsGroup`, the composite indices, and the Meta
+kernels torchgen generates for structured groups. It shares no code with
+rules/coverage.dl.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.real_tree
+
+KEYS = ("CPU", "CUDA", "MPS", "Meta", "XPU", "SparseCPU", "NestedTensorCPU", "QuantizedCPU")
+
+ORACLE = r"""
+import json, sys
+import torchgen.gen as tg
+from torchgen.model import DispatchKey, NativeFunctionsGroup
+root, keys = sys.argv[1], sys.argv[2].split(",")
+ny = f"{root}/aten/src/ATen/native/native_functions.yaml"
+ty = f"{root}/aten/src/ATen/native/tags.yaml"
+declared = {f.func.name for f in tg.parse_native_yaml(ny, ty, skip_native_fns_gen=True).native_functions}
+tg._GLOBAL_PARSE_NATIVE_YAML_CACHE.clear()   # the full parse (with generated ops) groups functions
+parsed = tg.parse_native_yaml(ny, ty)
+idx = parsed.backend_indices
+composites = [DispatchKey.CompositeImplicitAutograd, DispatchKey.CompositeExplicitAutograd,
+              DispatchKey.CompositeExplicitAutogradNonFunctional]
+group = {}
+for g in tg.get_grouped_native_functions(parsed.native_functions):
+    if isinstance(g, NativeFunctionsGroup) and g.structured:
+        for f in g.functions():
+            group[f.func.name] = g
+out = {"core": sorted(str(f.func.name) for f in parsed.native_functions
+                      if f.func.name in declared and "core" in f.tags)}
+for k in keys:
+    dk = DispatchKey.parse(k)
+    bi = idx.get(dk)
+    covered = []
+    for f in parsed.native_functions:
+        if f.func.name not in declared:
+            continue
+        g = group.get(f.func.name)
+        ok = any(f.func.name in idx[c].index for c in composites)
+        ok = ok or (bi is not None and (bi.has_kernel(f) or (g is not None and bi.has_kernel(g))))
+        ok = ok or (dk == DispatchKey.Meta and g is not None)
+        ok = ok or (k.startswith("NestedTensor")
+                    and f.func.name in idx[DispatchKey.CompositeImplicitAutogradNestedTensor].index)
+        if ok:
+            covered.append(str(f.func.name))
+    out[k] = sorted(covered)
+out["_total"] = len(declared)
+print(json.dumps(out))
+"""
+
+
+def torchgen_coverage(tree: Path, keys: tuple[str, ...]) -> dict:
+    """Per key, the ops the tree's torchgen registers a kernel for (a subprocess)."""
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    proc = subprocess.run(
+        [sys.executable, "-c", ORACLE, str(tree), ",".join(keys)],
+        env=env, capture_output=True, text=True, timeout=300, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout)
+
+
+@pytest.fixture(scope="module")
+def ops_db(tree, tmp_path_factory, request) -> Path:
+    """The fact DB of the real tree: the shared `real_db` when conftest has it, else the ops layer alone."""
+    try:
+        return Path(request.getfixturevalue("real_db"))
+    except pytest.FixtureLookupError:
+        pass
+    from torchtalk import api
+
+    db = tmp_path_factory.mktemp("report") / "ops.duckdb"
+    api.index(tree, db=db, layers=["ops"])
+    return db
+
+
+@pytest.fixture(scope="module")
+def oracle(tree) -> dict:
+    return torchgen_coverage(tree, KEYS)
+
+
+@pytest.fixture(scope="module")
+def report(ops_db):
+    from torchtalk import api
+
+    return api.coverage(db=ops_db, keys=KEYS)
+
+
+def test_counts_equal_torchgen(report, oracle):
+    assert report.total == oracle["_total"] == 2633
+    core = set(oracle["core"])
+    for key in KEYS:
+        kc = report.key(key)
+        want = set(oracle[key])
+        missing = {m.op for m in kc.missing}
+        got = {r.op for r in report.heatmap if r.paths[key]}
+        assert got == want, (key, sorted(got ^ want)[:10])
+        assert kc.covered == len(want), key
+        assert missing == {r.op for r in report.heatmap} - want, key
+        assert kc.tag("core").covered == len(want & core), key
+        assert kc.tag("core").total == len(core) == 189
+
+
+def test_headline_figures(report):
+    """The acceptance figures (also equal to torchgen's, above): covered / core covered."""
+    got = {k: (report.key(k).covered, report.key(k).tag("core").covered) for k in ("CPU", "CUDA", "MPS", "Meta")}
+    assert got == {"CPU": (2467, 189), "CUDA": (2504, 189), "MPS": (2123, 181), "Meta": (2118, 163)}
+
+
+def test_kernel_paths_and_missing_locations(report):
+    """Exact paths for a few ops, and a missing op located at its yaml entry."""
+    rows = {r.op: r.paths for r in report.heatmap}
+    assert rows["add.Tensor"]["CPU"] == "delegate"  # structured_delegate: add.out
+    assert rows["add.out"]["CPU"] == "direct"  # CPU, CUDA: add_out
+    assert rows["add.Tensor"]["Meta"] == "structured_meta"
+    assert rows["matmul"]["MPS"] == "composite"  # no dispatch section: CompositeImplicitAutograd
+    mps = {m.op: m for m in report.key("MPS").missing}
+    m = mps["_adaptive_avg_pool3d"]
+    assert (m.file, m.line) == ("aten/src/ATen/native/native_functions.yaml", 12162)
+    yaml_line = (report_tree_file(m.file)).read_text().splitlines()[m.line - 1]
+    assert yaml_line == "- func: _adaptive_avg_pool3d(Tensor self, SymInt[3] output_size) -> Tensor"
+
+
+def report_tree_file(rel: str) -> Path:
+    from torchtalk.paths import default_source
+
+    return default_source() / rel
+
+
+def test_core_scope_and_tag_share(ops_db, oracle):
+    from torchtalk import api
+
+    core = api.coverage(db=ops_db, keys=("MPS", "Meta"), tag="core")
+    assert core.total == 189 and core.scope == "core"
+    assert {m.op for m in core.key("MPS").missing} == set(oracle["core"]) - set(oracle["MPS"])
+    assert len(core.key("Meta").missing) == 189 - 163
+
+
+def test_whole_report_all_keys_within_10s(ops_db):
+    from torchtalk import api
+
+    t0 = time.perf_counter()
+    full = api.coverage(db=ops_db)
+    text = api.render_coverage(full, "html")
+    elapsed = time.perf_counter() - t0
+    assert len(full.keys) >= 15 and "<svg" in text
+    assert elapsed <= 10.0, f"report for {len(full.keys)} keys took {elapsed:.1f} s"
