@@ -1,0 +1,263 @@
+"""`torchtalk index` / `status`: the fact DB, errors through the CLI, atomicity, no-op re-index."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from torchtalk import api, store
+from torchtalk import index as index_mod
+from torchtalk.cli import main
+from torchtalk.errors import ExtractError
+
+NF = "aten/src/ATen/native/native_functions.yaml"
+NATIVE = (
+    "- func: foo(Tensor self) -> Tensor\n"
+    "  variants: function, method\n"
+    "  tags: core\n"
+    "  dispatch:\n"
+    "    CPU, CUDA: foo_impl\n"
+    "- func: bar.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)\n"
+)
+DERIV = "- name: foo(Tensor self) -> Tensor\n  self: foo_backward(grad, self)\n"
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch) -> Path:
+    path = tmp_path / "cache"
+    monkeypatch.setenv("TORCHTALK_CACHE_DIR", str(path))
+    return path
+
+
+@pytest.fixture
+def small(tmp_path) -> Path:
+    root = tmp_path / "tree"
+    (root / "aten/src/ATen/native").mkdir(parents=True)
+    (root / NF).write_text(NATIVE)
+    (root / "aten/src/ATen/native/tags.yaml").write_text("- tag: core\n  desc: core op\n")
+    (root / "tools/autograd").mkdir(parents=True)
+    (root / "tools/autograd/derivatives.yaml").write_text(DERIV)
+    (root / "version.txt").write_text("9.9.9a0\n")
+    return root
+
+
+def cli(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err
+    return code, out, err
+
+
+def rows(db: Path, sql: str) -> list[tuple]:
+    con = store.open_db(db)
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        con.close()
+
+
+# ------------------------------------------------------------------ the DB
+
+
+def test_index_small_tree_tables_and_status(small, cache, capsys):
+    code, out, err = cli(capsys, "index", "--source", str(small), "--layers", "ops", "--json")
+    assert code == 0
+    report = json.loads(out)
+    db = Path(report["db"])
+    assert db == store.default_db(small) and db.parent == cache / "db"
+    assert report["layers"][0]["layer"] == "ops" and report["layers"][0]["rows"] == 13
+    assert "ops: 13 rows in" in err
+    assert rows(db, "select * from dispatch order by key") == [
+        ("foo", "CPU", "foo_impl", NF, 5),
+        ("foo", "CUDA", "foo_impl", NF, 5),
+        ("bar.out", "CompositeImplicitAutograd", "bar_out", NF, 6),
+    ]
+    assert rows(db, "select column_name, data_type from information_schema.columns where table_name = 'op' order by ordinal_position") == [
+        ("op", "VARCHAR"), ("name", "VARCHAR"), ("overload", "VARCHAR"), ("schema", "VARCHAR"),
+        ("file", "VARCHAR"), ("line", "BIGINT"),
+    ]
+    # empty overload stays an empty string, not NULL
+    assert rows(db, "select overload from op where op = 'foo'") == [("",)]
+    # every schema relation has a table; the fact files sit beside the DB
+    facts = store.facts_dir(db)
+    assert (facts / "derivative_calls.facts").read_text() == "foo\tself\tfoo_backward\ttools/autograd/derivatives.yaml\t2\n"
+    assert (facts / "calls.facts").read_text() == ""
+    code, out, _ = cli(capsys, "status", "--source", str(small), "--json")
+    st = json.loads(out)
+    assert code == 0
+    assert st["meta"]["version"] == "9.9.9a0" and st["meta"]["kind"] == "tree"
+    assert st["meta"]["source"] == str(small.resolve()) and st["meta"]["git_commit"] == ""
+    assert st["relations"]["op"] == 2 and st["relations"]["calls"] == 0
+    assert [(lr["layer"], lr["rows"], lr["warnings"]) for lr in st["layers"]] == [("ops", 13, 0)]
+    code, out, _ = cli(capsys, "status", "--source", str(small))
+    assert "version   9.9.9a0" in out and "  op " in out
+
+
+def test_reindex_unchanged_is_a_noop_and_change_reruns(small, cache, capsys):
+    first = api.index(small, layers=["ops"])
+    assert not first.up_to_date
+    stamp = first.db.stat().st_mtime_ns
+    again = api.index(small, layers=["ops"])
+    assert again.up_to_date and again.layers[0].action == "carried" and again.layers[0].rows == 13
+    assert first.db.stat().st_mtime_ns == stamp
+    (small / NF).write_text(NATIVE + "- func: baz(Tensor self) -> Tensor\n")
+    third = api.index(small, layers=["ops"])
+    assert not third.up_to_date and third.layers[0].action == "ran"
+    assert rows(third.db, "select count(*) from op") == [(3,)]
+    forced = api.index(small, layers=["ops"], force=True)
+    assert forced.layers[0].action == "ran"
+
+
+def test_failed_index_leaves_previous_db(small, cache, capsys):
+    db = api.index(small, layers=["ops"]).db
+    before = db.read_bytes()
+    (small / NF).write_text(NATIVE + "  dispach:\n    CPU: x\n")
+    code, _, err = cli(capsys, "index", "--source", str(small), "--layers", "ops")
+    assert code == 1
+    assert err == f"torchtalk: {NF}:7: extract error: unknown key 'dispach' in entry 'bar.out' (did you mean 'dispatch'?)\n"
+    assert db.read_bytes() == before
+    assert rows(db, "select count(*) from op") == [(2,)]
+    assert sorted(p.name for p in db.parent.iterdir() if p.name.startswith(".")) == []
+
+
+def test_interrupted_index_leaves_previous_db(small, cache, monkeypatch):
+    db = api.index(small, layers=["ops"]).db
+    before = db.read_bytes()
+    (small / NF).write_text(NATIVE + "- func: baz(Tensor self) -> Tensor\n")
+    real_add, seen = index_mod.LayerSink.add, []
+
+    def add(self, relation, *values):
+        seen.append(relation)
+        if len(seen) == 5:
+            raise KeyboardInterrupt
+        real_add(self, relation, *values)
+
+    monkeypatch.setattr(index_mod.LayerSink, "add", add)
+    with pytest.raises(KeyboardInterrupt):
+        api.index(small, layers=["ops"])
+    assert db.read_bytes() == before
+    assert sorted(p.name for p in db.parent.iterdir() if p.name.startswith(".")) == []
+    monkeypatch.undo()
+    assert api.index(small, layers=["ops"]).layers[0].rows == 17
+
+
+def test_sink_rejects_bad_rows(small, tmp_path):
+    from extractors.layers import LAYERS
+
+    schema = index_mod.load_schema()
+    sink = index_mod.LayerSink(LAYERS[0], schema, tmp_path)
+    with pytest.raises(ExtractError) as err:
+        sink.add("opp", "x")
+    assert str(err.value) == "extract error: layer ops: unknown relation 'opp' (not in facts/schema.dl) (did you mean 'op'?)"
+    with pytest.raises(ExtractError) as err:
+        sink.add("op_tag", "x")
+    assert str(err.value) == "extract error: layer ops: relation op_tag: takes 2 values (op, tag), got 1"
+    with pytest.raises(ExtractError) as err:
+        sink.add("structured", "x", "a.yaml", "7")
+    assert str(err.value) == "extract error: layer ops: relation structured: column line is a number, got '7'"
+    with pytest.raises(ExtractError) as err:
+        sink.add("calls", "a", "b", "f.cpp", 1, "unique")
+    assert str(err.value) == "extract error: layer ops: writes relation 'calls', which extractors/layers.py does not list for it"
+    sink.add("op_tag", "a\tb", "c\nd")
+    sink.close()
+    assert (tmp_path / "op_tag.facts").read_text() == "a b\tc d\n"
+
+
+# ------------------------------------------------------------------ user errors
+
+
+def test_error_missing_path(cache, capsys, tmp_path):
+    code, _, err = cli(capsys, "index", "--source", str(tmp_path / "nope"))
+    assert code == 1
+    assert err == f"torchtalk: error: no such directory: {tmp_path / 'nope'} (pass the root of a PyTorch checkout)\n"
+
+
+def test_error_tree_without_native_functions(cache, capsys, tmp_path):
+    code, _, err = cli(capsys, "index", "--source", str(tmp_path))
+    assert code == 1
+    assert err == (
+        f"torchtalk: error: not a PyTorch tree: {tmp_path} has no {NF} "
+        "(pass the root of a PyTorch checkout or an installed torch package)\n"
+    )
+
+
+def test_error_malformed_yaml(small, cache, capsys):
+    (small / "tools/autograd/derivatives.yaml").write_text("- name: foo(Tensor self) -> Tensor\n  self: [grad\n")
+    code, _, err = cli(capsys, "index", "--source", str(small), "--layers", "ops")
+    assert code == 1
+    assert err.splitlines()[0] == (
+        "torchtalk: tools/autograd/derivatives.yaml:3:1: parse error: malformed YAML: did not find expected ',' or ']'"
+    )
+
+
+def test_error_unwritable_cache_dir(small, capsys, tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("TORCHTALK_CACHE_DIR", str(blocker / "cache"))
+    code, _, err = cli(capsys, "index", "--source", str(small), "--layers", "ops")
+    assert code == 1
+    assert err == f"torchtalk: store error: cannot create directory {blocker}/cache/db: Not a directory\n"
+
+
+def test_error_corrupt_and_foreign_database(small, cache, capsys, tmp_path):
+    bad = tmp_path / "bad.duckdb"
+    bad.write_bytes(b"this is not a database" * 100)
+    code, _, err = cli(capsys, "status", "--db", str(bad))
+    assert code == 1
+    assert err.startswith(f"torchtalk: store error: corrupt or unreadable database {bad}: ")
+    assert err.endswith(" (re-run `torchtalk index --force`)\n") and err.count("\n") == 1
+    import duckdb
+
+    other = tmp_path / "other.duckdb"
+    duckdb.connect(str(other)).execute("create table t (x int)").close()
+    code, _, err = cli(capsys, "status", "--db", str(other))
+    assert (code, err) == (1, f"torchtalk: store error: not a TorchTalk database: {other}\n")
+    # indexing over a corrupt DB rebuilds it
+    code, _, _ = cli(capsys, "index", "--source", str(small), "--layers", "ops", "--db", str(bad))
+    assert code == 0 and rows(bad, "select count(*) from op") == [(2,)]
+
+
+def test_error_not_indexed_and_unknown_layer(small, cache, capsys):
+    code, _, err = cli(capsys, "status", "--source", str(small))
+    assert (code, err) == (1, f"torchtalk: store error: {small} is not indexed yet (run `torchtalk index --source {small}`)\n")
+    code, _, err = cli(capsys, "index", "--source", str(small), "--layers", "opz")
+    assert code == 1 and err.startswith("torchtalk: error: unknown layer 'opz' (layers: ops, cpp, python, tests, precise) (did you mean 'ops'?)")
+
+
+# ------------------------------------------------------------------ real inputs
+
+
+@pytest.mark.real_tree
+def test_index_real_tree_ops(tree, cache, capsys, tmp_path):
+    db = tmp_path / "real.duckdb"
+    code, out, _ = cli(capsys, "index", "--source", str(tree), "--layers", "ops", "--db", str(db), "--json")
+    assert code == 0 and json.loads(out)["layers"][0]["layer"] == "ops"
+    code, out, _ = cli(capsys, "status", "--db", str(db), "--json")
+    st = json.loads(out)
+    assert st["meta"]["version"] == "2.6.0a0"
+    assert {k: st["relations"][k] for k in ("op", "dispatch", "dispatch_default", "derivative")} == {
+        "op": 2633, "dispatch": 4609, "dispatch_default": 744, "derivative": 1508}
+    assert rows(db, "select kernel, line from dispatch where op = 'matmul' and key = 'CompositeImplicitAutograd'") == [("matmul", 3778)]
+
+
+@pytest.mark.wheel
+def test_index_installed_wheel(torch_wheel, cache, capsys, tmp_path):
+    pkg = Path(torch_wheel.__file__).parent
+    db = tmp_path / "wheel.duckdb"
+    code, out, err = cli(capsys, "index", "--source", str(pkg), "--db", str(db), "--json")
+    assert code == 0
+    report = json.loads(out)
+    assert report["kind"] == "wheel" and report["source"] == str(pkg.parent.resolve())
+    assert [lr["layer"] for lr in report["layers"]] == ["ops"]
+    meta = dict(rows(db, "select key, value from torchtalk_meta"))
+    assert meta["version"] == torch_wheel.__version__
+    files = rows(db, "select distinct file from op")
+    assert files == [("torchgen/packaged/ATen/native/native_functions.yaml",)]
+    entries = (pkg.parent / "torchgen/packaged/ATen/native/native_functions.yaml").read_text().count("\n- func:")
+    assert rows(db, "select count(*) from op") == [(entries + 0,)]
+    assert rows(db, "select count(*) from derivative")[0][0] > 1000
+    assert rows(db, "select kernel from dispatch where op = 'add.Tensor' and key = 'ZeroTensor'") == [("add_zerotensor",)]
+    assert os.path.isdir(store.facts_dir(db))
