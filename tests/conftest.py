@@ -41,3 +41,27 @@ def torch_wheel():
     except ImportError:
         _missing("torch==2.13.0 is not installed")
     return torch
+
+
+@pytest.fixture(scope="session")
+def real_db(tree, tmp_path_factory) -> Path:
+    """A fact DB of the real tree, every layer that exists, indexed once per
+    test run into a tmp dir shared by the xdist workers (a file lock makes the
+    second worker wait, then its re-index is a no-op). TORCHTALK_TEST_DB names
+    an existing DB to use instead (for quick local runs)."""
+    import fcntl
+
+    from torchtalk import api
+
+    given = os.environ.get("TORCHTALK_TEST_DB")
+    if given:
+        return Path(given)
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent
+    db = shared / "real_db" / "facts.duckdb"
+    db.parent.mkdir(parents=True, exist_ok=True)
+    with open(shared / "real_db.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        api.index(tree, db=db, jobs=2)
+    return db
