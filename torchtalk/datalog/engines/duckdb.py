@@ -14,6 +14,7 @@ import itertools
 from typing import Any
 
 from torchtalk.datalog import ast as A
+from torchtalk.datalog.analysis.strata import needed_relations
 from torchtalk.datalog.compile import SQL_TYPES, Exec, Plan, compile_program, q
 from torchtalk.errors import EngineError, InputError
 
@@ -32,7 +33,8 @@ class DuckDBEngine:
         prefix = f"_tt{next(_RUNS)}_"
         created: list[str] = []
         try:
-            sources = self._sources(program, con, facts, prefix, created)
+            needed = needed_relations(program, outputs)
+            sources = self._sources(program, con, needed, facts, prefix, created)
             plan = compile_program(program, outputs, sources, prefix)
             created += plan.temp_tables
             return _execute(con, plan)
@@ -45,11 +47,12 @@ class DuckDBEngine:
                 except duckdb.Error:
                     pass
 
-    def _sources(self, program, con, facts, prefix, created) -> dict[str, list[str]]:
-        """Where each input relation's external rows are: DB table, given facts."""
+    def _sources(self, program, con, needed, facts, prefix, created) -> dict[str, list[str]]:
+        """Where each needed input relation's external rows are: DB table, given facts."""
         sources: dict[str, list[str]] = {}
-        tables = db_tables(con) if program.inputs else {}
-        for rel in program.inputs:
+        inputs = [rel for rel in program.inputs if rel in needed]
+        tables = db_tables(con, inputs) if inputs else {}
+        for rel in inputs:
             if rel in tables:
                 check_table(program.decls[rel], tables[rel])
                 sources.setdefault(rel, []).append(q(rel))
@@ -57,8 +60,16 @@ class DuckDBEngine:
             decl = program.decls.get(rel)
             if decl is None:
                 raise InputError(f"facts given for undeclared relation '{rel}'")
+            if rel not in needed:
+                continue
+            checked = [_check_row(decl, i, row) for i, row in enumerate(rows, 1)]
+            if not checked:
+                continue
+            if len(checked) <= INLINE_ROWS:
+                sources.setdefault(rel, []).append(inline_values(decl, checked))
+                continue
             table = f"{prefix}{rel}_given"
-            load_rows(con, decl, table, rows)
+            load_rows(con, decl, table, checked)
             created.append(f"temp.main.{q(table)}")
             sources.setdefault(rel, []).append(f"temp.main.{q(table)}")
         return sources
@@ -81,12 +92,13 @@ def _execute(con, plan: Plan) -> dict[str, list[tuple]]:
     return {rel: con.execute(sql).fetchall() for rel, sql in plan.fetch.items()}
 
 
-def db_tables(con) -> dict[str, list[tuple[str, str]]]:
-    """Tables of the connection's default schema -> [(column, type)]."""
+def db_tables(con, names: list[str]) -> dict[str, list[tuple[str, str]]]:
+    """Those of `names` that are tables of the connection's default schema -> [(column, type)]."""
     rows = con.execute(
         "SELECT table_name, column_name, data_type FROM duckdb_columns() "
         "WHERE database_name = current_database() AND schema_name = current_schema() "
-        "ORDER BY table_name, column_index"
+        f"AND table_name IN ({', '.join('?' * len(names))}) ORDER BY table_name, column_index",
+        names,
     ).fetchall()
     out: dict[str, list[tuple[str, str]]] = {}
     for table, col, typ in rows:
@@ -113,13 +125,30 @@ def check_table(decl: A.Decl, columns: list[tuple[str, str]]) -> None:
         )
 
 
-def load_rows(con, decl: A.Decl, table: str, rows) -> None:
-    """Create temp table `table` for `decl` holding `rows` (validated)."""
+# Given facts up to this many rows are inlined in the SQL as VALUES (no temp table).
+INLINE_ROWS = 1000
+
+
+def inline_values(decl: A.Decl, rows: list[tuple]) -> str:
+    """`rows` as a SQL subquery with the relation's column names and types."""
+    cols = ", ".join(q(c.name) for c in decl.columns)
+    body = ", ".join(
+        "(" + ", ".join(_sql_value(v, c.type) for v, c in zip(row, decl.columns, strict=True)) + ")" for row in rows
+    )
+    return f"(SELECT * FROM (VALUES {body}) AS v({cols}))"
+
+
+def _sql_value(v, ctype: A.ColType) -> str:
+    if ctype is A.ColType.SYMBOL:
+        return "'" + v.replace("'", "''") + "'"
+    return f"CAST({int(v)} AS BIGINT)"
+
+
+def load_rows(con, decl: A.Decl, table: str, rows: list[tuple]) -> None:
+    """Create temp table `table` for `decl` holding `rows` (already validated)."""
     cols = ", ".join(f"{q(c.name)} {SQL_TYPES[c.type]}" for c in decl.columns)
     con.execute(f"CREATE TEMP TABLE {q(table)} ({cols})")
-    checked = [_check_row(decl, i, row) for i, row in enumerate(rows, 1)]
-    if checked:
-        con.executemany(f"INSERT INTO temp.main.{q(table)} VALUES ({', '.join('?' * decl.arity)})", checked)
+    con.executemany(f"INSERT INTO temp.main.{q(table)} VALUES ({', '.join('?' * decl.arity)})", rows)
 
 
 def _check_row(decl: A.Decl, i: int, row) -> tuple:
