@@ -320,4 +320,5 @@ def _package_report(scan, rows: dict[str, list[tuple]], counts: dict[str, int], 
         root=str(scan.root), files=scan.files, refs=len(scan.refs), scope_total=total,
         covered=covered, missing=tuple(missing), unknown=unknown, unparsed=scan.unparsed,
         decomp_calls_known=bool(counts.get("py_calls") and counts.get("py_api")),
+        decomps_known=bool(counts.get("decomp")),
     )

@@ -156,7 +156,7 @@ def _package(report: CoverageReport) -> str:
     for p in pkg.missing:
         out.append(
             f"<tr><td>{escape(p.op)}</td><td>{p.modules}</td><td>{p.tests}</td>"
-            f"<td style='text-align:left'>{escape(package_path(p))}</td></tr>"
+            f"<td style='text-align:left'>{escape(package_path(p, pkg))}</td></tr>"
         )
     out.append("</table>")
     return "\n".join(out)

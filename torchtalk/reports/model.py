@@ -134,6 +134,7 @@ class PackageReport:
     unknown: tuple[str, ...]  # "aten.x.y at file:line": names no ATen op of the tree
     unparsed: tuple[str, ...]
     decomp_calls_known: bool  # py_calls/py_api facts exist to check decompositions
+    decomps_known: bool = True  # decomp facts exist (the python layer is indexed)
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ import csv
 import io
 import json
 
-from torchtalk.reports.model import CoverageReport, Format, KeyCoverage, PackageReport
+from torchtalk.reports.model import CoverageReport, Format, KeyCoverage, PackageOp, PackageReport
 
 
 def render(report: CoverageReport, fmt: Format) -> str:
@@ -125,14 +125,16 @@ def _md_package(pkg: PackageReport) -> list[str]:
     out += ["", "### Covered", ""]
     out += [f"- `{p.op}` ({p.file}:{p.line})" for p in pkg.covered]
     out += ["", "### Missing (most used first)", "", "| op | nn modules | tests | path |", "|---|---:|---:|---|"]
-    out += [f"| `{p.op}` | {p.modules} | {p.tests} | {package_path(p)} |" for p in pkg.missing]
+    out += [f"| `{p.op}` | {p.modules} | {p.tests} | {package_path(p, pkg)} |" for p in pkg.missing]
     return out
 
 
-def package_path(p) -> str:
+def package_path(p: PackageOp, pkg: PackageReport) -> str:
     """What could still run a missing package op: composite, decomposition, or nothing."""
     if p.composite:
         return "composite (CompositeImplicitAutograd)"
+    if not pkg.decomps_known:
+        return "unknown (decompositions not indexed: python layer)"
     if p.decomposes:
         return "decomposes into mapped ops: " + ", ".join(p.decomposes)
     if p.has_decomp and p.unmet:
