@@ -48,3 +48,94 @@ def evaluate(
             raise InputError(f"unknown relation '{rel}'", hint=did_you_mean(rel, program.decls))
     given = {rel: list(rows) for rel, rows in (facts or {}).items()}
     return get_engine(engine).run(program, con, wanted, given)
+
+
+def eval_file(
+    program_path,
+    *,
+    facts_dir=None,
+    db=None,
+    outputs: Iterable[str] | None = None,
+    engine: str = "duckdb",
+    out_dir=None,
+) -> dict[str, list[tuple]]:
+    """`torchtalk eval`: parse, check and evaluate a .dl file (see api.eval_program)."""
+    from pathlib import Path
+
+    from torchtalk.datalog.parser import parse_file
+
+    program = parse_file(Path(program_path))
+    check(program)
+    con = _connection(program, facts_dir, db)
+    try:
+        results = evaluate(program, con, outputs=outputs, engine=engine, checked=True)
+    finally:
+        if con is not None:
+            con.close()
+    if out_dir is not None:
+        from torchtalk.datalog.io import write_outputs
+
+        write_outputs(Path(out_dir), results)
+    return results
+
+
+def _connection(program: Program, facts_dir, db):
+    from pathlib import Path
+
+    if facts_dir is not None:
+        from torchtalk.datalog.io import load_facts_dir
+
+        return load_facts_dir(program, Path(facts_dir))
+    from torchtalk.store import open_db, resolve_db
+
+    if db is not None:
+        return open_db(resolve_db(db=db))
+    if not program.inputs:
+        return None
+    from torchtalk.errors import StoreError
+
+    try:
+        path = resolve_db()
+    except StoreError as err:
+        raise InputError(
+            f"{program.files[0] if program.files else 'the program'} reads input relations, but no facts were given "
+            f"and {err.message}",
+            hint="pass --facts DIR or --db FILE",
+        ) from None
+    return open_db(path)
+
+
+def check_files(files: Iterable) -> list[dict]:
+    """`torchtalk rules check`: one report per file (see api.check_rules)."""
+    from pathlib import Path
+
+    from torchtalk.datalog.analysis.checks import check_errors
+    from torchtalk.datalog.parser import parse_file
+    from torchtalk.errors import ErrorList, TorchTalkError
+
+    reports = []
+    for f in files:
+        report: dict = {"file": str(f), "ok": False, "relations": 0, "rules": 0, "errors": []}
+        try:
+            program = parse_file(Path(f))
+            errors: list[TorchTalkError] = check_errors(program)
+            report.update(relations=len(program.decls), rules=len(program.rules))
+        except ErrorList as err:
+            errors = list(err.errors)
+        except TorchTalkError as err:
+            errors = [err]
+        errors.sort(key=lambda e: (e.loc.file, e.loc.line, e.loc.col) if e.loc else ("", 0, 0))
+        report["errors"] = [_error_json(e) for e in errors]
+        report["ok"] = not errors
+        reports.append(report)
+    return reports
+
+
+def _error_json(err) -> dict:
+    return {
+        "loc": str(err.loc) if err.loc else None,
+        "kind": err.kind,
+        "message": err.message,
+        "hint": err.hint,
+        "rendered": err.render(),
+    }

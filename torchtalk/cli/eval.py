@@ -1,0 +1,42 @@
+"""`torchtalk eval`: run a Datalog program (Soufflé subset) over facts."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+NAME = "eval"
+HELP = "evaluate a Datalog program over a fact DB or a directory of .facts files"
+
+
+def register(p: argparse.ArgumentParser) -> None:
+    p.add_argument("program", type=Path, help="the .dl file")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--facts", type=Path, metavar="DIR", help="read <relation>.facts files (TSV) from DIR")
+    where.add_argument("--db", type=Path, metavar="FILE", help="the fact DB (default: the indexed default tree's, if any)")
+    p.add_argument("--out", type=Path, metavar="DIR", help="write <relation>.csv per output relation into DIR")
+    p.add_argument("--output", action="append", default=None, metavar="REL",
+                   help="compute REL instead of the program's .output relations (repeatable)")
+    p.add_argument("--engine", choices=("duckdb", "souffle"), default="duckdb")
+    p.add_argument("--json", action="store_true", help="print {relation: [rows]} as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+
+    from torchtalk import api
+
+    results = api.eval_program(
+        args.program, facts_dir=args.facts, db=args.db, outputs=args.output, engine=args.engine, out_dir=args.out
+    )
+    if args.json:
+        print(json.dumps({rel: sorted(rows) for rel, rows in results.items()}))
+    elif args.out is not None:
+        for rel, rows in results.items():
+            print(f"{args.out / (rel + '.csv')}\t{len(rows)} rows")
+    else:
+        for rel, rows in results.items():
+            print(f"{rel} ({len(rows)} rows)")
+            for row in sorted(rows):
+                print("\t" + "\t".join(str(v) for v in row))
+    return 0

@@ -1,0 +1,68 @@
+"""Soufflé-format fact and output files (tab-separated, no header, no quoting).
+
+Example:
+    >>> con = load_facts_dir(parse_file("prog.dl"), Path("facts/"))  # doctest: +SKIP
+    >>> write_outputs(Path("out/"), {"path": [("a", "b")]})  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from torchtalk.datalog import ast as A
+from torchtalk.datalog.compile import SQL_TYPES, q
+from torchtalk.errors import InputError
+
+
+def load_facts_dir(program: A.Program, facts_dir: Path):
+    """An in-memory DuckDB with one table per `.input` relation read from
+    `facts_dir/<rel>.facts` (a missing file is an empty relation)."""
+    import duckdb
+
+    if not facts_dir.is_dir():
+        raise InputError(f"no such facts directory: {facts_dir}")
+    con = duckdb.connect()
+    for rel in program.inputs:
+        decl = program.decls[rel]
+        path = facts_dir / f"{rel}.facts"
+        if not path.is_file():
+            continue
+        cols = ", ".join(f"{q(c.name)} {SQL_TYPES[c.type]}" for c in decl.columns)
+        con.execute(f"CREATE TABLE {q(rel)} ({cols})")
+        if path.stat().st_size == 0:
+            continue
+        spec = "{" + ", ".join(f"'{c.name}': '{SQL_TYPES[c.type]}'" for c in decl.columns) + "}"
+        try:
+            con.execute(
+                f"INSERT INTO {q(rel)} SELECT * FROM read_csv(?, delim='\\t', header=false, quote='', "
+                f"escape='', auto_detect=false, columns={spec})",
+                [str(path)],
+            )
+        except duckdb.Error as exc:
+            raise InputError(f"cannot read {path} as '{rel}' ({decl.arity} columns): {_first_line(exc)}") from None
+    return con
+
+
+def write_outputs(out_dir: Path, results: dict[str, list[tuple]]) -> list[Path]:
+    """Write `<rel>.csv` per relation (sorted rows, Soufflé's output format), atomically."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for rel, rows in results.items():
+        target = out_dir / f"{rel}.csv"
+        fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=f".{rel}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                for row in sorted(rows):
+                    fh.write("\t".join(str(v) for v in row) + "\n")
+            os.replace(tmp, target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        written.append(target)
+    return written
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
