@@ -236,3 +236,37 @@ def list_queries(rules=()) -> list[dict]:
     from torchtalk.query.library import describe_queries, load_library
 
     return describe_queries(load_library(tuple(Path(r) for r in rules)))
+
+
+def eval_program(
+    program: str | Path,
+    *,
+    facts_dir: str | Path | None = None,
+    db: str | Path | None = None,
+    outputs: Iterable[str] | None = None,
+    engine: str = "duckdb",
+    out_dir: str | Path | None = None,
+) -> dict[str, list[tuple]]:
+    """Evaluate a .dl file over `.facts` files (`facts_dir`) or a fact DB (`db`;
+    default: the default tree's DB if indexed, else no DB). Writes
+    `<rel>.csv` into `out_dir` when given.
+
+    Example:
+        >>> eval_program("rules/impact.dl", outputs=["impact"])["impact"][:1]
+        [('at::native::gemm', 'at::native::addmm_out', 1)]
+    """
+    from torchtalk.datalog.runner import eval_file
+
+    return eval_file(program, facts_dir=facts_dir, db=db, outputs=outputs, engine=engine, out_dir=out_dir)
+
+
+def check_rules(files: Iterable[str | Path]) -> list[dict]:
+    """Parse and check each .dl file: [{file, ok, relations, rules, errors}].
+
+    Example:
+        >>> check_rules(["rules/impact.dl"])[0]["ok"]
+        True
+    """
+    from torchtalk.datalog.runner import check_files
+
+    return check_files(files)
