@@ -299,7 +299,8 @@ def _db_current(db_path: Path, schema: Schema, src: store.Source) -> bool:
         meta = store.read_meta(con)
     finally:
         con.close()
-    return meta.get("schema_hash") == schema.digest and meta.get("source") == str(src.root)
+    return (meta.get("schema_hash") == schema.digest and meta.get("source") == str(src.root)
+            and meta.get("format") == store.FORMAT)
 
 
 def _carried(meta: dict) -> LayerReport:
@@ -397,15 +398,15 @@ def _write_db(tmp_db: Path, src: store.Source, schema: Schema, facts: Path, fina
     con = duckdb.connect(str(tmp_db))
     try:
         store.create_tables(con, schema.decls)
-        for name, decl in schema.decls.items():
-            store.load_facts(con, decl, facts / f"{name}.facts")
+        counts = [(name, store.load_facts(con, decl, facts / f"{name}.facts")) for name, decl in schema.decls.items()]
+        con.executemany("insert into torchtalk_relations values (?, ?)", counts)
         layers = [m for d in sorted((facts / "layers").glob("*")) if (m := read_layer_json(d))]
         fingerprint = hashlib.sha1("".join(m["input_fingerprint"] for m in layers).encode()).hexdigest()
         meta = {
             "source": str(src.root), "kind": src.kind, "version": src.version,
             "git_commit": src.git_commit(), "fingerprint": fingerprint, "schema_hash": schema.digest,
             "indexed_at": datetime.now(UTC).isoformat(timespec="seconds"),
-            "torchtalk_version": __version__, "facts_dir": str(final_facts),
+            "torchtalk_version": __version__, "format": store.FORMAT, "facts_dir": str(final_facts),
         }
         con.executemany("insert into torchtalk_meta values (?, ?)", list(meta.items()))
         con.executemany(

@@ -7,7 +7,8 @@ Note [DB layout]: the contract the Datalog engine and the query layer rely on.
   - `torchtalk_meta(key, value)`: source, kind ("tree" or "wheel"), version,
     git_commit, fingerprint, schema_hash, indexed_at, torchtalk_version;
   - `torchtalk_layers(layer, indexed_at, seconds, rows, warnings, input_fingerprint)`;
-  - `torchtalk_warnings(layer, file, line, message)`.
+  - `torchtalk_warnings(layer, file, line, message)`;
+  - `torchtalk_relations(relation, rows)`: row count of every relation table.
 The fact files (Soufflé format, one `<relation>.facts` TSV per relation, the
 union over layers) live in `<db stem>.facts/` beside the DB, with each layer's
 own files in `<db stem>.facts/layers/<layer>/` (see torchtalk.index).
@@ -27,9 +28,11 @@ from pathlib import Path
 
 from torchtalk.errors import InputError, StoreError
 
-META_TABLES = ("torchtalk_meta", "torchtalk_layers", "torchtalk_warnings")
+META_TABLES = ("torchtalk_meta", "torchtalk_layers", "torchtalk_warnings", "torchtalk_relations")
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "facts" / "schema.dl"
 _SQL_TYPES = {"symbol": "VARCHAR", "number": "BIGINT"}
+# bumped when the DB layout changes; an older DB is rebuilt by the next index
+FORMAT = "2"
 
 
 # ------------------------------------------------------------------ sources
@@ -194,13 +197,13 @@ def open_db(path: str | Path, read_only: bool = True):
         raise StoreError(f"corrupt or unreadable database {path}: {_first_line(exc)}",
                          hint="re-run `torchtalk index --force`") from None
     try:
-        tables = {r[0] for r in con.execute("select table_name from information_schema.tables").fetchall()}
+        con.execute("select count(*) from torchtalk_meta").fetchone()
+    except duckdb.CatalogException:
+        con.close()
+        raise StoreError(f"not a TorchTalk database: {path}") from None
     except duckdb.Error as exc:
         con.close()
         raise StoreError(f"corrupt database {path}: {_first_line(exc)}") from None
-    if "torchtalk_meta" not in tables:
-        con.close()
-        raise StoreError(f"not a TorchTalk database: {path}")
     return con
 
 
@@ -228,18 +231,20 @@ def create_tables(con, decls) -> None:
         "seconds DOUBLE, rows BIGINT, warnings BIGINT, input_fingerprint VARCHAR)"
     )
     con.execute("create table torchtalk_warnings (layer VARCHAR, file VARCHAR, line BIGINT, message VARCHAR)")
+    con.execute("create table torchtalk_relations (relation VARCHAR primary key, rows BIGINT)")
 
 
-def load_facts(con, decl, path: Path) -> None:
-    """Append the TSV fact file `path` to `decl`'s table."""
+def load_facts(con, decl, path: Path) -> int:
+    """Append the TSV fact file `path` to `decl`'s table; the table's row count."""
     if not path.is_file() or path.stat().st_size == 0:
-        return
+        return 0
     columns = ", ".join(f"'{c.name}': '{_SQL_TYPES[str(c.type)]}'" for c in decl.columns)
     con.execute(
         f'insert into "{decl.name}" select * from read_csv(?, delim=?, header=false, quote=\'\', '
         f"escape='', nullstr='\\N', auto_detect=false, columns={{{columns}}})",
         [str(path), "\t"],
     )
+    return con.execute(f'select count(*) from "{decl.name}"').fetchone()[0]
 
 
 def db_status(path: Path) -> dict:
@@ -249,19 +254,19 @@ def db_status(path: Path) -> dict:
         >>> db_status(resolve_db())["relations"]["op"]
         2633
     """
+    import duckdb
+
     con = open_db(path)
     try:
         meta = read_meta(con)
         cols = ("layer", "indexed_at", "seconds", "rows", "warnings", "input_fingerprint")
         layers = [dict(zip(cols, r, strict=True)) for r in
                   con.execute(f"select {', '.join(cols)} from torchtalk_layers order by indexed_at, layer").fetchall()]
-        names = [r[0] for r in con.execute(
-            "select table_name from information_schema.tables where table_name not like 'torchtalk_%' "
-            "order by table_name").fetchall()]
-        counts = {}
-        if names:
-            sql = " union all ".join(f"select '{n}', count(*) from \"{n}\"" for n in names)
-            counts = dict(con.execute(sql).fetchall())
-        return {"db": str(path), "meta": meta, "layers": layers, "relations": {n: counts.get(n, 0) for n in names}}
+        counts = dict(con.execute("select relation, rows from torchtalk_relations order by relation").fetchall())
+    except duckdb.Error as exc:
+        raise StoreError(f"database {path} has an older layout ({_first_line(exc)})",
+                         hint="re-run `torchtalk index --force`") from None
+    else:
+        return {"db": str(path), "meta": meta, "layers": layers, "relations": counts}
     finally:
         con.close()
