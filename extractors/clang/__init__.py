@@ -155,7 +155,13 @@ def _ensure(d: Path) -> Path:
 
 def _plan(root: Path, cache_dir: Path, todo: list[Path], options: int):
     """A Job per TU: flags from compile_commands.json, else synthesized."""
-    from extractors.clang.flags import find_resource_dir, generated_dir, load_compile_db, synthesized
+    from extractors.clang.flags import (
+        Command,
+        find_resource_dir,
+        generated_dir,
+        load_compile_db,
+        synthesized,
+    )
     from extractors.clang.worker import Job
 
     db = load_compile_db(root)
@@ -166,9 +172,13 @@ def _plan(root: Path, cache_dir: Path, todo: list[Path], options: int):
         gen = generated_dir(root, _ensure(cache_dir))
         gen_roots = (str(gen) + "/",)
         default = synthesized(root, gen, find_resource_dir())
+    resource = None
     jobs = []
     for f in todo:
         cmd = db.get(str(f)) if db else None
+        if cmd is not None and "-resource-dir" not in cmd.args:
+            resource = resource or find_resource_dir()  # the pip wheel has no stddef.h
+            cmd = Command((*cmd.args, "-resource-dir", resource), cmd.directory)
         rel = f.relative_to(root).as_posix()
         jobs.append(Job(str(f), rel, cmd or default, keep, gen_roots, options))
     return jobs

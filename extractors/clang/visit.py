@@ -221,6 +221,8 @@ class Walker:
             if not inner:
                 return None
             head = inner[0]
+        if head.kind == K.DECL_REF_EXPR:  # an unresolved lookup: `f` or `ns::f`
+            head = next((c for c in head.get_children() if c.kind == K.OVERLOADED_DECL_REF), head)
         if head.kind != K.OVERLOADED_DECL_REF:
             return None
         lib = ci.conf.lib

@@ -1,0 +1,256 @@
+"""Precise tier (extractors/clang): exact calls_precise rows from a hand-written
+snippet and from real ATen TUs, the parse cache, failures that are counted and
+never fatal."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from extractors.base import ExtractContext
+
+UTIL_H = """\
+#pragma once
+namespace ns {
+int f(int x);
+double f(double x);
+struct S {
+  int m(int) const;
+  static int s() { return 2; }
+  S operator+(const S&) const { return *this; }
+};
+}  // namespace ns
+"""
+
+A_CPP = """\
+#include "util.h"
+#include <cstddef>
+#include <vector>
+#define CHECK(cond) ((cond) ? 0 : ns::fail())
+namespace ns {
+int fail() { return 1; }
+int f(int x) { return x; }
+double f(double x) { return x; }
+int S::m(int) const { return 1; }
+template <typename T> T twice(T x) { return f(x) + f(x); }
+namespace {
+int hidden() { return 3; }
+}  // namespace
+int caller() {
+  S obj;
+  int a = f(1);
+  double b = f(2.0);
+  a += obj.m(a);
+  a += S::s();
+  a += twice<int>(a);
+  S c = obj + obj;
+  std::vector<int> v;
+  v.push_back(a);
+  auto lam = [&] { return hidden(); };
+  CHECK(
+      f(a) > 0);
+  return a + static_cast<int>(b) + lam();
+}
+}  // namespace ns
+int top = ns::fail();
+"""
+
+B_CPP = """\
+namespace other {
+int g() { return 0; }
+int h() { return g(); }
+}  // namespace other
+"""
+
+BROKEN_CPP = """\
+#include "util.h"
+#include <no_such_header.h>
+int k() { return ns::f(1); }
+"""
+
+
+class RowSink:
+    def __init__(self) -> None:
+        self.rows: list[tuple] = []
+        self.warnings: list[tuple[str, int, str]] = []
+
+    def add(self, relation: str, *values) -> None:
+        assert relation == "calls_precise"
+        self.rows.append(values)
+
+    def warn(self, file: str, line: int, message: str) -> None:
+        self.warnings.append((file, line, message))
+
+    def progress(self, advance: int = 1, total: int | None = None, what: str = "") -> None:
+        pass
+
+
+@pytest.fixture
+def snippet(tmp_path: Path) -> Path:
+    """A tiny tree with a compile_commands.json (so no torchgen is needed)."""
+    root = tmp_path / "tree"
+    root.mkdir()
+    for name, text in {"util.h": UTIL_H, "a.cpp": A_CPP, "b.cpp": B_CPP, "broken.cpp": BROKEN_CPP}.items():
+        (root / name).write_text(text)
+    db = [
+        {"directory": str(root), "file": "a.cpp",
+         "arguments": ["clang++", "-std=c++17", "-c", "a.cpp", "-o", "a.o"]},
+        {"directory": str(root), "file": "b.cpp", "command": "clang++ -std=c++17 -c b.cpp -o b.o"},
+        {"directory": str(root), "file": "broken.cpp", "command": "clang++ -std=c++17 -c broken.cpp"},
+    ]
+    (root / "compile_commands.json").write_text(json.dumps(db))
+    return root
+
+
+def _run(root: Path, cache: Path, names: list[str], **kw):
+    from extractors.clang import run
+
+    sink = RowSink()
+    stats = run(ExtractContext(root, cache, jobs=2), sink, [root / n for n in names], **kw)
+    return sink, stats
+
+
+def test_snippet_exact_edges(snippet: Path, tmp_path: Path) -> None:
+    sink, stats = _run(snippet, tmp_path / "cache", ["a.cpp", "b.cpp"])
+    assert sorted(sink.rows) == [
+        ("ns::caller", "ns::(anonymous)::hidden", "a.cpp", 24),  # inside a lambda
+        ("ns::caller", "ns::S::m", "a.cpp", 18),  # method, defined out of line
+        ("ns::caller", "ns::S::s", "a.cpp", 19),  # static method
+        ("ns::caller", "ns::f", "a.cpp", 16),  # overload f(int)
+        ("ns::caller", "ns::f", "a.cpp", 17),  # overload f(double)
+        ("ns::caller", "ns::f", "a.cpp", 26),  # macro argument: its own line
+        ("ns::caller", "ns::fail", "a.cpp", 25),  # macro body: the line of the use
+        ("ns::caller", "ns::twice", "a.cpp", 20),  # template specialization
+        ("ns::twice", "ns::f", "a.cpp", 10),  # dependent call, one overload name
+        ("other::h", "other::g", "b.cpp", 3),
+    ]
+    assert (stats.tus, stats.ok, stats.fatal, stats.cached) == (2, 2, 0, 0)
+    # operator+, the constructors of S and std::vector, vector::push_back, the global initializer
+    assert stats.dropped == {"operator": 2, "constructor": 2, "external": 1, "outside_function": 1}
+    assert sink.warnings == []
+
+
+def test_cache_reuses_and_header_edit_invalidates(snippet: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    first, _ = _run(snippet, cache, ["a.cpp", "b.cpp"])
+    again, stats = _run(snippet, cache, ["a.cpp", "b.cpp"])
+    assert stats.cached == 2 and sorted(again.rows) == sorted(first.rows)
+    (snippet / "util.h").write_text(UTIL_H.replace("int m(int) const;", "int m(int) const;  // edited"))
+    _, stats = _run(snippet, cache, ["a.cpp", "b.cpp"])
+    assert stats.cached == 1  # b.cpp does not include util.h; a.cpp is parsed again
+    deps = json.loads(next((cache / "tu").glob("*.json")).read_text())
+    assert "deps" in deps
+
+
+def test_unparsable_tu_is_reported_and_counted(snippet: Path, tmp_path: Path) -> None:
+    sink, stats = _run(snippet, tmp_path / "cache", ["broken.cpp", "b.cpp"])
+    assert (stats.tus, stats.ok, stats.fatal) == (2, 1, 1)
+    assert sink.warnings == [
+        ("broken.cpp", 2, "precise: broken.cpp does not parse: 'no_such_header.h' file not found")
+    ]
+    assert stats.failed == [("broken.cpp", "broken.cpp:2: 'no_such_header.h' file not found")]
+    assert ("other::h", "other::g", "b.cpp", 3) in sink.rows
+
+
+def test_timeout_is_counted_not_fatal(snippet: Path, tmp_path: Path) -> None:
+    sink, stats = _run(snippet, tmp_path / "cache", ["b.cpp"], timeout=0.0)
+    assert (stats.tus, stats.ok, stats.timeout) == (1, 0, 1)
+    assert sink.rows == []
+    assert sink.warnings == [("b.cpp", 1, "precise: b.cpp does not parse: parse exceeded 0 s")]
+
+
+def test_configure_template() -> None:
+    from extractors.clang.flags import configure
+
+    text = textwrap.dedent("""\
+        #cmakedefine C10_BUILD_SHARED_LIBS
+        #cmakedefine C10_USE_GLOG
+        #define AT_MKL_ENABLED() @AT_MKL_ENABLED@
+        #define AT_PARALLEL_NATIVE @AT_PARALLEL_NATIVE@
+        #define NVCC_FLAGS_EXTRA "@NVCC_FLAGS_EXTRA@"
+        """)
+    assert configure(text) == textwrap.dedent("""\
+        #define C10_BUILD_SHARED_LIBS
+        /* #undef C10_USE_GLOG */
+        #define AT_MKL_ENABLED() 0
+        #define AT_PARALLEL_NATIVE 1
+        #define NVCC_FLAGS_EXTRA ""
+        """)
+
+
+def test_compile_db_options_cleaned(snippet: Path) -> None:
+    from extractors.clang.flags import load_compile_db
+
+    db = load_compile_db(snippet)
+    assert db[str(snippet / "a.cpp")].args == ("-std=c++17",)
+    assert db[str(snippet / "b.cpp")].directory == str(snippet)
+
+
+# ----------------------------------------------------------------- the real tree
+
+REAL_TUS = [
+    "aten/src/ATen/native/LinearAlgebra.cpp",
+    "aten/src/ATen/native/cpu/airy_ai.cpp",
+    "aten/src/ATen/native/cuda/Resize.cpp",
+]
+
+
+@pytest.fixture(scope="module")
+def real(tree: Path, tmp_path_factory) -> tuple[RowSink, object]:
+    """Three real TUs parsed once with synthesized flags (torchgen headers included)."""
+    cache = tmp_path_factory.mktemp("precise-cache")
+    return _run(tree, cache, REAL_TUS)
+
+
+@pytest.mark.real_tree
+def test_real_matmul_edges(real) -> None:
+    sink, _ = real
+    f = "aten/src/ATen/native/LinearAlgebra.cpp"
+    rows = set(sink.rows)
+    got = sorted(r for r in rows if r[0] == "at::native::matmul")
+    assert got == [
+        ("at::native::matmul", "at::namedinference::compute_matmul_outnames", f, 2181),
+        ("at::native::matmul", "at::namedinference::propagate_names_if_nonempty", f, 2184),
+        ("at::native::matmul", "at::native::_matmul_impl", f, 2183),
+    ]
+    # methods of Tensor resolved through the generated TensorBody.h, ops through ATen/ops/*.h
+    assert ("at::native::_matmul_impl", "at::Tensor::mm", f, 2033) in rows
+    assert ("at::native::_matmul_impl", "at::mm_out", f, 2032) in rows
+    assert ("at::native::_matmul_impl", "at::TensorBase::dim", f, 2005) in rows
+    assert ("at::native::matmul_out", "at::native::_matmul_impl", f, 2190) in rows
+
+
+@pytest.mark.real_tree
+def test_real_cpu_kernel_exact(real) -> None:
+    """A per-arch kernel: `inline namespace CPU_CAPABILITY` named as written,
+    calls inside the AT_DISPATCH lambda on their own lines, the calls that
+    TORCH_INTERNAL_ASSERT / AT_DISPATCH expand to on the line of the macro."""
+    sink, _ = real
+    f = "aten/src/ATen/native/cpu/airy_ai.cpp"
+    k = "at::native::CPU_CAPABILITY::airy_ai_kernel"
+    assert sorted(r for r in sink.rows if r[2] == f) == [
+        (k, "airy_ai_forward", f, 17),
+        (k, "at::TensorIteratorBase::common_dtype", f, 15),
+        (k, "at::TensorIteratorBase::ntensors", f, 13),
+        (k, "at::native::CPU_CAPABILITY::cpu_kernel", f, 16),
+        (k, "at::should_include_kernel_dtype", f, 15),
+        (k, "c10::detail::torchCheckFail", f, 15),
+        (k, "c10::detail::torchCheckMsgImpl", f, 15),
+        (k, "c10::detail::torchInternalAssertFail", f, 13),
+        (k, "c10::str", f, 13),
+        (k, "c10::toString", f, 15),
+        (k, "detail::scalar_type", f, 15),
+    ]
+
+
+@pytest.mark.real_tree
+def test_real_cuda_tu_fails_counted(real) -> None:
+    sink, stats = real
+    assert (stats.tus, stats.ok, stats.fatal) == (3, 2, 1)
+    assert sink.warnings == [(
+        "c10/cuda/CUDAStream.h", 3,
+        "precise: aten/src/ATen/native/cuda/Resize.cpp does not parse: 'cuda_runtime_api.h' file not found",
+    )]
