@@ -1,0 +1,184 @@
+"""The C++/CUDA fast tier (tree-sitter) over aten/, c10/, torch/csrc/.
+
+Pipeline: `scan` (per file, cached by content hash, parallel) -> `resolve`
+(whole tree, Note [Call resolution]) -> rows of facts/schema.dl: func, calls,
+call_ambiguous, binds (pybind), lib_def, lib_impl, impl_func, stub_decl,
+stub_define, stub_register, stub_call, kernel, launches.
+
+Example:
+    >>> from extractors.base import ExtractContext
+    >>> extract(ExtractContext(root, cache_dir, jobs=2), sink)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from extractors.base import ExtractContext, Sink
+
+SOURCE_DIRS = ("aten", "c10", "torch/csrc")
+EXTENSIONS = (".cpp", ".cc", ".h", ".hpp", ".cu", ".cuh", ".mm")
+SKIP_DIRS = frozenset({"third_party", ".git"})
+_POOL_MIN = 32  # fewer files to scan than this: scan in-process
+
+
+def source_files(root: Path) -> list[str]:
+    """The C++/CUDA files of the tree (POSIX paths relative to `root`), sorted."""
+    out: list[str] = []
+    for top in SOURCE_DIRS:
+        base = root / top
+        for dirpath, dirnames, filenames in os.walk(base):
+            dirnames[:] = [d for d in dirnames if d not in SKIP_DIRS]
+            rel_dir = Path(dirpath).relative_to(root).as_posix()
+            out.extend(f"{rel_dir}/{f}" for f in filenames if f.endswith(EXTENSIONS))
+    out.sort()
+    return out
+
+
+def inputs(root: Path) -> Iterable[Path]:
+    """Every file the layer reads (absolute)."""
+    return [root / rel for rel in source_files(root)]
+
+
+@dataclass
+class Run:
+    """What one run of the layer produced: rows per relation, counts, timings."""
+
+    rows: dict[str, list[tuple]]
+    stats: dict[str, int]
+    timings: dict[str, float] = field(default_factory=dict)
+    scanned: int = 0
+    warnings: list[tuple[str, int, str]] = field(default_factory=list)
+
+
+def _scan_job(job: tuple[str, str, str]):
+    """Worker: read, hash, scan one file and cache its FileFacts."""
+    from extractors.cpp import cache
+    from extractors.cpp.scan import scan_file
+
+    root, rel, cache_dir = job
+    try:
+        data = (Path(root) / rel).read_bytes()
+        digest = cache.digest_of(data)
+        path = cache.entry_path(Path(cache_dir), digest)
+        facts = cache.read(path)
+        if facts is None:
+            facts = scan_file(rel, data)
+            cache.write_atomic(path, facts)
+        return rel, digest, facts, None
+    except Exception as exc:  # one bad file must not stop indexing
+        return rel, "", None, f"cannot scan: {type(exc).__name__}: {exc}"
+
+
+def _current_digests(root: Path, rels: list[str], index: dict) -> tuple[dict, dict]:
+    """(rel -> content digest, new index): unchanged size and mtime reuse the
+    last digest, anything else is read and hashed."""
+    from extractors.cpp import cache
+
+    digests, new_index = {}, {}
+    for rel in rels:
+        try:
+            st = os.stat(root / rel)
+        except OSError:
+            continue
+        old = index.get(rel)
+        if old and old[0] == st.st_size and old[1] == st.st_mtime_ns:
+            digests[rel] = old[2]
+            new_index[rel] = old
+            continue
+        try:
+            digest = cache.digest_of((root / rel).read_bytes())
+        except OSError:
+            continue
+        digests[rel] = digest
+        new_index[rel] = (st.st_size, st.st_mtime_ns, digest)
+    return digests, new_index
+
+
+def _combined(digests: dict[str, str]) -> str:
+    h = hashlib.sha1()
+    for rel in sorted(digests):
+        h.update(f"{rel}\0{digests[rel]}\n".encode())
+    return h.hexdigest()
+
+
+def run(ctx: ExtractContext, sink: Sink | None = None) -> Run:
+    """Scan (cached) and resolve the tree; the rows are not yet emitted."""
+    from extractors.cpp import cache
+
+    t0 = time.perf_counter()
+    root, cdir = Path(ctx.root), Path(ctx.cache_dir)
+    rels = source_files(root)
+    index = cache.read(cdir / "index.pkl") or {}
+    digests, new_index = _current_digests(root, rels, index)
+    combined = _combined(digests)
+    timings = {"stat": time.perf_counter() - t0}
+    resolved = cache.read(cdir / "resolved.pkl")
+    if resolved and resolved[0] == combined:
+        if new_index != index:
+            cache.write_atomic(cdir / "index.pkl", new_index)
+        timings["total"] = time.perf_counter() - t0
+        return Run(resolved[1], resolved[2], timings)
+    facts, scanned, warnings = _load_facts(root, cdir, digests, ctx.jobs, sink)
+    timings["scan"] = time.perf_counter() - t0 - timings["stat"]
+    from extractors.cpp.resolve import resolve
+
+    t1 = time.perf_counter()
+    rows, stats = resolve(facts)
+    timings["resolve"] = time.perf_counter() - t1
+    cache.write_atomic(cdir / "resolved.pkl", (combined, rows, stats))
+    cache.write_atomic(cdir / "index.pkl", new_index)
+    timings["total"] = time.perf_counter() - t0
+    return Run(rows, stats, timings, scanned, warnings)
+
+
+def _load_facts(root: Path, cdir: Path, digests: dict[str, str], jobs: int, sink: Sink | None):
+    """FileFacts of every file: cached entries, the rest scanned in parallel."""
+    from extractors.cpp import cache
+
+    facts, todo, warnings = [], [], []
+    for rel in sorted(digests):
+        f = cache.read(cache.entry_path(cdir, digests[rel]))
+        if f is None:
+            todo.append(rel)
+        else:
+            facts.append(f)
+    if sink is not None:
+        sink.progress(0, total=len(todo), what="C++/CUDA files")
+    jobs_in = [(str(root), rel, str(cdir)) for rel in todo]
+    if jobs > 1 and len(todo) >= _POOL_MIN:
+        import multiprocessing as mp
+
+        with mp.get_context("fork").Pool(jobs) as pool:
+            results = pool.imap_unordered(_scan_job, jobs_in, chunksize=16)
+            facts.extend(_collect(results, warnings, sink))
+    else:
+        facts.extend(_collect(map(_scan_job, jobs_in), warnings, sink))
+    facts.sort(key=lambda f: f.file)
+    return facts, len(todo), warnings
+
+
+def _collect(results, warnings, sink):
+    for rel, _digest, f, err in results:
+        if sink is not None:
+            sink.progress(1)
+        if err:
+            warnings.append((rel, 1, err))
+            continue
+        yield f
+
+
+def extract(ctx: ExtractContext, sink: Sink) -> None:
+    """Write the cpp layer's rows to `sink` (see the module docstring)."""
+    result = run(ctx, sink)
+    for rel, line, message in result.warnings:
+        sink.warn(rel, line, message)
+    for relation, rows in result.rows.items():
+        add = sink.add
+        for row in rows:
+            add(relation, *row)

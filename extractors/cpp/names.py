@@ -1,0 +1,47 @@
+"""Small helpers on C++ names as written in source.
+
+Example:
+    >>> name_parts("::at::native::foo<float, 2>")
+    ('at', 'native', 'foo')
+"""
+
+from __future__ import annotations
+
+import re
+
+ANON = "(anonymous)"
+_MACRO_RE = re.compile(r"^[A-Z][A-Z0-9_]*[A-Z0-9]$")
+_WS_RE = re.compile(r"\s+")
+_PART_RE = re.compile(r"^(?:~?[A-Za-z_]\w*|operator.+)$")
+
+
+def is_macro_name(name: str) -> bool:
+    """ALL_CAPS names (`TORCH_CHECK`, `AT_DISPATCH_ALL_TYPES`) are macros by PyTorch convention."""
+    return bool(_MACRO_RE.match(name))
+
+
+def strip_templates(text: str) -> str:
+    """`text` without template argument lists: `Foo<T, 2>::bar<U>` -> `Foo::bar`."""
+    if "<" not in text:
+        return text
+    head, sep, op = text.partition("operator")
+    out: list[str] = []
+    depth = 0
+    for ch in head:
+        if ch == "<":
+            depth += 1
+        elif ch == ">" and depth:
+            depth -= 1
+        elif not depth:
+            out.append(ch)
+    return "".join(out) + sep + op
+
+
+def name_parts(text: str) -> tuple[str, ...]:
+    """The `::`-separated parts of a (possibly templated, global-qualified)
+    name, or () when `text` is not a plain name (a lambda call, a cast...)."""
+    text = _WS_RE.sub("", strip_templates(text)).replace("template", "")
+    parts = tuple(p for p in text.split("::") if p)
+    if not parts or not all(_PART_RE.match(p) for p in parts):
+        return ()
+    return parts

@@ -1,0 +1,146 @@
+"""Length-preserving source clean-up before tree-sitter parses a file.
+
+Note [Blanking preserves offsets]: every rewrite here replaces bytes by spaces
+(newlines kept), so byte offsets and line numbers of the cleaned text are those
+of the original file. Tree-sitter then parses macro-heavy PyTorch code without
+the ERROR nodes that attribute macros (`TORCH_API`, `C10_HOST_DEVICE`,
+`GPU_LAMBDA`, `__global__`, `C10_LAUNCH_BOUNDS_1(...)`) and CUDA launch
+configurations (`<<<grid, block>>>`) cause.
+
+Example:
+    >>> clean(b"__global__ void k() { k<<<1, 2>>>(x); }").text
+    b'           void k() { k           (x); }'
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# Attribute-like macros that expand to nothing a parser needs.
+_ATTR_MACROS = (
+    rb"[A-Z][A-Z0-9_]*_API|C10_HOST_DEVICE|C10_DEVICE|C10_HOST|GPU_LAMBDA|"
+    rb"CUTLASS_HOST_DEVICE|CUTLASS_DEVICE|C10_ALWAYS_INLINE|C10_NOINLINE|"
+    rb"C10_ALWAYS_INLINE_UNLESS_MOBILE|C10_EXPORT|C10_IMPORT|C10_UNUSED|C10_NODISCARD|"
+    rb"C10_HIDDEN|C10_HOST_CONSTEXPR_EXCEPT_WIN_CUDA|C10_CONSTEXPR_EXCEPT_WIN_CUDA|"
+    rb"RESTRICT|__restrict__|__restrict|__global__|__device__|__host__|__forceinline__|"
+    rb"__inline__|__noinline__|__MATH_FUNCTIONS_DECL__|C10_DEPRECATED|__ubsan_ignore_\w+__|"
+    rb"HANDLE_TH_ERRORS|END_HANDLE_TH_ERRORS_PYBIND|END_HANDLE_TH_ERRORS"
+)
+_PAREN = rb"\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)"
+_ATTR_CALL_MACROS = (
+    rb"C10_LAUNCH_BOUNDS_\d|__launch_bounds__|END_HANDLE_TH_ERRORS_RET|"
+    rb"C10_DEPRECATED_MESSAGE|C10_DIAGNOSTIC_PUSH_AND_IGNORED_IF_DEFINED|"
+    rb"C10_CLANG_DIAGNOSTIC_IGNORE|C10_CLANG_DIAGNOSTIC_PUSH|C10_CLANG_DIAGNOSTIC_POP|"
+    rb"C10_DIAGNOSTIC_POP|__declspec|__attribute__|__align__|alignas"
+)
+_BLANK_RE = re.compile(
+    rb"(?<![\w])(?=[A-Z_a])(?:(?:" + _ATTR_CALL_MACROS + rb")\s*" + _PAREN + rb"|(?:" + _ATTR_MACROS + rb")\b)"
+    rb"|<<<(?:[^<>;]|<[^<>;]*>)*?>>>"
+)
+# Strings and comments, so that macro scans skip comments.
+_COMMENT_RE = re.compile(rb'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|//[^\n]*|/\*.*?\*/', re.S)
+_NOT_NL = re.compile(rb"[^\n]")
+
+
+@dataclass(frozen=True)
+class Cleaned:
+    """The cleaned text, where `<<<...>>>` launch configs were, and `__global__` offsets."""
+
+    text: bytes
+    launches: tuple[int, ...]  # start offsets of blanked `<<<...>>>`
+    globals_: tuple[int, ...]  # offsets of `__global__`
+
+
+def _blank(m: re.Match[bytes]) -> bytes:
+    return _NOT_NL.sub(b" ", m.group(0))
+
+
+def clean(src: bytes) -> Cleaned:
+    """Blank attribute macros and launch configs (see Note [Blanking preserves offsets])."""
+    launches: list[int] = []
+    globals_: list[int] = []
+
+    def sub(m: re.Match[bytes]) -> bytes:
+        tok = m.group(0)
+        if tok.startswith(b"<<<"):
+            launches.append(m.start())
+        elif tok == b"__global__":
+            globals_.append(m.start())
+        return _NOT_NL.sub(b" ", tok)
+
+    text = _BLANK_RE.sub(sub, src)
+    if b"#" in text:
+        text = balance_conditionals(text)
+    return Cleaned(text, tuple(launches), tuple(globals_))
+
+
+_DIRECTIVE_RE = re.compile(rb"^[ \t]*#[ \t]*(if|ifdef|ifndef|elif|else|endif)\b[^\n]*", re.M)
+
+
+def _unbalanced(text: bytes) -> bool:
+    """Quick check on the raw text: does any #if branch open or close braces?"""
+    prev, depth = 0, 0
+    for m in _DIRECTIVE_RE.finditer(text):
+        if depth:
+            seg = text[prev : m.start()]
+            if seg.count(b"{") != seg.count(b"}"):
+                return True
+        prev = m.end()
+        kind = m.group(1)
+        depth += 1 if kind.startswith(b"if") else -1 if kind == b"endif" else 0
+    return False
+
+
+def balance_conditionals(text: bytes) -> bytes:
+    """Flatten #if groups whose branches do not each balance their braces
+    (`#ifdef X if (a) { #else if (b) { #endif`): keep the first branch's code
+    and blank the directives and the other branches. Tree-sitter cannot parse a
+    brace opened inside a conditional and closed outside it, and would nest
+    every later function inside the current one. Balanced groups are kept."""
+    if not _unbalanced(text):
+        return text
+    masked = _COMMENT_RE.sub(lambda m: _NOT_NL.sub(b" ", m.group(0)), text)
+    spans: list[tuple[int, int]] = []
+    # group -> (branches [start, delta], directive spans)
+    stack: list[tuple[list[list[int]], list[tuple[int, int]]]] = []
+    prev = 0
+    for m in _DIRECTIVE_RE.finditer(masked):
+        if stack:
+            seg = masked[prev : m.start()]
+            stack[-1][0][-1][1] += seg.count(b"{") - seg.count(b"}")
+        prev = m.end()
+        kind = m.group(1)
+        if kind.startswith(b"if"):
+            stack.append(([[m.start(), 0]], [(m.start(), m.end())]))
+        elif kind in (b"elif", b"else"):
+            if stack:
+                stack[-1][0].append([m.start(), 0])
+                stack[-1][1].append((m.start(), m.end()))
+        elif stack:
+            branches, directives = stack.pop()
+            if any(b[1] for b in branches):
+                spans.extend(directives)
+                spans.append((m.start(), m.end()))
+                if len(branches) > 1:
+                    spans.append((branches[1][0], m.start()))
+            if stack:
+                stack[-1][0][-1][1] += branches[0][1]
+    if not spans:
+        return text
+    out = bytearray(text)
+    for a, b in spans:
+        out[a:b] = _NOT_NL.sub(b" ", bytes(out[a:b]))
+    return bytes(out)
+
+
+def strip_comments(src: bytes) -> bytes:
+    """`src` with comments blanked (strings kept), for regex scans of macros."""
+
+    def sub(m: re.Match[bytes]) -> bytes:
+        tok = m.group(0)
+        if tok.startswith((b"//", b"/*")):
+            return _NOT_NL.sub(b" ", tok)
+        return tok
+
+    return _COMMENT_RE.sub(sub, src)

@@ -1,0 +1,268 @@
+"""Resolve the names of every file's FileFacts against the whole tree.
+
+Note [Call resolution]: a call never gets a guessed edge. In order:
+  1. qualified `a::b::f`: `S::a::b::f` for the caller's enclosing scopes S,
+     innermost first, else the unique definition whose name ends in `a::b::f`;
+  2. unqualified `f` (and `this->f`): `S::f` for the enclosing scopes S
+     (classes, then namespaces), else the unique free function named `f`;
+  3. member `x.f()` / `p->f()`: the unique method named `f` in the tree.
+Anonymous and inline namespaces are transparent for lookup. Several
+candidates give a `call_ambiguous` row with their number; none (std::,
+CUDA runtime, third-party, macros) gives nothing and is counted as external.
+`via` is "qualified", "scope", "unique", "member", prefixed "macro-" when the
+call sits inside a macro argument (an AT_DISPATCH_* lambda, TORCH_CHECK...).
+
+Example:
+    >>> rows, stats = resolve([scan_file("a.cpp", b"namespace at { void g(){} void f(){ g(); } }")])
+    >>> rows["calls"]
+    [('at::f', 'at::g', 'a.cpp', 1, 'scope')]
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+
+from extractors.cpp.names import ANON
+from extractors.cpp.scan import IN_MACRO, KERNEL, LAUNCH, MEMBER, FileFacts
+
+# Launch helpers (aten/src/ATen/native/cuda/Loops.cuh, CUDALoops.cuh, Reduce.cuh,
+# JitLoops.cuh, IndexKernel.cu ...): a call launches the `__global__` kernels
+# the helper's own definition reaches (Note [Helper launches]).
+LAUNCH_HELPERS = frozenset({
+    "gpu_kernel", "gpu_kernel_nocast", "gpu_kernel_with_scalars", "gpu_kernel_multiple_outputs",
+    "opmath_gpu_kernel_with_scalars", "opmath_symmetric_gpu_kernel_with_scalars",
+    "gpu_kernel_with_index", "gpu_reduce_kernel", "gpu_index_kernel", "jitted_gpu_kernel",
+    "opmath_jitted_gpu_kernel_with_scalars", "launch_kernel", "launch_legacy_kernel",
+    "launch_vectorized_kernel", "launch_unrolled_kernel",
+})
+_HELPER_DEPTH = 8
+
+
+def _lookup_key(qual: str) -> str:
+    """`qual` with anonymous-namespace parts removed (they are transparent)."""
+    if ANON not in qual:
+        return qual
+    return "::".join(p for p in qual.split("::") if p != ANON)
+
+
+class Index:
+    """Definitions of the tree by lookup key and by short name."""
+
+    def __init__(self, facts: Iterable[FileFacts]) -> None:
+        self.by_key: dict[str, set[str]] = defaultdict(set)
+        self.free_by_name: dict[str, set[str]] = defaultdict(set)
+        self.methods_by_name: dict[str, set[str]] = defaultdict(set)
+        self.kernels: dict[str, set[str]] = defaultdict(set)  # lookup key -> quals
+        self.kernels_by_name: dict[str, set[str]] = defaultdict(set)
+        self.stubs: dict[str, set[str]] = defaultdict(set)
+        self.stubs_by_name: dict[str, set[str]] = defaultdict(set)
+        classes: set[str] = set()
+        defs: list[tuple[str, str, int]] = []
+        for f in facts:
+            classes.update(_lookup_key(c) for c in f.classes)
+            for qual, name, _line, flags in f.defs:
+                defs.append((qual, name, flags))
+            for stub, _line in (*f.stub_decls, *f.stub_defines):
+                key = _lookup_key(stub)
+                self.stubs[key].add(stub)
+                self.stubs_by_name[key.rpartition("::")[2]].add(stub)
+        for qual, name, flags in defs:
+            key = _lookup_key(qual)
+            self.by_key[key].add(qual)
+            container = key.rpartition("::")[0]
+            (self.methods_by_name if container in classes else self.free_by_name)[name].add(qual)
+            if flags & KERNEL:
+                self.kernels[key].add(qual)
+                self.kernels_by_name[name].add(qual)
+        self.classes = classes
+
+
+def _scopes(caller: str) -> list[str]:
+    """Enclosing scopes of `caller`'s body, innermost first, ending with ""."""
+    parts = _lookup_key(caller).split("::")[:-1]
+    return ["::".join(parts[:k]) for k in range(len(parts), -1, -1)]
+
+
+def _by_scope(table: dict[str, set[str]], scopes: list[str], name: str) -> set[str] | None:
+    for s in scopes:
+        hit = table.get(f"{s}::{name}" if s else name)
+        if hit:
+            return hit
+    return None
+
+
+def _suffix(cands: set[str], written: str) -> set[str]:
+    tail = "::" + written
+    return {q for q in cands if _lookup_key(q).endswith(tail) or _lookup_key(q) == written}
+
+
+class Resolver:
+    """Resolves written names from a given scope; memoized per (name, scope)."""
+
+    def __init__(self, index: Index) -> None:
+        self.ix = index
+        self.memo: dict[tuple, tuple[str, int, str]] = {}
+
+    def function(self, parts: tuple[str, ...], member: int, scope_of: str) -> tuple[str, int, str]:
+        """(callee, candidate count, via) for a call written `parts` inside
+        `scope_of` (a fn, or a scope + "::_"); callee "" when unresolved."""
+        key = (parts, member, scope_of.rpartition("::")[0])
+        hit = self.memo.get(key)
+        if hit is None:
+            hit = self.memo[key] = self._function(parts, member, scope_of)
+        return hit
+
+    def _function(self, parts: tuple[str, ...], member: int, scope_of: str) -> tuple[str, int, str]:
+        ix = self.ix
+        name = parts[-1]
+        if member == MEMBER:
+            cands = ix.methods_by_name.get(name, set())
+            return _pick(cands, "member")
+        scopes = _scopes(scope_of)
+        written = "::".join(parts)
+        hit = _by_scope(ix.by_key, scopes, written)
+        if hit:
+            return _pick(hit, "qualified" if len(parts) > 1 else "scope")
+        if len(parts) > 1:
+            cands = ix.free_by_name.get(name, set()) | ix.methods_by_name.get(name, set())
+            return _pick(_suffix(cands, written), "qualified")
+        return _pick(ix.free_by_name.get(name, set()), "unique")
+
+    def named(self, table: dict[str, set[str]], by_name: dict[str, set[str]],
+              parts: tuple[str, ...], scope_of: str) -> str:
+        """A kernel or stub written `parts` inside `scope_of`, or ""."""
+        written = "::".join(parts)
+        hit = _by_scope(table, _scopes(scope_of), written)
+        if not hit:
+            hit = _suffix(by_name.get(parts[-1], set()), written)
+        return next(iter(hit)) if hit and len(hit) == 1 else ""
+
+
+def _pick(cands: set[str], via: str) -> tuple[str, int, str]:
+    if len(cands) == 1:
+        return next(iter(cands)), 1, via
+    return "", len(cands), via
+
+
+def resolve(facts: list[FileFacts]) -> tuple[dict[str, list[tuple]], dict[str, int]]:
+    """All rows of the cpp layer (relation -> rows) and counts for the report."""
+    ix = Index(facts)
+    rv = Resolver(ix)
+    rows: dict[str, list[tuple]] = defaultdict(list)
+    stats: dict[str, int] = defaultdict(int)
+    helper_sites: list[tuple[str, str, str, int]] = []
+    for f in facts:
+        _defs_rows(f, rows)
+        _calls_rows(f, rv, rows, stats, helper_sites)
+        _construct_rows(f, rv, rows)
+        stats["files"] += 1
+        stats["files_with_errors"] += f.errors > 0
+    _helper_launches(helper_sites, rows, rv)
+    for rel in ("calls", "call_ambiguous", "stub_call", "launches"):
+        rows[rel] = sorted(set(rows[rel]))
+    for rel, rs in rows.items():
+        stats[rel] = len(rs)
+    return dict(rows), dict(stats)
+
+
+def _defs_rows(f: FileFacts, rows) -> None:
+    for qual, name, line, flags in f.defs:
+        rows["func"].append((qual, name, f.file, line, f.lang))
+        if flags & KERNEL:
+            rows["kernel"].append((qual, name, f.file, line))
+
+
+def _calls_rows(f: FileFacts, rv: Resolver, rows, stats, helper_sites) -> None:
+    ix = rv.ix
+    for idx, parts, member, line, flags in f.calls:
+        caller = f.defs[idx][0]
+        stats["call_sites"] += 1
+        name = parts[-1]
+        if member != MEMBER and name in ix.stubs_by_name:
+            stub = rv.named(ix.stubs, ix.stubs_by_name, parts, caller)
+            if stub:
+                rows["stub_call"].append((caller, stub, f.file, line))
+                continue
+        if flags & LAUNCH:
+            kernel = rv.named(ix.kernels, ix.kernels_by_name, parts, caller) or "::".join(parts)
+            rows["launches"].append((caller, kernel, f.file, line, "<<<>>>"))
+        callee, n, via = rv.function(parts, member, caller)
+        if callee:
+            if flags & IN_MACRO:
+                via = "macro-" + via
+            rows["calls"].append((caller, callee, f.file, line, via))
+            if name in LAUNCH_HELPERS:
+                helper_sites.append((caller, callee, f.file, line))
+        elif n > 1:
+            rows["call_ambiguous"].append((caller, "::".join(parts), n, f.file, line))
+        else:
+            stats["external_call_sites"] += 1
+            if name in LAUNCH_HELPERS:
+                helper_sites.append((caller, "", f.file, line))
+
+
+def _construct_rows(f: FileFacts, rv: Resolver, rows) -> None:
+    ix = rv.ix
+
+    def fn_of(parts: tuple[str, ...], scope: str) -> str:
+        if parts in (("<lambda>",), ("nullptr",)):
+            return parts[0]
+        callee, _n, _via = rv.function(parts, 0, f"{scope}::_" if scope else "_")
+        return callee or "::".join(parts)
+
+    for py, target, line, scope in f.binds:
+        rows["binds"].append((py, fn_of(target, scope), "pybind", f.file, line))
+    for ns, op, schema, line in f.lib_defs:
+        rows["lib_def"].append((ns, op, schema, f.file, line))
+    for ns, op, key, target, line, scope in f.lib_impls:
+        rows["lib_impl"].append((ns, op, key, fn_of(target, scope), f.file, line))
+    for name, kind, fn, line in f.impl_funcs:
+        rows["impl_func"].append((name, kind, fn, f.file, line))
+    for stub, line in f.stub_decls:
+        rows["stub_decl"].append((stub, f.file, line))
+    for stub, line in f.stub_defines:
+        rows["stub_define"].append((stub, f.file, line))
+    for stub_parts, key, fn, line, scope in f.stub_regs:
+        stub = rv.named(ix.stubs, ix.stubs_by_name, stub_parts, f"{scope}::_" if scope else "_")
+        rows["stub_register"].append((stub or "::".join(stub_parts), key, fn_of(fn, scope), f.file, line))
+
+
+def _helper_launches(sites, rows, rv: Resolver) -> None:
+    """Note [Helper launches]: a call of a launch helper (`gpu_kernel(iter,
+    lambda)`) launches whatever `__global__` kernels the helper's definition
+    reaches through resolved non-member calls between CUDA-file functions and
+    `<<<>>>` launches (for gpu_kernel:
+    vectorized_elementwise_kernel, unrolled_elementwise_kernel,
+    elementwise_kernel); one `launches` row per kernel, `how` = the helper."""
+    cuda_fns = {r[0] for r in rows["func"] if r[4] == "cuda"}
+    succ: dict[str, set[str]] = defaultdict(set)
+    for caller, callee, _f, _l, via in rows["calls"]:
+        if callee in cuda_fns and "member" not in via:
+            succ[caller].add(callee)
+    launched: dict[str, set[str]] = defaultdict(set)
+    for host, kernel, _f, _l, _how in rows["launches"]:
+        launched[host].add(kernel)
+    memo: dict[str, set[str]] = {}
+    for caller, helper, file, line in sites:
+        if not helper:
+            continue
+        if helper not in memo:
+            memo[helper] = _reach_kernels(helper, succ, launched)
+        how = helper.rpartition("::")[2]
+        for kernel in memo[helper]:
+            rows["launches"].append((caller, kernel, file, line, how))
+
+
+def _reach_kernels(start: str, succ, launched) -> set[str]:
+    seen, frontier, found = {start}, [start], set()
+    for _ in range(_HELPER_DEPTH):
+        nxt = []
+        for fn in frontier:
+            found |= launched.get(fn, set())
+            for c in succ.get(fn, ()):
+                if c not in seen:
+                    seen.add(c)
+                    nxt.append(c)
+        frontier = nxt
+    return found

@@ -1,0 +1,325 @@
+"""Scan one C++/CUDA file with tree-sitter into unresolved per-file facts.
+
+Note [Per-file facts]: `scan_file` sees one file only, so names stay as
+written (`("cpublas", "gemm")`); `extractors.cpp.resolve` later resolves them
+against the definitions of the whole tree. A `FileFacts` depends on the file's
+bytes and path alone, which is what makes the content-hash cache
+(`extractors.cpp.cache`) and incremental re-indexing (issue 9) sound.
+
+Example:
+    >>> facts = scan_file("aten/x.cpp", b"namespace at { void f() { g(); } }")
+    >>> facts.defs
+    (('at::f', 'f', 1, 0),)
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from dataclasses import dataclass
+
+import tree_sitter as ts
+import tree_sitter_cpp as tsc
+
+from extractors.cpp import constructs
+from extractors.cpp.names import ANON, is_macro_name, name_parts, strip_templates
+from extractors.cpp.preprocess import Cleaned, clean
+
+KERNEL = 2  # FileFacts.defs flag: a CUDA __global__ function
+
+# FileFacts.calls member codes
+FREE, MEMBER, THIS = 0, 1, 2
+# FileFacts.calls flag bits
+IN_MACRO, LAUNCH = 1, 2
+
+_LANG = ts.Language(tsc.language())
+_QUERY = ts.Query(_LANG, "(function_definition body: (_)) @def (call_expression) @call (ERROR) @err")
+_PARSER = ts.Parser(_LANG)
+
+_LIB_RE = re.compile(r"^(TORCH_LIBRARY(?:_FRAGMENT|_IMPL)?)\s*\(([^)]*)\)")
+_STRUCTURED_RE = re.compile(
+    r"^(TORCH_IMPL_FUNC|TORCH_META_FUNC2?|TORCH_PRECOMPUTE_META_FUNC2?)\s*\(\s*(\w+)\s*(?:,\s*(\w+)\s*)?\)"
+)
+_STRUCTURED_KIND = {
+    "TORCH_IMPL_FUNC": ("impl", "impl"),
+    "TORCH_META_FUNC": ("meta", "meta"),
+    "TORCH_META_FUNC2": ("meta", "meta"),
+    "TORCH_PRECOMPUTE_META_FUNC": ("precompute_meta", "meta"),
+    "TORCH_PRECOMPUTE_META_FUNC2": ("precompute_meta", "meta"),
+}
+_GTEST_RE = re.compile(r"^(TEST|TEST_F|TEST_P|TYPED_TEST|TYPED_TEST_P)\s*\(\s*(\w+)\s*,\s*(\w+)\s*\)")
+_DECLARATOR_WRAPPERS = frozenset(
+    {"pointer_declarator", "reference_declarator", "attributed_declarator", "parenthesized_declarator"}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class FileFacts:
+    """Everything one file says, names unresolved (see Note [Per-file facts]).
+
+    defs:     (fn, name, line, flags)              flags: KERNEL
+    classes:  class/struct qualified names defined with a body
+    calls:    (def index, name parts, member code, line, flag bits)
+    binds:    (py, target parts | ("<lambda>",), line, scope)
+    lib_defs: (ns, op, schema, line)
+    lib_impls:(ns, op, key, fn parts | ("<lambda>",), line, scope)
+    impl_funcs:(name, kind, fn, line)
+    stub_decls / stub_defines: (stub, line)
+    stub_regs: (stub parts, key, fn parts, line, scope)
+    errors:   tree-sitter ERROR nodes in the file
+    """
+
+    file: str
+    lang: str
+    defs: tuple[tuple[str, str, int, int], ...]
+    classes: tuple[str, ...]
+    calls: tuple[tuple[int, tuple[str, ...], int, int, int], ...]
+    binds: tuple[tuple[str, tuple[str, ...], int, str], ...]
+    lib_defs: tuple[tuple[str, str, str, int], ...]
+    lib_impls: tuple[tuple[str, str, str, tuple[str, ...], int, str], ...]
+    impl_funcs: tuple[tuple[str, str, str, int], ...]
+    stub_decls: tuple[tuple[str, int], ...]
+    stub_defines: tuple[tuple[str, int], ...]
+    stub_regs: tuple[tuple[tuple[str, ...], str, tuple[str, ...], int, str], ...]
+    errors: int
+
+
+def lang_of(rel: str) -> str:
+    """"cuda" for .cu/.cuh files, else "cpp"."""
+    return "cuda" if rel.endswith((".cu", ".cuh")) else "cpp"
+
+
+def scope_of(node: ts.Node, classes: bool = True) -> tuple[list[str], bool]:
+    """The enclosing namespaces (and classes) of `node`, outermost first, and
+    whether `node` sits inside a function body. Inline namespaces are
+    transparent; anonymous ones are `(anonymous)`."""
+    out: list[str] = []
+    nested = False
+    p = node.parent
+    while p is not None:
+        t = p.type
+        if t == "namespace_definition":
+            name = p.child_by_field_name("name")
+            if name is None:
+                out.append(ANON)
+            elif p.children[0].type != "inline":
+                out.extend(reversed(name.text.decode(errors="replace").replace(" ", "").split("::")))
+        elif classes and t in ("class_specifier", "struct_specifier", "union_specifier"):
+            name = p.child_by_field_name("name")
+            if name is not None:
+                out.append(strip_templates(name.text.decode(errors="replace")))
+        elif t in ("function_definition", "lambda_expression"):
+            nested = True
+        p = p.parent
+    out.reverse()
+    return out, nested
+
+
+def _declarator_name(defn: ts.Node) -> ts.Node | None:
+    """The node naming a function definition (identifier, qualified id, macro call...)."""
+    d = defn.child_by_field_name("declarator")
+    while d is not None:
+        if d.type == "function_declarator":
+            return d.child_by_field_name("declarator")
+        if d.type == "operator_cast":
+            return d
+        if d.type in _DECLARATOR_WRAPPERS:
+            d = d.child_by_field_name("declarator") or (d.named_children[-1] if d.named_children else None)
+        else:
+            return None
+    return None
+
+
+def _qualify(scope: list[str], parts: tuple[str, ...]) -> tuple[str, ...]:
+    """Qualified name of `parts` written inside `scope`: `native::f` inside
+    namespace `at` is `at::native::f`; `at::native::f` inside `at::native`
+    is `at::native::f` (a qualifier naming an enclosing scope restarts there)."""
+    if len(parts) > 1 and parts[0] in scope:
+        i = len(scope) - 1 - scope[::-1].index(parts[0])
+        return tuple(scope[:i]) + parts
+    return tuple(scope) + parts
+
+
+class _Scanner:
+    """Holds the state of one file's scan; `run` returns its FileFacts."""
+
+    def __init__(self, rel: str, src: bytes) -> None:
+        self.rel = rel
+        self.src = src
+        self.cleaned: Cleaned = clean(src)
+        self.tree = _PARSER.parse(self.cleaned.text)
+        self.defs: list[tuple[str, str, int, int]] = []
+        self.classes: set[str] = set()
+        self.calls: list[tuple[int, tuple[str, ...], int, int, int]] = []
+        self.blocks: list[tuple[int, int, int, tuple]] = []  # (start, end, def idx, block info)
+        self.out = constructs.Constructs()
+
+    def run(self) -> FileFacts:
+        caps = ts.QueryCursor(_QUERY).captures(self.tree.root_node)
+        self._collect_defs(caps.get("def", []))
+        self._collect_calls(sorted(caps.get("call", []), key=lambda n: n.start_byte))
+        constructs.scan_stub_macros(self.src, self.tree.root_node, self.rel, self.out)
+        o = self.out
+        return FileFacts(
+            self.rel, lang_of(self.rel), tuple(self.defs), tuple(sorted(self.classes)),
+            tuple(self.calls), tuple(o.binds), tuple(o.lib_defs), tuple(o.lib_impls),
+            tuple(o.impl_funcs), tuple(o.stub_decls), tuple(o.stub_defines), tuple(o.stub_regs),
+            len(caps.get("err", [])),
+        )
+
+    def _collect_defs(self, defs: list[ts.Node]) -> None:
+        kernel_defs: list[tuple[int, int, int]] = []  # (start, declarator start, def idx)
+        for defn in sorted(defs, key=lambda n: n.start_byte):
+            scope, nested = scope_of(defn)
+            if nested:
+                continue
+            name_node = _declarator_name(defn)
+            if name_node is None:
+                continue
+            idx = self._add_def(defn, name_node, scope)
+            if idx is not None and idx >= 0:
+                kernel_defs.append((defn.start_byte, name_node.start_byte, idx))
+        self._mark_kernels(kernel_defs)
+        self._collect_classes()
+
+    def _add_def(self, defn: ts.Node, name_node: ts.Node, scope: list[str]) -> int | None:
+        text = name_node.text.decode(errors="replace")
+        if name_node.type == "operator_cast":
+            text = text.split("(", 1)[0]
+        line = name_node.start_point[0] + 1
+        body = defn.child_by_field_name("body")
+        info: tuple = ("fn",)
+        m = _STRUCTURED_RE.match(text) if name_node.type == "function_declarator" else None
+        if m:
+            macro, name, overload = m.groups()
+            kind, method = _STRUCTURED_KIND[macro]
+            cls = f"structured_{name}" + (f"_{overload}" if overload else "")
+            qual = "::".join([*scope, cls, method])
+            self.out.impl_funcs.append((name + (f".{overload}" if overload else ""), kind, qual, line))
+            self.classes.add("::".join([*scope, cls]))
+            short = method
+        elif name_node.type == "function_declarator" or is_macro_name(text):
+            decl = name_node.parent.text.decode(errors="replace") if name_node.parent else text
+            gtest = _GTEST_RE.match(decl)
+            if gtest:  # gtest's TEST(Suite, Name) defines Suite_Name_Test::TestBody
+                qual = "::".join([*scope, f"{gtest.group(2)}_{gtest.group(3)}_Test", "TestBody"])
+                return self._push_def(qual, "TestBody", line, body, info)
+            lib = _LIB_RE.match(decl)
+            info = ("lib",) + tuple(a.strip() for a in lib.group(2).split(",")) if lib else ("macro",)
+            self.blocks.append((body.start_byte, body.end_byte, -1, info + (lib.group(1) if lib else "",)))
+            return None
+        else:
+            parts = name_parts(text)
+            if not parts:
+                return None
+            qual = "::".join(_qualify(scope, parts))
+            short = parts[-1]
+        return self._push_def(qual, short, line, body, info)
+
+    def _push_def(self, qual: str, short: str, line: int, body: ts.Node, info: tuple) -> int:
+        self.defs.append((qual, short, line, 0))
+        idx = len(self.defs) - 1
+        self.blocks.append((body.start_byte, body.end_byte, idx, info))
+        return idx
+
+    def _mark_kernels(self, kernel_defs: list[tuple[int, int, int]]) -> None:
+        if not self.cleaned.globals_:
+            return
+        starts = [k[0] for k in kernel_defs]
+        text = self.cleaned.text
+        for g in self.cleaned.globals_:
+            i = bisect.bisect_left(starts, g)
+            hit = None
+            if i > 0 and kernel_defs[i - 1][1] > g:
+                hit = kernel_defs[i - 1][2]
+            elif i < len(starts) and not text[g : starts[i]].strip():
+                hit = kernel_defs[i][2]
+            if hit is not None:
+                q, n, line, flags = self.defs[hit]
+                self.defs[hit] = (q, n, line, flags | KERNEL)
+
+    def _collect_classes(self) -> None:
+        for node in _iter_class_bodies(self.tree.root_node):
+            name = node.child_by_field_name("name")
+            if name is None:
+                continue
+            scope, nested = scope_of(node)
+            if not nested:
+                parts = name_parts(name.text.decode(errors="replace"))
+                if parts:
+                    self.classes.add("::".join(_qualify(scope, parts)))
+
+    def _collect_calls(self, calls: list[ts.Node]) -> None:
+        self.blocks.sort()
+        starts = [b[0] for b in self.blocks]
+        macro_ends: list[int] = []
+        launches = self.cleaned.launches
+        for call in calls:
+            start = call.start_byte
+            while macro_ends and macro_ends[-1] <= start:
+                macro_ends.pop()
+            fn = call.child_by_field_name("function")
+            if fn is None:
+                continue
+            i = bisect.bisect_right(starts, start) - 1
+            block = self.blocks[i] if i >= 0 and call.end_byte <= self.blocks[i][1] else None
+            ftype = fn.type
+            if ftype == "field_expression":
+                self._member_call(call, fn, block, bool(macro_ends))
+                continue
+            if ftype not in ("identifier", "qualified_identifier", "template_function"):
+                continue
+            parts = name_parts(fn.text.decode(errors="replace"))
+            if not parts:
+                continue
+            if is_macro_name(parts[-1]):
+                macro_ends.append(call.end_byte)
+                continue
+            if block is None or block[2] < 0:
+                continue
+            flags = IN_MACRO if macro_ends else 0
+            if launches:
+                args = call.child_by_field_name("arguments")
+                j = bisect.bisect_left(launches, fn.end_byte)
+                if args is not None and j < len(launches) and launches[j] < args.start_byte:
+                    flags |= LAUNCH
+            self.calls.append((block[2], parts, FREE, fn.start_point[0] + 1, flags))
+
+    def _member_call(self, call: ts.Node, fn: ts.Node, block, in_macro: bool) -> None:
+        field = fn.child_by_field_name("field")
+        if field is None:
+            return
+        name = strip_templates(field.text.decode(errors="replace")).replace("template", "").strip()
+        if name in ("def", "def_static", "impl"):
+            scope = self._scope_text(call) if block is None or block[2] < 0 else None
+            constructs.member_construct(self, call, fn, name, block, scope)
+        if block is None or block[2] < 0 or not name.isidentifier():
+            return
+        obj = fn.child_by_field_name("argument")
+        member = THIS if obj is not None and obj.type == "this" else MEMBER
+        self.calls.append((block[2], (name,), member, field.start_point[0] + 1, IN_MACRO if in_macro else 0))
+
+    def _scope_text(self, node: ts.Node) -> str:
+        scope, _ = scope_of(node, classes=False)
+        return "::".join(scope)
+
+    def scope_of_def(self, idx: int) -> str:
+        """The enclosing scope of def `idx` (its qualified name minus the last part)."""
+        return self.defs[idx][0].rpartition("::")[0]
+
+
+def _iter_class_bodies(root: ts.Node):
+    q = _CLASS_QUERY
+    for nodes in ts.QueryCursor(q).captures(root).values():
+        yield from nodes
+
+
+_CLASS_QUERY = ts.Query(
+    _LANG,
+    "(class_specifier body: (_)) @c (struct_specifier body: (_)) @c (union_specifier body: (_)) @c",
+)
+
+
+def scan_file(rel: str, src: bytes) -> FileFacts:
+    """Scan `src` (the bytes of tree file `rel`) into its FileFacts."""
+    return _Scanner(rel, src).run()
