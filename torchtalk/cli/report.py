@@ -38,6 +38,8 @@ def run(args: argparse.Namespace) -> int:
 
     fmt = Format.JSON if args.json else Format.parse(args.format or _format_of(args.output))
     keys = tuple(k.strip() for k in args.keys.split(",") if k.strip()) if args.keys else None
+    if args.output is not None:
+        _check_writable(args.output)
     with _progress(quiet=args.quiet or not sys.stderr.isatty()) as step:
         report = api.coverage(
             source=args.source, db=args.db, keys=keys, tag=args.tag,
@@ -60,6 +62,21 @@ def _format_of(path: Path | None) -> str:
     return "md"
 
 
+def _check_writable(path: Path) -> None:
+    """Fail before the work, not after it, when the output cannot be written."""
+    import os
+
+    from torchtalk.errors import InputError
+
+    parent = path.resolve().parent
+    if not parent.is_dir():
+        raise InputError(f"cannot write {path}: directory {parent} does not exist")
+    if path.is_dir():
+        raise InputError(f"cannot write {path}: it is a directory")
+    if not os.access(parent, os.W_OK):
+        raise InputError(f"cannot write {path}: directory {parent} is not writable")
+
+
 def _write_atomic(path: Path, text: str) -> None:
     import os
     import tempfile
@@ -67,8 +84,6 @@ def _write_atomic(path: Path, text: str) -> None:
     from torchtalk.errors import InputError
 
     parent = path.resolve().parent
-    if not parent.is_dir():
-        raise InputError(f"cannot write {path}: directory {parent} does not exist")
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=parent)
     except OSError as err:
