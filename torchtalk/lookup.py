@@ -63,15 +63,28 @@ def layer_of(relation: str) -> str:
     return "?"
 
 
+def indexed_layers(con) -> frozenset[str] | None:
+    """Layers recorded in torchtalk_layers (None for a DB without that table)."""
+    if "torchtalk_layers" not in tables(con):
+        return None
+    return frozenset(r[0] for r in con.execute("SELECT layer FROM torchtalk_layers").fetchall())
+
+
 def missing_note(con, *relations: str) -> tuple[str, ...]:
-    """Notes for the relations among `relations` that are absent or empty."""
-    present = tables(con)
-    notes = []
+    """One note naming the layers, among those writing `relations`, not indexed yet."""
+    present, done = tables(con), indexed_layers(con)
+    missing: dict[str, list[str]] = {}
     for rel in relations:
-        empty = rel not in present or con.execute(f'SELECT 1 FROM "{rel}" LIMIT 1').fetchone() is None
-        if empty:
-            notes.append(f"relation {rel} is empty: layer '{layer_of(rel)}' not indexed yet")
-    return tuple(notes)
+        layer = layer_of(rel)
+        if done is not None and layer in done:
+            continue
+        if rel in present and con.execute(f'SELECT 1 FROM "{rel}" LIMIT 1').fetchone() is not None:
+            continue
+        missing.setdefault(layer, []).append(rel)
+    if not missing:
+        return ()
+    parts = [f"{layer} ({', '.join(rels)})" for layer, rels in missing.items()]
+    return ("not indexed yet, answer may be incomplete: layer " + "; layer ".join(parts),)
 
 
 def _select(con, relations: tuple[str, ...], sql: str, params: list[Any], limit: int):
@@ -274,8 +287,11 @@ _SEARCHED = (
 
 def _backend_filter(kind: str, id_col: str) -> str | None:
     """SQL restricting rows of `kind` to those serving the backend `?`; None drops the kind."""
-    if kind == "op":
-        return f"{id_col} IN (SELECT op FROM dispatch WHERE key = ?)"
+    if kind == "op":  # a kernel of its own, or through its structured delegate (out=) op
+        return (
+            f"({id_col} IN (SELECT op FROM dispatch WHERE key = ?) OR {id_col} IN "
+            f"(SELECT s.op FROM structured_delegate s JOIN dispatch d ON d.op = s.out_op WHERE d.key = ?))"
+        )
     if kind == "fn":
         return (
             f"(name IN (SELECT kernel FROM dispatch WHERE key = ?) "
@@ -320,7 +336,7 @@ def search(con, query: str, backend: str | None = None, limit: int = DEFAULT_LIM
         args: list[Any] = [f"%{q}%"]
         if backend:
             extra = _backend_filter(kind, id_col)
-            if extra is None or "dispatch" not in present or "stub_register" not in present:
+            if extra is None or not {"dispatch", "stub_register", "structured_delegate"} <= present:
                 continue
             cond += f" AND {extra}"
             args += [backend] * extra.count("?")

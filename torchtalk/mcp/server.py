@@ -112,13 +112,21 @@ async def run_tool(
         app.db.interrupt()
         raise ToolError(f"{name}: gave up after {CALL_TIMEOUT_S:.0f} s; narrow the question") from None
     except TorchTalkError as err:
-        raise ToolError(err.headline()) from None
+        raise ToolError(_error_text(err)) from None
     except ToolError:
         raise
     except Exception as err:  # a bug, not the user's fault: say what, keep serving
         print(f"torchtalk mcp: {name} failed: {err!r}", file=sys.stderr)
         raise ToolError(f"{name}: internal error: {type(err).__name__}: {err}") from err
     return to_result(table)
+
+
+def _error_text(err: TorchTalkError, max_lines: int = 40) -> str:
+    """The error as the agent reads it: headline, then candidates / source caret (capped)."""
+    lines = err.render().splitlines()
+    if len(lines) > max_lines:
+        lines = lines[:max_lines] + [f"... and {len(lines) - max_lines} more lines"]
+    return "\n".join(lines)
 
 
 def serve(

@@ -1,0 +1,361 @@
+"""The MCP server as an agent sees it: a subprocess driven by the SDK's stdio client.
+
+One server and one client session per module (a blocking portal runs the
+client's event loop in a background thread). Every tool is called on the real
+PyTorch 2.6.0 tree's fact DB; answers are checked row by row with file:line,
+and each file:line is checked against the source line it points to.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from anyio.from_thread import start_blocking_portal
+
+from torchtalk.mcp.tools import TOOL_NAMES
+
+pytestmark = pytest.mark.real_tree
+CALL_TIMEOUT_S = 60
+
+
+@dataclass
+class Reply:
+    text: str
+    data: dict[str, Any] | None
+    is_error: bool
+
+    @property
+    def rows(self) -> list[dict[str, Any]]:
+        return self.data["rows"]
+
+    @property
+    def total(self) -> int:
+        return self.data["total"]
+
+
+class Session:
+    """A client session to one server subprocess, callable from sync tests."""
+
+    def __init__(self, portal, client) -> None:
+        self.portal, self.client = portal, client
+
+    def call(self, tool: str, **args: Any) -> Reply:
+        async def go():
+            with anyio.fail_after(CALL_TIMEOUT_S):
+                return await self.client.call_tool(tool, args)
+
+        r = self.portal.call(go)
+        text = "\n".join(c.text for c in r.content if c.type == "text")
+        return Reply(text, r.structured_content, bool(r.is_error))
+
+    def list_tools(self):
+        return self.portal.call(self.client.list_tools).tools
+
+
+def open_session(args: list[str], env: dict[str, str] | None = None):
+    """A context manager yielding a Session to `torchtalk mcp-serve ARGS`."""
+    from contextlib import contextmanager
+
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    @contextmanager
+    def cm():
+        params = StdioServerParameters(
+            command=sys.executable, args=["-m", "torchtalk", "mcp-serve", *args], env=env
+        )
+        with start_blocking_portal() as portal:
+            with portal.wrap_async_context_manager(Client(params)) as client:
+                yield Session(portal, client)
+
+    return cm()
+
+
+def _db_path(value: Any) -> Path:
+    for attr in ("db", "path"):
+        if hasattr(value, attr):
+            return Path(getattr(value, attr))
+    return Path(value)
+
+
+@pytest.fixture(scope="module")
+def db(request, tree, tmp_path_factory) -> Path:
+    """The real tree's fact DB: $TORCHTALK_TEST_DB (a DB you indexed), else
+    conftest's session `real_db`, else an index made here."""
+    if os.environ.get("TORCHTALK_TEST_DB"):
+        return Path(os.environ["TORCHTALK_TEST_DB"])
+    try:
+        return _db_path(request.getfixturevalue("real_db"))
+    except pytest.FixtureLookupError:
+        from torchtalk import api
+
+        path = tmp_path_factory.mktemp("mcp") / "pytorch.duckdb"
+        api.index(tree, db=path)
+        return path
+
+
+@pytest.fixture(scope="module")
+def mcp(db):
+    with open_session(["--db", str(db)]) as session:
+        yield session
+
+
+@pytest.fixture(scope="module")
+def layers(mcp) -> set[str]:
+    status = mcp.call("get_status")
+    return {r["layer"] for r in status.rows if r["state"] == "indexed"}
+
+
+def need(layers: set[str], *names: str) -> None:
+    """Skip (fail in CI) when a layer the test reads is not in the DB."""
+    missing = [n for n in names if n not in layers]
+    if missing:
+        reason = f"layers not indexed in the test DB: {', '.join(missing)}"
+        if os.environ.get("CI"):
+            pytest.fail(f"{reason} (required in CI)")
+        pytest.skip(reason)
+
+
+def source_line(tree: Path, row: dict[str, Any]) -> str:
+    lines = (tree / row["file"]).read_text(encoding="utf-8", errors="replace").splitlines()
+    return lines[row["line"] - 1]
+
+
+def row_where(reply: Reply, **match: Any) -> dict[str, Any]:
+    found = [r for r in reply.rows if all(r.get(k) == v for k, v in match.items())]
+    assert found, f"no row {match} in:\n{reply.text}"
+    return found[0]
+
+
+# ------------------------------------------------------------------ protocol
+
+
+def test_lists_exactly_the_tools_with_descriptions_and_schemas(mcp):
+    tools = {t.name: t for t in mcp.list_tools()}
+    assert set(tools) == set(TOOL_NAMES)
+    for t in tools.values():
+        assert len(t.description) > 60, t.name
+        assert t.output_schema["properties"].keys() >= {"title", "rows", "total", "truncated"}
+        assert t.annotations.read_only_hint is True
+    assert tools["impact"].input_schema["properties"]["depth"]["default"] == 3
+    assert tools["affected"].input_schema["required"] == ["functions"]
+    assert tools["query"].input_schema["required"] == ["dsl"]
+
+
+def test_bad_arguments_are_tool_errors_and_the_server_lives_on(mcp):
+    r = mcp.call("impact", name="gemm", depth=99)
+    assert r.is_error and "depth" in r.text
+    r = mcp.call("calls")
+    assert r.is_error and "name" in r.text
+    r = mcp.call("trace", name="x; DROP TABLE op")
+    assert r.is_error
+    assert r.text.endswith("query error: name 'x; DROP TABLE op' is not a symbol name "
+                           "(e.g. 'torch.matmul' or 'add.Tensor')")
+    r = mcp.call("query", dsl="   ")
+    assert r.is_error and r.text.endswith("query error: empty query (e.g. 'callers(gemm)')")
+    r = mcp.call("no_such_tool")
+    assert r.is_error and "no_such_tool" in r.text
+    assert len(mcp.list_tools()) == len(TOOL_NAMES)
+    assert not mcp.call("get_status").is_error
+
+
+# ------------------------------------------------------------------ status, search
+
+
+def test_get_status_counts_the_ops_of_native_functions(mcp, tree, layers):
+    need(layers, "ops")
+    funcs = sum(1 for line in (tree / "aten/src/ATen/native/native_functions.yaml").open()
+                if line.startswith("- func:"))
+    r = mcp.call("get_status")
+    ops = row_where(r, layer="ops")
+    assert ops["state"] == "indexed"
+    assert f"op={funcs}," in ops["relations"]
+    assert r.text.splitlines()[0] == "TorchTalk index: 5 rows"
+    assert re.search(r"^  ops  indexed  \d+  op=" + str(funcs), r.text, re.M)
+
+
+def test_search_ranks_the_exact_op_first_with_its_yaml_line(mcp, tree, layers):
+    need(layers, "ops")
+    r = mcp.call("search", query="gelu")
+    first = r.rows[0]
+    assert (first["kind"], first["id"], first["file"]) == ("op", "gelu", "aten/src/ATen/native/native_functions.yaml")
+    assert source_line(tree, first).startswith("- func: gelu(Tensor self")
+    assert r.text.splitlines()[1] == f"  op  gelu  aten/src/ATen/native/native_functions.yaml:{first['line']}"
+
+
+def test_search_by_backend_keeps_ops_served_on_it(mcp, layers):
+    need(layers, "ops")
+    cuda = {r["id"] for r in mcp.call("search", query="gelu", backend="CUDA").rows if r["kind"] == "op"}
+    # gelu.out has a CUDA kernel; gelu and gelu_ reach it as its structured delegates
+    assert {"gelu", "gelu_", "gelu.out", "gelu_backward.grad_input"} <= cuda
+    r = mcp.call("search", query="gelu", backend="CUDAX")
+    assert r.is_error and r.text.endswith("query error: unknown backend 'CUDAX' (did you mean 'CUDA'?)")
+
+
+# ------------------------------------------------------------------ python and tests layers
+
+
+def test_list_modules_optim_has_adam_at_its_class_line(mcp, tree, layers):
+    need(layers, "python")
+    r = mcp.call("list_modules", category="optim")
+    adam = next(row for row in r.rows if row["cls"].endswith(".Adam"))
+    assert adam["file"] == "torch/optim/adam.py"
+    assert source_line(tree, adam).startswith("class Adam(")
+    cats = mcp.call("list_modules", category="all")
+    assert {"nn", "optim"} <= {row["category"] for row in cats.rows}
+    bad = mcp.call("list_modules", category="nnn")
+    assert bad.is_error and "unknown module category 'nnn'" in bad.text and "'nn'" in bad.text
+
+
+def test_trace_module_linear_reaches_the_linear_op(mcp, tree, layers):
+    need(layers, "python")
+    r = mcp.call("trace_module", name="torch.nn.Linear")
+    cls = r.rows[0]
+    assert cls["step"] == "class" and source_line(tree, cls).startswith("class Linear(")
+    assert any(row["step"] == "op" and row["what"].endswith("-> linear") for row in r.rows), r.text
+    bad = mcp.call("trace_module", name="Linaer")
+    assert bad.is_error and "no nn module or optimizer 'Linaer'" in bad.text and "Linear" in bad.text
+
+
+def test_test_file_info_finds_test_linalg_classes(mcp, tree, layers):
+    need(layers, "tests")
+    r = mcp.call("test_file_info", path="test_linalg.py")
+    assert r.data["title"] == "tests in test/test_linalg.py"
+    cls = row_where(r, test="test/test_linalg.py::TestLinalg")
+    assert cls["kind"] == "class" and source_line(tree, cls).startswith("class TestLinalg(")
+    bad = mcp.call("test_file_info", path="test/test_linalgg.py")
+    assert bad.is_error and "did you mean 'test/test_linalg.py'?" in bad.text
+
+
+def test_list_test_utils_decorators_include_dtypes(mcp, tree, layers):
+    need(layers, "tests")
+    r = mcp.call("list_test_utils", category="all")
+    cats = {row["category"] for row in r.rows}
+    assert cats
+    dec = mcp.call("list_test_utils", category="decorator")
+    dtypes = row_where(dec, name="dtypes")
+    assert dtypes["file"] == "torch/testing/_internal/common_device_type.py"
+    assert re.match(r"(class|def) dtypes\b", source_line(tree, dtypes).strip())
+
+
+def test_find_similar_tests_for_matmul(mcp, tree, layers):
+    need(layers, "tests")
+    r = mcp.call("find_similar_tests", query="matmul out")
+    top = r.rows[0]
+    assert "matmul" in top["test"] and "out" in top["test"]
+    assert source_line(tree, top).strip().startswith("def " + top["test"].rsplit("::", 1)[-1])
+
+
+# ------------------------------------------------------------------ cpp layer and queries
+
+
+def test_cuda_kernels_softmax_warp_forward(mcp, tree, layers):
+    need(layers, "cpp")
+    r = mcp.call("cuda_kernels", name="softmax_warp_forward")
+    defined = row_where(r, how="defined")
+    assert defined["file"] == "aten/src/ATen/native/cuda/PersistentSoftmax.cuh"
+    assert "softmax_warp_forward" in source_line(tree, defined) or "__global__" in source_line(tree, defined)
+    per_file = mcp.call("cuda_kernels")
+    assert per_file.data["columns"] == ["file", "kernels"] and per_file.total > 50
+
+
+def test_calls_matmul_lists_matmul_impl(mcp, layers):
+    need(layers, "cpp")
+    r = mcp.call("calls", name="at::native::matmul")
+    assert not r.is_error, r.text
+    assert any("_matmul_impl" in str(v) for row in r.rows for v in row.values()), r.text
+
+
+def test_called_by_and_impact_of_gemm(mcp, layers):
+    need(layers, "cpp")
+    r = mcp.call("called_by", name="at::native::cpublas::gemm")
+    assert not r.is_error and r.total > 0, r.text
+    assert all(row.get("file") and row.get("line") for row in r.rows)
+    imp = mcp.call("impact", name="at::native::cpublas::gemm", depth=3)
+    assert not imp.is_error and imp.total > 0, imp.text
+
+
+def test_unknown_name_is_a_tool_error_with_candidates(mcp, layers):
+    need(layers, "cpp")
+    r = mcp.call("calls", name="at::native::matmull")
+    assert r.is_error and "did you mean" in r.text
+
+
+def test_trace_matmul_reaches_the_native_kernel(mcp, tree, layers):
+    need(layers, "ops", "cpp")
+    r = mcp.call("trace", name="matmul")
+    assert not r.is_error, r.text
+    hits = [row for row in r.rows if row.get("file") == "aten/src/ATen/native/LinearAlgebra.cpp"]
+    assert hits, r.text
+    cuda = mcp.call("trace", name="matmul", focus="CUDA")
+    assert cuda.total <= r.total and any("focus 'CUDA'" in n for n in cuda.data["notes"])
+
+
+def test_query_and_affected(mcp, layers):
+    need(layers, "cpp")
+    r = mcp.call("query", dsl="callers(at::native::cpublas::gemm)")
+    assert not r.is_error and r.total > 0, r.text
+    a = mcp.call("affected", functions=["at::native::cpublas::gemm"])
+    assert not a.is_error, a.text
+
+
+def test_coverage_per_key(mcp, tree, layers):
+    need(layers, "ops")
+    funcs = sum(1 for line in (tree / "aten/src/ATen/native/native_functions.yaml").open()
+                if line.startswith("- func:"))
+    r = mcp.call("coverage", key="CPU")
+    assert not r.is_error, r.text
+    m = re.match(rf"coverage of CPU: (\d+)/{funcs} ops \([\d.]+%\)", r.data["title"])
+    assert m, r.data["title"]
+    assert int(m.group(1)) + r.total == funcs  # covered + missing = all ops
+    missing = r.rows[0]
+    file, line = missing["where"].rsplit(":", 1)
+    assert source_line(tree, {"file": file, "line": int(line)}).startswith(f"- func: {missing['missing_op'].split('.')[0]}")
+    per_key = mcp.call("coverage")
+    assert {"CPU", "CUDA", "MPS", "Meta"} <= {row["key"] for row in per_key.rows}
+    bad = mcp.call("coverage", key="CPUX")
+    assert bad.is_error and bad.text.endswith("(did you mean 'CPU'?)")
+
+
+# ------------------------------------------------------------------ serving while the DB changes
+
+
+def test_reopens_the_db_when_index_replaces_it(db, tmp_path, layers):
+    need(layers, "ops")
+    import duckdb
+
+    live = tmp_path / "live.duckdb"
+    shutil.copy(db, live)
+    with open_session(["--db", str(live)]) as s:
+        assert s.call("search", query="gelu").rows[0]["id"] == "gelu"
+        new = tmp_path / "new.duckdb"
+        shutil.copy(db, new)
+        con = duckdb.connect(str(new))
+        con.execute("DELETE FROM op WHERE op = 'gelu'")
+        con.close()
+        os.replace(new, live)  # what `torchtalk index` does
+        assert "gelu" not in {r["id"] for r in s.call("search", query="gelu").rows}
+
+
+def test_no_index_yet_answers_status_and_says_so(tmp_path):
+    src = tmp_path / "pytorch"
+    src.mkdir()
+    env = {**os.environ, "TORCHTALK_CACHE_DIR": str(tmp_path / "cache")}
+    with open_session(["--source", str(src)], env=env) as s:
+        status = s.call("get_status")
+        assert not status.is_error
+        assert f"note: no fact database yet for {src}" in status.text
+        r = s.call("calls", name="gemm")
+        assert r.is_error
+        assert r.text.endswith(
+            f"store error: no fact database yet for {src} (run `torchtalk index --source {src}` "
+            "(get_status shows a running index))"
+        )
