@@ -47,10 +47,54 @@ class Table:
         return [dict(zip(self.columns, r, strict=True)) for r in self.rows]
 
 
+@dataclass(frozen=True)
+class DBInfo:
+    """What a fact DB holds: its tables, rows per relation, the layers indexed."""
+
+    tables: frozenset[str]
+    rows: dict[str, int]
+    layers: frozenset[str] | None  # None: a DB without torchtalk_layers
+
+
+# Note [DB info cache]: the server's connection is read-only and `torchtalk
+# index` replaces the file instead of writing into it, so what a connection
+# sees never changes; its DBInfo is computed once. The cache keeps the
+# connection object alive, so its id cannot be reused by another one.
+_INFO: dict[int, tuple[Any, DBInfo]] = {}
+
+
+def db_info(con) -> DBInfo:
+    """The DBInfo of `con` (cached per connection, see Note [DB info cache])."""
+    hit = _INFO.get(id(con))
+    if hit is not None and hit[0] is con:
+        return hit[1]
+    names = frozenset(r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall())
+    rows: dict[str, int] = {}
+    if "torchtalk_relations" in names:
+        rows = dict(con.execute("SELECT relation, rows FROM torchtalk_relations").fetchall())
+    else:
+        for n in names:
+            rows[n] = con.execute(f'SELECT count(*) FROM "{n}"').fetchone()[0]
+    layers = None
+    if "torchtalk_layers" in names:
+        layers = frozenset(r[0] for r in con.execute("SELECT layer FROM torchtalk_layers").fetchall())
+    info = DBInfo(names, rows, layers)
+    if len(_INFO) >= 8:
+        _INFO.pop(next(iter(_INFO)))
+    _INFO[id(con)] = (con, info)
+    return info
+
+
 def tables(con) -> frozenset[str]:
     """The relation tables present in the DB."""
-    rows = con.execute("SELECT table_name FROM duckdb_tables()").fetchall()
-    return frozenset(r[0] for r in rows)
+    return db_info(con).tables
+
+
+def meta(con) -> dict[str, str]:
+    """torchtalk_meta as a dict (source, version, git_commit, indexed_at, ...)."""
+    if "torchtalk_meta" not in tables(con):
+        return {}
+    return dict(con.execute("SELECT key, value FROM torchtalk_meta").fetchall())
 
 
 def layer_of(relation: str) -> str:
@@ -63,22 +107,13 @@ def layer_of(relation: str) -> str:
     return "?"
 
 
-def indexed_layers(con) -> frozenset[str] | None:
-    """Layers recorded in torchtalk_layers (None for a DB without that table)."""
-    if "torchtalk_layers" not in tables(con):
-        return None
-    return frozenset(r[0] for r in con.execute("SELECT layer FROM torchtalk_layers").fetchall())
-
-
 def missing_note(con, *relations: str) -> tuple[str, ...]:
     """One note naming the layers, among those writing `relations`, not indexed yet."""
-    present, done = tables(con), indexed_layers(con)
+    info = db_info(con)
     missing: dict[str, list[str]] = {}
     for rel in relations:
         layer = layer_of(rel)
-        if done is not None and layer in done:
-            continue
-        if rel in present and con.execute(f'SELECT 1 FROM "{rel}" LIMIT 1').fetchone() is not None:
+        if (info.layers is not None and layer in info.layers) or info.rows.get(rel, 0) > 0:
             continue
         missing.setdefault(layer, []).append(rel)
     if not missing:

@@ -1,0 +1,122 @@
+"""MCP server benchmark: cold start to first answer, and per-call latency on one session.
+
+Drives `torchtalk mcp-serve` as a subprocess with the SDK's stdio client, on an
+already indexed tree (the cached DB of --source, or --db FILE):
+
+  cold start   process spawn -> initialize -> first `search` answered (goal <= 1 s), 5 runs
+  per call     100 calls cycling through the lookup and query tools on one session,
+               p50/p95 overall and per tool (goal p95 <= 50 ms); `coverage` (a whole
+               report) timed apart
+
+Usage: .venv/bin/python bench/mcp.py [--source PATH | --db FILE] [--calls 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+# this file is named mcp.py: keep its directory off sys.path so `import mcp` finds the SDK
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+
+import anyio  # noqa: E402
+from mcp import Client  # noqa: E402
+from mcp.client.stdio import StdioServerParameters  # noqa: E402
+
+COLD_GOAL_S = 1.0
+P95_GOAL_MS = 50.0
+
+# (tool, arguments): answered from any index with the ops layer; the rest need their layer
+MIX = (
+    ("search", {"query": "softmax"}),
+    ("search", {"query": "gelu", "backend": "CUDA"}),
+    ("get_status", {}),
+    ("list_modules", {"category": "nn"}),
+    ("list_test_utils", {"category": "decorator"}),
+    ("test_file_info", {"path": "test/test_linalg.py"}),
+    ("find_similar_tests", {"query": "matmul out"}),
+    ("cuda_kernels", {"name": "softmax_warp_forward"}),
+    ("trace_module", {"name": "torch.nn.Linear"}),
+    ("calls", {"name": "at::native::matmul"}),
+    ("called_by", {"name": "at::native::cpublas::gemm"}),
+    ("trace", {"name": "torch.matmul"}),
+    ("impact", {"name": "at::native::cpublas::gemm", "depth": 2}),
+    ("query", {"dsl": "callers(at::native::cpublas::gemm)"}),
+)
+
+
+def pct(values: list[float], q: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, max(0, round(q * (len(s) - 1))))]
+
+
+def params(args: argparse.Namespace) -> StdioServerParameters:
+    where = ["--db", str(args.db)] if args.db else ["--source", str(args.source)]
+    return StdioServerParameters(command=sys.executable, args=["-m", "torchtalk", "mcp-serve", *where])
+
+
+async def cold_start(p: StdioServerParameters) -> float:
+    t0 = time.perf_counter()
+    async with Client(p) as client:
+        r = await client.call_tool("search", {"query": "matmul"})
+        dt = time.perf_counter() - t0
+        if r.is_error:
+            raise SystemExit(f"first answer is an error: {r.content[0].text}")
+    return dt
+
+
+async def per_call(p: StdioServerParameters, n: int) -> tuple[dict[str, list[float]], list[str], float]:
+    times: dict[str, list[float]] = {}
+    errors: list[str] = []
+    async with Client(p) as client:
+        for i in range(n):
+            tool, arguments = MIX[i % len(MIX)]
+            t0 = time.perf_counter()
+            r = await client.call_tool(tool, arguments)
+            ms = (time.perf_counter() - t0) * 1000
+            if r.is_error:
+                errors.append(f"{tool}: {r.content[0].text.splitlines()[0]}")
+                continue
+            times.setdefault(tool, []).append(ms)
+        t0 = time.perf_counter()
+        await client.call_tool("coverage", {"key": "CPU"})
+        coverage_ms = (time.perf_counter() - t0) * 1000
+    return times, sorted(set(errors)), coverage_ms
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--source", type=Path)
+    ap.add_argument("--db", type=Path)
+    ap.add_argument("--calls", type=int, default=100)
+    ap.add_argument("--cold-runs", type=int, default=5)
+    args = ap.parse_args()
+    if not args.db:
+        from torchtalk.paths import default_source
+
+        args.source = args.source or default_source()
+    p = params(args)
+    colds = [anyio.run(cold_start, p) for _ in range(args.cold_runs)]
+    cold = statistics.median(colds)
+    print(f"cold start to first answer: median {cold:.3f} s, max {max(colds):.3f} s "
+          f"over {len(colds)} runs (goal <= {COLD_GOAL_S:.1f} s: {'OK' if cold <= COLD_GOAL_S else 'MISSED'})")
+    times, errors, coverage_ms = anyio.run(per_call, p, args.calls)
+    every = [t for ts in times.values() for t in ts]
+    if every:
+        p95 = pct(every, 0.95)
+        print(f"per call over {len(every)} answered calls on one session: p50 {pct(every, 0.5):.1f} ms, "
+              f"p95 {p95:.1f} ms, max {max(every):.1f} ms "
+              f"(goal p95 <= {P95_GOAL_MS:.0f} ms: {'OK' if p95 <= P95_GOAL_MS else 'MISSED'})")
+        for tool, ts in sorted(times.items()):
+            print(f"  {tool:20s} n={len(ts):3d}  p50 {pct(ts, 0.5):7.1f} ms  p95 {pct(ts, 0.95):7.1f} ms")
+    print(f"coverage(key=CPU), a whole report: {coverage_ms:.0f} ms")
+    for e in errors:
+        print(f"  not answered (layer or query missing?): {e}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
