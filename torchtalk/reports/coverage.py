@@ -169,6 +169,7 @@ def _driver_facts(con, keys: tuple[str, ...], tag: str | None) -> dict[str, list
         "report_key": [(k,) for k in keys],
         "report_scope": [(tag or "*",)],
         "op_kind": [(op, schema_kind(schema)) for op, schema in schemas],
+        "op_tensor_input": [(op,) for op, schema in schemas if takes_tensor(schema)],
         "module_forward": _module_forwards(con),
         "backend_ref": [],
     }
@@ -207,6 +208,17 @@ def schema_kind(schema: str) -> str:
     if any("!)" in a.split(" ")[0] for a in parts[:kw]):
         return "mutable"
     return "functional"
+
+
+def takes_tensor(schema: str) -> bool:
+    """Whether a schema has a Tensor-typed argument ("Tensor", "Tensor?", "Tensor[]", "Tensor(a!)").
+
+    Example:
+        >>> takes_tensor("full(SymInt[] size, Scalar fill_value, *, ScalarType? dtype=None) -> Tensor")
+        False
+    """
+    args = schema.partition("(")[2].rsplit(") ->", 1)[0]
+    return any(a.strip().startswith("Tensor") for a in args.split(","))
 
 
 # ----------------------------------------------------------------- evaluation
