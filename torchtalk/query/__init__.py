@@ -38,19 +38,26 @@ def query(
         153
     """
     from torchtalk.query.dsl import parse_query
-    from torchtalk.query.library import load_library
+    from torchtalk.errors import QueryError
+    from torchtalk.query.library import load_library_notes
     from torchtalk.query.resolve import Resolver
     from torchtalk.query.run import Result, bind, evaluate_bound, sort_rows
 
-    program = load_library(tuple(rules), user=user_rules)
+    program, left_out = load_library_notes(tuple(rules), user=user_rules)
     q = parse_query(text)
+    if q.name not in program.decls and left_out:
+        from torchtalk.errors import did_you_mean
+        from torchtalk.query.library import query_names
+
+        hint = did_you_mean(q.name, query_names(program)) or left_out[0]
+        raise QueryError(f"no query or relation named {q.name!r}", hint=hint)
     b = bind(q, program, Resolver(con), all_matches=all_matches)
     rows = sort_rows(b.sig, evaluate_bound(b, program, con, engine=engine))
     shown = rows if limit is None else rows[:limit]
     from torchtalk.query.run import _notes
 
     result = Result(b.sig.name, b.sig.columns, b.sig.types, tuple(shown), len(rows),
-                    b.resolutions, _notes(b))
+                    b.resolutions, (*left_out, *_notes(b)))
     if explain:
         from torchtalk.query.explain import explain as _explain
 

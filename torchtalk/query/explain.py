@@ -82,7 +82,8 @@ class _Explainer:
                          self.program.directives, self.program.files, self.program.sources)
         from torchtalk.datalog import evaluate
 
-        rows = evaluate(prog, self.con, outputs=[WITNESS], facts=self.facts, engine=self.engine)
+        rows = evaluate(prog, self.con, outputs=[WITNESS], facts=self.facts, engine=self.engine,
+                        checked=True)
         rows = sorted(rows.get(WITNESS, []), key=lambda r: tuple((isinstance(v, str), v) for v in r))
         if not rows:
             return None

@@ -37,10 +37,16 @@ from torchtalk.errors import InputError
 ROOT = Path(__file__).resolve().parents[2]
 RULES_DIR = ROOT / "rules"
 SCHEMA = ROOT / "facts" / "schema.dl"
-CACHE_VERSION = "2"
+CACHE_VERSION = "3"
 
 # namespaces of seed columns (Note [Named queries]); others take text as typed
 NAMESPACES = ("fn", "op", "py", "node", "test", "key", "kernel")
+# column names that denote a namespace's ids (for filters and seeds)
+NAMESPACE_OF = {
+    **{ns: ns for ns in NAMESPACES},
+    "caller": "fn", "callee": "fn", "host": "fn", "entry": "fn",
+    "out_op": "op", "impl_op": "op", "api": "py", "src": "node", "dst": "node",
+}
 
 
 @dataclass(frozen=True)
@@ -105,23 +111,48 @@ def load_library_notes(extra_dirs: tuple[Path, ...] = (), *, user: bool = True):
     """(program, notes): notes name the built-in files left out (Note [Library conflicts])."""
     files = rule_files(tuple(Path(d) for d in extra_dirs), user=user)
     key = _cache_key(files)
+    if key in _MEMO:
+        return _MEMO[key]
     cached = _cache_path(key)
     if cached is not None and cached.is_file():
         try:
             with open(cached, "rb") as fh:
-                return pickle.load(fh)
+                _MEMO[key] = pickle.load(fh)
+                return _MEMO[key]
         except Exception:  # a stale or broken cache entry: parse again
             pass
+    program, notes = _parse_library(files)
+    if cached is not None:
+        _write_atomic(cached, pickle.dumps((program, notes)))
+    _MEMO[key] = (program, notes)
+    return program, notes
+
+
+# parsed libraries of this process, by cache key
+_MEMO: dict[str, tuple] = {}
+
+
+def _parse_library(files: tuple[Path, ...]):
+    """Parse and check the files together; built-in files that break the
+    library are left out (Note [Library conflicts]). The result is checked
+    (torchtalk.datalog.analysis.checks), so queries evaluate with checked=True."""
     from torchtalk.datalog import parse_text
+    from torchtalk.datalog.analysis.checks import check
+    from torchtalk.errors import TorchTalkError
+
+    def parse(chosen):
+        text = "".join(f'#include "{p}"\n' for p in chosen)
+        program = parse_text(text, "<library>", base=RULES_DIR)
+        check(program)
+        return program
 
     builtin = [f for f in files if f.parent == RULES_DIR.resolve()]
+    try:
+        return parse(files), ()
+    except TorchTalkError:
+        pass
     accepted, notes = _compatible(builtin)
-    chosen = [f for f in files if f in accepted or f not in builtin]
-    text = "".join(f'#include "{p}"\n' for p in chosen)
-    program = parse_text(text, "<library>", base=RULES_DIR)
-    if cached is not None:
-        _write_atomic(cached, pickle.dumps((program, tuple(notes))))
-    return program, tuple(notes)
+    return parse([f for f in files if f in accepted or f not in builtin]), tuple(notes)
 
 
 # Note [Library conflicts]: every built-in rules/*.dl shares one namespace of
@@ -135,6 +166,7 @@ CORE_FIRST = ("graph.dl",)
 
 def _compatible(files: list[Path]) -> tuple[set[Path], list[str]]:
     from torchtalk.datalog import parse_file
+    from torchtalk.datalog.analysis.checks import check
     from torchtalk.errors import TorchTalkError
 
     order = sorted(files, key=lambda p: (p.name not in CORE_FIRST, p.name))
@@ -144,6 +176,7 @@ def _compatible(files: list[Path]) -> tuple[set[Path], list[str]]:
     for f in order:
         try:
             prog = parse_file(f)
+            check(prog)
         except TorchTalkError as exc:
             notes.append(f"rules/{f.name} left out: {exc.headline()}")
             continue

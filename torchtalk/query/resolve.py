@@ -240,7 +240,7 @@ class Resolver:
         return [t for t in need if t not in self.tables]
 
     def nearest(self, text: str, ns: str, n: int = 3) -> list[str]:
-        """The closest known names (by Jaro-Winkler similarity, computed in DuckDB)."""
+        """The closest known ids (Jaro-Winkler similarity of the names, in DuckDB)."""
         last = text.rsplit("::", 1)[-1].removeprefix("aten::")
         sources = {
             "fn": [("func", "fn", "name")],
@@ -255,14 +255,13 @@ class Resolver:
         for table, idcol, namecol in sources:
             probe = last if namecol == "name" else text.removeprefix("aten::")
             scored += self._q(
-                f"SELECT max(jaro_winkler_similarity({namecol}, ?)) AS s, min({idcol}) FROM {table} "
-                f"GROUP BY {namecol} ORDER BY s DESC LIMIT ?",
+                f"SELECT jaro_winkler_similarity({namecol}, ?) AS s, {idcol} FROM "
+                f"(SELECT DISTINCT {namecol}, {idcol} FROM {table}) ORDER BY s DESC, {idcol} LIMIT ?",
                 [probe, n], table,
             )
         scored = [(s, i) for s, i in scored if s is not None and s >= 0.8]
-        scored.sort(key=lambda x: -x[0])
+        scored.sort(key=lambda x: (-x[0], x[1]))
         return list(dict.fromkeys(i for _, i in scored))[:n]
-
 
 
 def _singular(ns: str) -> str:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from torchtalk.errors import QueryError, SrcLoc, did_you_mean
 from torchtalk.query.dsl import QUERY_FILE, Query, Value, parse_query
-from torchtalk.query.library import NAMESPACES, Param, Signature, signature
+from torchtalk.query.library import NAMESPACE_OF, Param, Signature, signature
 from torchtalk.query.resolve import Ambiguous, Resolution, Resolver
 
 # `a -> b` ends that stand for a whole category (rules/paths.dl)
@@ -70,8 +70,9 @@ def bind(q: Query, program, resolver: Resolver, *, all_matches: bool = False) ->
     filters: list[tuple[int, frozenset]] = []
     resolutions: list[Resolution] = []
 
-    def resolve(v: Value, ns: str) -> tuple:
-        if v.quoted or ns not in NAMESPACES:
+    def resolve(v: Value, column: str) -> tuple:
+        ns = NAMESPACE_OF.get(column)
+        if v.quoted or ns is None:
             return (v.value,)
         try:
             res = resolver.resolve(str(v.value), ns)
@@ -140,7 +141,7 @@ def _bind_options(q: Query, sig: Signature, resolve, facts, filters) -> None:
             i = sig.columns.index(key)
             filters.append((i, _filter_values(v, key, sig.types[i], resolve)))
         else:
-            known = [*sig.options, *sig.columns, *RESERVED_OPTIONS]
+            known = list(dict.fromkeys([*sig.options, *sig.columns, *RESERVED_OPTIONS]))
             raise _err(q, v, f"{q.name} has no option or column {key!r}",
                        hint=did_you_mean(key, known) or f"options: {', '.join(known)}")
     for key, p in sig.options.items():
@@ -160,7 +161,7 @@ def evaluate_bound(b: Bound, program, con, *, engine: str = "duckdb") -> list[tu
     """The rows of the bound relation, filtered (unsorted)."""
     from torchtalk.datalog import evaluate
 
-    out = evaluate(program, con, outputs=[b.sig.name], facts=b.facts, engine=engine)
+    out = evaluate(program, con, outputs=[b.sig.name], facts=b.facts, engine=engine, checked=True)
     rows = out.get(b.sig.name, [])
     for i, allowed in b.filters:
         rows = [r for r in rows if r[i] in allowed]

@@ -1,0 +1,307 @@
+"""The query DSL, name resolution, binding and the rule library on a small
+hand-written fact set (tests/fixtures/query/facts: a slice of PyTorch with
+real names and places). Real-tree acceptance: tests/test_query_real.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from torchtalk.errors import ParseError, QueryError
+from torchtalk.query import query
+from torchtalk.query.dsl import parse_query
+from torchtalk.query.resolve import Ambiguous, Resolver
+
+FIXTURE = Path(__file__).parent / "fixtures" / "query" / "facts"
+ROOT = Path(__file__).resolve().parents[1]
+LA = "aten/src/ATen/native/LinearAlgebra.cpp"
+NF = "aten/src/ATen/native/native_functions.yaml"
+
+
+@pytest.fixture(autouse=True)
+def _isolated(tmp_path_factory, tmp_path, monkeypatch):
+    # one rule cache for the module (parsing the library takes seconds)
+    monkeypatch.setenv("TORCHTALK_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "qcache"))
+    monkeypatch.setenv("TORCHTALK_CONFIG_DIR", str(tmp_path / "config"))
+
+
+def build_db(path: Path | None = None):
+    """An in-memory (or file) fact DB with every schema table, loaded from the fixture."""
+    import duckdb
+
+    from torchtalk.datalog import parse_file
+    from torchtalk.store import SCHEMA_PATH, create_tables, load_facts
+
+    con = duckdb.connect(str(path) if path else ":memory:")
+    decls = parse_file(SCHEMA_PATH).decls
+    create_tables(con, decls)
+    for name, decl in decls.items():
+        load_facts(con, decl, FIXTURE / f"{name}.facts")
+    return con
+
+
+@pytest.fixture(scope="module")
+def con():
+    c = build_db()
+    yield c
+    c.close()
+
+
+def q(con, text, **kw):
+    return query(text, con, user_rules=False, **kw)
+
+
+# ------------------------------------------------------------------ DSL
+
+
+def test_parse_query_forms():
+    p = parse_query("impact(at::native::cpublas::gemm, depth=3)")
+    assert (p.name, [a.text for a in p.args], p.options["depth"].value) == (
+        "impact", ["at::native::cpublas::gemm"], 3)
+    p = parse_query("paths(softmax_warp_forward -> python)")
+    assert (p.path.src.text, p.path.dst.text) == ("softmax_warp_forward", "python")
+    p = parse_query('search("softmax warp")')
+    assert p.args[0].quoted and p.args[0].value == "softmax warp"
+    assert parse_query("tests(aten::add.Tensor)").args[0].text == "aten::add.Tensor"
+
+
+def test_parse_error_names_column():
+    with pytest.raises(ParseError) as exc:
+        parse_query("impact(gemm,,)")
+    assert exc.value.headline() == (
+        "<query>:1:13: parse error: unexpected ',)' "
+        "(a query looks like impact(gemm) or paths(kernel -> python))")
+
+
+def test_option_given_twice():
+    with pytest.raises(ParseError) as exc:
+        parse_query("impact(gemm, depth=1, depth=2)")
+    assert "option 'depth' given twice" in exc.value.headline()
+
+
+# ------------------------------------------------------------------ resolution
+
+
+def test_resolve_names_as_typed(con):
+    r = Resolver(con)
+    assert r.resolve("cpublas::gemm", "fn").ids == ("at::native::cpublas::gemm",)
+    assert r.resolve("at::native::cpublas::gemm", "fn").tier == "exact"
+    # a dispatch-table kernel name means the at::native function torchgen binds
+    assert r.resolve("matmul", "fn").ids == ("at::native::matmul",)
+    assert r.resolve("aten::mm.out", "op").ids == ("mm.out",)
+    assert r.resolve("mm", "op").ids == ("mm", "mm.out")  # the packet
+    assert r.resolve("torch.matmul", "op").ids == ("matmul",)
+    assert r.resolve("at::native::matmul", "op").ids == ("matmul",)
+    m = r.resolve("softmax_warp_forward", "node").matches[0]
+    assert (m.kind, m.id, m.file, m.line) == (
+        "kernel", "at::native::(anonymous)::softmax_warp_forward",
+        "aten/src/ATen/native/cuda/PersistentSoftmax.cuh", 100)
+
+
+def test_ambiguous_name_lists_groups(con):
+    with pytest.raises(Ambiguous) as exc:
+        q(con, "callers(gemm)")
+    assert exc.value.render().splitlines() == [
+        "query error: 'gemm' is ambiguous: it matches 2 functions "
+        "(qualify the name, or add --all (all=true) to answer for all of them)",
+        "  function in at::cuda::blas:",
+        "    at::cuda::blas::gemm  aten/src/ATen/cuda/CUDABlas.cpp:300",
+        "  function in at::native::cpublas:",
+        "    at::native::cpublas::gemm  aten/src/ATen/native/CPUBlas.cpp:139",
+    ]
+
+
+def test_unknown_name_did_you_mean(con):
+    with pytest.raises(QueryError) as exc:
+        q(con, "callers(gemn)")
+    assert exc.value.headline() == (
+        "<query>:1:9: query error: no C++ function named 'gemn' "
+        "(did you mean 'at::cuda::blas::gemm', 'at::native::cpublas::gemm'?)")
+
+
+def test_unknown_query_did_you_mean(con):
+    with pytest.raises(QueryError) as exc:
+        q(con, "calers(gemm)")
+    assert exc.value.headline() == "query error: no query or relation named 'calers' (did you mean 'callers'?)"
+
+
+def test_unknown_option(con):
+    with pytest.raises(QueryError) as exc:
+        q(con, "impact(cpublas::gemm, dept=2)")
+    assert "impact has no option or column 'dept' (did you mean 'depth'?)" in exc.value.headline()
+
+
+# ------------------------------------------------------------------ the rules
+
+
+def test_callers_with_call_sites(con):
+    r = q(con, "callers(cpublas::gemm)")
+    assert r.columns == ("fn", "caller", "via", "file", "line")
+    assert r.rows == (("at::native::cpublas::gemm", "at::native::addmm_impl_cpu_", "qualified", LA, 1533),)
+
+
+def test_callers_all_matches(con):
+    r = q(con, "callers(gemm)", all_matches=True)
+    assert [row[0] for row in r.rows] == ["at::native::cpublas::gemm"]
+    assert q(con, "callers(gemm, all=true)").rows == r.rows
+
+
+def test_callees(con):
+    assert q(con, "callees(matmul)").rows == (
+        ("at::native::matmul", "at::native::_matmul_impl", "qualified", LA, 2183),)
+    assert q(con, "callees(_matmul_impl)").rows == (
+        ("at::native::_matmul_impl", "mm", "ambiguous", LA, 2034),)
+
+
+def test_impact_reaches_ops_and_python(con):
+    r = q(con, "impact(cpublas::gemm)")
+    got = {(row[1], row[2], row[4]) for row in r.rows}
+    assert ("function", "at::native::addmm_impl_cpu_", 1) in got
+    assert ("function", "at::native::structured_mm_out_cpu::impl", 2) in got
+    assert ("op", "mm.out", 3) in got
+    assert ("op", "mm", 3) in got  # through the structured delegate
+    assert ("python", "torch.mm", 4) in got
+    # depth bounds the walk
+    r1 = q(con, "impact(cpublas::gemm, depth=1)")
+    assert {(row[1], row[2]) for row in r1.rows} == {("function", "at::native::addmm_impl_cpu_")}
+
+
+def test_trace_op(con):
+    r = q(con, "trace(torch.matmul)")
+    rows = {(row[1], row[2], row[3], row[4], row[5]) for row in r.rows}
+    assert ("kernel", "at::native::matmul", "CompositeImplicitAutograd", NF, 3778) in rows
+    assert ("python", "torch.matmul", "variant", NF, 3775) in rows
+    assert ("derivative", "self", "matmul_backward(grad, self, other, grad_input_mask)",
+            "tools/autograd/derivatives.yaml", 384) in rows
+    assert ("test", "test/test_linalg.py::TestLinalg::test_matmul_small", "name",
+            "test/test_linalg.py", 4000) in rows
+
+
+def test_trace_stub_and_cuda_kernel(con):
+    r = q(con, "trace(_softmax)")
+    rows = {(row[1], row[2], row[3]) for row in r.rows}
+    assert ("stub", "softmax_lastdim_kernel", "") in rows
+    assert ("stub_impl", "at::native::(anonymous)::softmax_lastdim_kernel_impl", "CPU") in rows
+    assert ("cuda_kernel", "at::native::(anonymous)::softmax_warp_forward",
+            "at::native::(anonymous)::host_softmax") in rows
+
+
+def test_kernels(con):
+    r = q(con, "kernels(_softmax)")
+    assert r.rows == (("_softmax", "CUDA", "at::native::(anonymous)::softmax_warp_forward",
+                       "at::native::(anonymous)::host_softmax", "at::native::softmax_cuda",
+                       "aten/src/ATen/native/cuda/SoftMax.cu", 910),)
+
+
+def test_paths_both_ways(con):
+    up = q(con, "paths(softmax_warp_forward -> python)")
+    assert [(r[1], r[2], r[3]) for r in up.rows] == [("torch._softmax", "_softmax", 2)]
+    assert q(con, "paths(python -> softmax_warp_forward)").rows == up.rows
+    down = q(con, "paths(torch._softmax -> cuda)")
+    assert [(r[1], r[2], r[4], r[5]) for r in down.rows] == [
+        ("at::native::(anonymous)::softmax_warp_forward", "_softmax",
+         "aten/src/ATen/native/cuda/SoftMax.cu", 910)]
+
+
+def test_tests_of_op(con):
+    r = q(con, "tests(softmax)")
+    assert r.rows == (("softmax.int", "test/test_nn.py::TestNN::test_softmax", "call",
+                       "test/test_nn.py", 205),)
+
+
+def test_affected(con):
+    r = q(con, "affected(cpublas::gemm)")
+    got = {(row[1], row[2]) for row in r.rows}
+    assert ("op", "mm.out") in got and ("python", "torch.mm") in got
+
+
+def test_search_and_limit(con):
+    r = q(con, "search(softmax_warp)", limit=10)
+    assert [(row[1], row[2]) for row in r.rows] == [
+        ("function", "at::native::(anonymous)::softmax_warp_forward"),
+        ("kernel", "at::native::(anonymous)::softmax_warp_forward")]
+    r = q(con, "search(gemm)", limit=1)
+    assert (len(r.rows), r.total) == (1, 3)
+
+
+def test_filter_relation_without_seed(con):
+    # `call_edge` has no seed: positional arguments filter its columns
+    r = q(con, "call_edge(matmul)")
+    assert r.rows == (("at::native::matmul", "at::native::_matmul_impl", "qualified", LA, 2183),)
+    r = q(con, "call_edge(via=unique)")
+    assert [row[0] for row in r.rows] == ["at::native::structured_mm_out_cpu::impl"]
+
+
+def test_json_records_keyed_by_columns(con):
+    from torchtalk.query.output import to_json
+
+    rec = json.loads(to_json(q(con, "callers(cpublas::gemm)")))
+    assert rec == [{"fn": "at::native::cpublas::gemm", "caller": "at::native::addmm_impl_cpu_",
+                    "via": "qualified", "file": LA, "line": 1533}]
+
+
+def test_explain_walks_to_facts(con):
+    r = q(con, "impact(cpublas::gemm, depth=2)", explain=1)
+    tree = r.explanations[0]
+    assert tree["rule"].startswith("rules/impact.dl:")
+    text = json.dumps(tree)
+    assert "calls('at::native::addmm_impl_cpu_', 'at::native::cpublas::gemm'" in text
+    assert f"{LA}:1533" in text
+    assert "query argument" in text
+
+
+# ------------------------------------------------------------------ user rules
+
+
+def test_user_rules_are_queries(con, tmp_path):
+    d = tmp_path / "myrules"
+    d.mkdir()
+    (d / "mine.dl").write_text(
+        '#include "%s/rules/graph.dl"\n'
+        "// Seed of my query.\n.decl cuda_callers_arg(fn: symbol)\n.input cuda_callers_arg\n"
+        "// Callers of a function that are written in CUDA.\n"
+        ".decl cuda_callers(fn: symbol, caller: symbol, file: symbol, line: number)\n"
+        'cuda_callers(f, c, file, l) :- cuda_callers_arg(f), call_edge(c, f, _, file, l), func(c, _, _, _, "cuda").\n'
+        % ROOT
+    )
+    r = q(con, "cuda_callers(host_softmax)", rules=(d,))
+    assert r.rows == (("at::native::(anonymous)::host_softmax", "at::native::softmax_cuda",
+                       "aten/src/ATen/native/cuda/SoftMax.cu", 1010),)
+
+
+def test_user_rule_error_names_file_line(con, tmp_path):
+    d = tmp_path / "bad"
+    d.mkdir()
+    (d / "bad.dl").write_text(".decl p(x: symbol)\np(x) :- q(x.\n")
+    with pytest.raises(ParseError) as exc:
+        q(con, "p(a)", rules=(d,))
+    assert exc.value.headline().startswith(f"{d / 'bad.dl'}:2:")
+
+
+# ------------------------------------------------------------------ CLI
+
+
+def _cli(*args, env_extra=None):
+    env = {**os.environ, **(env_extra or {})}
+    return subprocess.run([sys.executable, "-m", "torchtalk", "query", *args],
+                          capture_output=True, text=True, env=env, cwd=ROOT)
+
+
+def test_cli_json_and_errors(tmp_path):
+    db = tmp_path / "f.duckdb"
+    build_db(db).close()
+    env = {"TORCHTALK_CACHE_DIR": str(tmp_path / "c"), "TORCHTALK_CONFIG_DIR": str(tmp_path / "cfg")}
+    out = _cli("callees(matmul)", "--db", str(db), "--json", env_extra=env)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)[0]["callee"] == "at::native::_matmul_impl"
+    bad = _cli("callees(matmull)", "--db", str(db), env_extra=env)
+    assert bad.returncode == 1
+    assert bad.stderr.splitlines()[0] == (
+        "torchtalk: <query>:1:9: query error: no C++ function named 'matmull' "
+        "(did you mean 'at::native::matmul', 'torch::jit::tensorexpr::matmul'?)")
+    assert "Traceback" not in bad.stderr
