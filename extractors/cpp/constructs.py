@@ -217,7 +217,8 @@ def member_construct(scanner, call: ts.Node, fn: ts.Node, name: str, block, scop
     if args is None or not args.named_child_count:
         return
     argv = args.named_children
-    line = call.start_point[0] + 1
+    field_node = fn.child_by_field_name("field")
+    line = (field_node or call).start_point[0] + 1  # the `.def(` line, also in a chain
     out: Constructs = scanner.out
     if block is not None and block[3][0] == "lib":
         _lib_construct(block[3], name, argv, line, scope or "", out)

@@ -5,11 +5,16 @@ Note [Call resolution]: a call never gets a guessed edge. In order:
      innermost first, else the unique definition whose name ends in `a::b::f`;
   2. unqualified `f` (and `this->f`): `S::f` for the enclosing scopes S
      (classes, then namespaces), else the unique free function named `f`;
-  3. member `x.f()` / `p->f()`: the unique method named `f` in the tree.
+  3. member `x.f()` / `p->f()` where `x` is a parameter or local declared
+     with class type T (`const Tensor& self`; `->` on a shared_ptr<T> /
+     intrusive_ptr<T> reaches T): `f` in T or its base classes, T looked up
+     like a qualified name; a T that is no class of the tree (std::vector)
+     or has no such method in the tree is external ("type");
+  4. other member calls: the unique method named `f` in the tree ("member").
 Anonymous and inline namespaces are transparent for lookup. Several
 candidates give a `call_ambiguous` row with their number; none (std::,
 CUDA runtime, third-party, macros) gives nothing and is counted as external.
-`via` is "qualified", "scope", "unique", "member", prefixed "macro-" when the
+`via` is "qualified", "scope", "unique", "type", "member", prefixed "macro-" when the
 call sits inside a macro argument (an AT_DISPATCH_* lambda, TORCH_CHECK...).
 
 Example:
@@ -24,7 +29,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 from extractors.cpp.names import ANON
-from extractors.cpp.scan import IN_MACRO, KERNEL, LAUNCH, MEMBER, FileFacts
+from extractors.cpp.scan import IN_MACRO, KERNEL, LAUNCH, MEMBER, TYPED, FileFacts
 
 # Launch helpers (aten/src/ATen/native/cuda/Loops.cuh, CUDALoops.cuh, Reduce.cuh,
 # JitLoops.cuh, IndexKernel.cu ...): a call launches the `__global__` kernels
@@ -58,9 +63,15 @@ class Index:
         self.stubs: dict[str, set[str]] = defaultdict(set)
         self.stubs_by_name: dict[str, set[str]] = defaultdict(set)
         classes: set[str] = set()
+        self.class_by_name: dict[str, set[str]] = defaultdict(set)
+        self.bases: dict[str, set[tuple[str, ...]]] = defaultdict(set)
         defs: list[tuple[str, str, int]] = []
         for f in facts:
-            classes.update(_lookup_key(c) for c in f.classes)
+            for cls, bases in f.classes:
+                key = _lookup_key(cls)
+                classes.add(key)
+                self.class_by_name[key.rpartition("::")[2]].add(key)
+                self.bases[key].update(bases)
             for qual, name, _line, flags in f.defs:
                 defs.append((qual, name, flags))
             for stub, _line in (*f.stub_decls, *f.stub_defines):
@@ -103,6 +114,45 @@ class Resolver:
     def __init__(self, index: Index) -> None:
         self.ix = index
         self.memo: dict[tuple, tuple[str, int, str]] = {}
+        self.class_memo: dict[tuple, str | None] = {}
+
+    def cls(self, parts: tuple[str, ...], scope_of: str) -> str | None:
+        """The tree class written `parts` inside `scope_of`, or None."""
+        key = (parts, scope_of.rpartition("::")[0])
+        if key in self.class_memo:
+            return self.class_memo[key]
+        written = "::".join(parts)
+        found = None
+        for s in _scopes(scope_of):
+            k = f"{s}::{written}" if s else written
+            if k in self.ix.classes:
+                found = k
+                break
+        if found is None:
+            tail = "::" + written
+            cands = {c for c in self.ix.class_by_name.get(parts[-1], ()) if c.endswith(tail) or c == written}
+            found = next(iter(cands)) if len(cands) == 1 else None
+        self.class_memo[key] = found
+        return found
+
+    def _typed(self, parts: tuple[str, ...], scope_of: str) -> tuple[str, int, str]:
+        cls = self.cls(parts[:-1], scope_of)
+        seen, frontier = set(), [cls] if cls else []
+        for _ in range(8):
+            nxt = []
+            for c in frontier:
+                if c in seen:
+                    continue
+                seen.add(c)
+                hit = self.ix.by_key.get(f"{c}::{parts[-1]}")
+                if hit:
+                    return _pick(hit, "type")
+                for base in self.ix.bases.get(c, ()):
+                    b = self.cls(base, f"{c}::_")
+                    if b:
+                        nxt.append(b)
+            frontier = nxt
+        return "", 0, "type"
 
     def function(self, parts: tuple[str, ...], member: int, scope_of: str) -> tuple[str, int, str]:
         """(callee, candidate count, via) for a call written `parts` inside
@@ -116,6 +166,8 @@ class Resolver:
     def _function(self, parts: tuple[str, ...], member: int, scope_of: str) -> tuple[str, int, str]:
         ix = self.ix
         name = parts[-1]
+        if member == TYPED:
+            return self._typed(parts, scope_of)
         if member == MEMBER:
             cands = ix.methods_by_name.get(name, set())
             return _pick(cands, "member")
@@ -179,7 +231,7 @@ def _calls_rows(f: FileFacts, rv: Resolver, rows, stats, helper_sites) -> None:
         caller = f.defs[idx][0]
         stats["call_sites"] += 1
         name = parts[-1]
-        if member != MEMBER and name in ix.stubs_by_name:
+        if member not in (MEMBER, TYPED) and name in ix.stubs_by_name:
             stub = rv.named(ix.stubs, ix.stubs_by_name, parts, caller)
             if stub:
                 rows["stub_call"].append((caller, stub, f.file, line))

@@ -27,13 +27,20 @@ from extractors.cpp.preprocess import Cleaned, clean
 
 KERNEL = 2  # FileFacts.defs flag: a CUDA __global__ function
 
-# FileFacts.calls member codes
-FREE, MEMBER, THIS = 0, 1, 2
+# FileFacts.calls member codes: f(), x.f() on an unknown type, this->f(),
+# x.f() where x is a parameter or local declared with class type T (parts T..., f)
+FREE, MEMBER, THIS, TYPED = 0, 1, 2, 3
 # FileFacts.calls flag bits
 IN_MACRO, LAUNCH = 1, 2
 
 _LANG = ts.Language(tsc.language())
-_QUERY = ts.Query(_LANG, "(function_definition body: (_)) @def (call_expression) @call (ERROR) @err")
+_QUERY = ts.Query(
+    _LANG,
+    "(function_definition body: (_)) @def (call_expression) @call (ERROR) @err"
+    " (parameter_declaration) @var (optional_parameter_declaration) @var (declaration) @var",
+)
+# Smart pointers whose `->` reaches their first template argument.
+_POINTERS = frozenset({"shared_ptr", "unique_ptr", "intrusive_ptr", "weak_intrusive_ptr", "MaybeOwned"})
 _PARSER = ts.Parser(_LANG)
 
 _LIB_RE = re.compile(r"^(TORCH_LIBRARY(?:_FRAGMENT|_IMPL)?)\s*\(([^)]*)\)")
@@ -58,7 +65,7 @@ class FileFacts:
     """Everything one file says, names unresolved (see Note [Per-file facts]).
 
     defs:     (fn, name, line, flags)              flags: KERNEL
-    classes:  class/struct qualified names defined with a body
+    classes:  (qualified name, base classes as written) of classes/structs with a body
     calls:    (def index, name parts, member code, line, flag bits)
     binds:    (py, target parts | ("<lambda>",), line, scope)
     lib_defs: (ns, op, schema, line)
@@ -72,7 +79,7 @@ class FileFacts:
     file: str
     lang: str
     defs: tuple[tuple[str, str, int, int], ...]
-    classes: tuple[str, ...]
+    classes: tuple[tuple[str, tuple[tuple[str, ...], ...]], ...]
     calls: tuple[tuple[int, tuple[str, ...], int, int, int], ...]
     binds: tuple[tuple[str, tuple[str, ...], int, str], ...]
     lib_defs: tuple[tuple[str, str, str, int], ...]
@@ -149,7 +156,8 @@ class _Scanner:
         self.cleaned: Cleaned = clean(src)
         self.tree = _PARSER.parse(self.cleaned.text)
         self.defs: list[tuple[str, str, int, int]] = []
-        self.classes: set[str] = set()
+        self.classes: dict[str, tuple[tuple[str, ...], ...]] = {}
+        self.var_types: dict[int, dict[str, tuple[tuple[str, ...], tuple[str, ...]]]] = {}
         self.calls: list[tuple[int, tuple[str, ...], int, int, int]] = []
         self.blocks: list[tuple[int, int, int, tuple]] = []  # (start, end, def idx, block info)
         self.out = constructs.Constructs()
@@ -157,11 +165,13 @@ class _Scanner:
     def run(self) -> FileFacts:
         caps = ts.QueryCursor(_QUERY).captures(self.tree.root_node)
         self._collect_defs(caps.get("def", []))
+        self.blocks.sort()
+        self._collect_vars(caps.get("var", []))
         self._collect_calls(sorted(caps.get("call", []), key=lambda n: n.start_byte))
         constructs.scan_stub_macros(self.src, self.tree.root_node, self.rel, self.out)
         o = self.out
         return FileFacts(
-            self.rel, lang_of(self.rel), tuple(self.defs), tuple(sorted(self.classes)),
+            self.rel, lang_of(self.rel), tuple(self.defs), tuple(sorted(self.classes.items())),
             tuple(self.calls), tuple(o.binds), tuple(o.lib_defs), tuple(o.lib_impls),
             tuple(o.impl_funcs), tuple(o.stub_decls), tuple(o.stub_defines), tuple(o.stub_regs),
             len(caps.get("err", [])),
@@ -196,7 +206,7 @@ class _Scanner:
             cls = f"structured_{name}" + (f"_{overload}" if overload else "")
             qual = "::".join([*scope, cls, method])
             self.out.impl_funcs.append((name + (f".{overload}" if overload else ""), kind, qual, line))
-            self.classes.add("::".join([*scope, cls]))
+            self.classes.setdefault("::".join([*scope, cls]), ())
             short = method
         elif name_node.type == "function_declarator" or is_macro_name(text):
             decl = name_node.parent.text.decode(errors="replace") if name_node.parent else text
@@ -206,7 +216,7 @@ class _Scanner:
                 return self._push_def(qual, "TestBody", line, body, info)
             lib = _LIB_RE.match(decl)
             info = ("lib",) + tuple(a.strip() for a in lib.group(2).split(",")) if lib else ("macro",)
-            self.blocks.append((body.start_byte, body.end_byte, -1, info + (lib.group(1) if lib else "",)))
+            self.blocks.append((self._def_start(body), body.end_byte, -1, info + (lib.group(1) if lib else "",)))
             return None
         else:
             parts = name_parts(text)
@@ -219,8 +229,13 @@ class _Scanner:
     def _push_def(self, qual: str, short: str, line: int, body: ts.Node, info: tuple) -> int:
         self.defs.append((qual, short, line, 0))
         idx = len(self.defs) - 1
-        self.blocks.append((body.start_byte, body.end_byte, idx, info))
+        self.blocks.append((self._def_start(body), body.end_byte, idx, info))
         return idx
+
+    @staticmethod
+    def _def_start(body: ts.Node) -> int:
+        """Blocks start at the def (so its parameters fall inside it)."""
+        return body.parent.start_byte if body.parent is not None else body.start_byte
 
     def _mark_kernels(self, kernel_defs: list[tuple[int, int, int]]) -> None:
         if not self.cleaned.globals_:
@@ -244,13 +259,44 @@ class _Scanner:
             if name is None:
                 continue
             scope, nested = scope_of(node)
-            if not nested:
-                parts = name_parts(name.text.decode(errors="replace"))
-                if parts:
-                    self.classes.add("::".join(_qualify(scope, parts)))
+            if nested:
+                continue
+            parts = name_parts(name.text.decode(errors="replace"))
+            if not parts:
+                continue
+            bases = []
+            for child in node.named_children:
+                if child.type == "base_class_clause":
+                    for b in child.named_children:
+                        bp = name_parts(b.text.decode(errors="replace"))
+                        if bp and b.type != "access_specifier":
+                            bases.append(bp)
+            qual = "::".join(_qualify(scope, parts))
+            self.classes[qual] = tuple(bases) or self.classes.get(qual, ())
+
+    def _collect_vars(self, nodes: list[ts.Node]) -> None:
+        """Declared class types of parameters and locals, per def (for x.f())."""
+        starts = [b[0] for b in self.blocks]
+        for node in nodes:
+            i = bisect.bisect_right(starts, node.start_byte) - 1
+            if i < 0 or node.end_byte > self.blocks[i][1] or self.blocks[i][2] < 0:
+                continue
+            tnode = node.child_by_field_name("type")
+            if tnode is None or tnode.type not in ("type_identifier", "qualified_identifier", "template_type"):
+                continue
+            vtype = _var_type(tnode)
+            if vtype is None:
+                continue
+            table = self.var_types.setdefault(self.blocks[i][2], {})
+            for d in node.children_by_field_name("declarator"):
+                while d is not None and d.type != "identifier":
+                    d = d.child_by_field_name("declarator") or (
+                        d.named_children[-1] if d.type in _DECLARATOR_WRAPPERS and d.named_children else None
+                    )
+                if d is not None:
+                    table[d.text.decode(errors="replace")] = vtype
 
     def _collect_calls(self, calls: list[ts.Node]) -> None:
-        self.blocks.sort()
         starts = [b[0] for b in self.blocks]
         macro_ends: list[int] = []
         launches = self.cleaned.launches
@@ -296,8 +342,15 @@ class _Scanner:
         if block is None or block[2] < 0 or not name.isidentifier():
             return
         obj = fn.child_by_field_name("argument")
-        member = THIS if obj is not None and obj.type == "this" else MEMBER
-        self.calls.append((block[2], (name,), member, field.start_point[0] + 1, IN_MACRO if in_macro else 0))
+        member, parts = (THIS if obj is not None and obj.type == "this" else MEMBER), (name,)
+        if member == MEMBER and obj is not None and obj.type == "identifier":
+            vtype = self.var_types.get(block[2], {}).get(obj.text.decode(errors="replace"))
+            if vtype is not None:
+                op = fn.child_by_field_name("operator")
+                arrow = op is not None and op.type == "->"
+                tparts = vtype[1] if arrow and vtype[1] else vtype[0]
+                member, parts = TYPED, (*tparts, name)
+        self.calls.append((block[2], parts, member, field.start_point[0] + 1, IN_MACRO if in_macro else 0))
 
     def _scope_text(self, node: ts.Node) -> str:
         scope, _ = scope_of(node, classes=False)
@@ -306,6 +359,19 @@ class _Scanner:
     def scope_of_def(self, idx: int) -> str:
         """The enclosing scope of def `idx` (its qualified name minus the last part)."""
         return self.defs[idx][0].rpartition("::")[0]
+
+
+def _var_type(tnode: ts.Node) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """(type parts, pointee parts for smart pointers) of a declared type node."""
+    text = tnode.text.decode(errors="replace")
+    parts = name_parts(text)
+    if not parts:
+        return None
+    inner: tuple[str, ...] = ()
+    if parts[-1] in _POINTERS and "<" in text:
+        arg = text[text.index("<") + 1 : text.rindex(">")] if ">" in text else ""
+        inner = name_parts(arg.split(",")[0].replace("const", "").strip())
+    return parts, inner
 
 
 def _iter_class_bodies(root: ts.Node):

@@ -1,0 +1,324 @@
+"""The C++/CUDA fast tier (extractors/cpp) on small hand-written snippets.
+
+Each test scans a snippet as a file of a tiny tree, resolves it, and asserts
+the exact rows (file:line included).
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+from pathlib import Path
+
+import pytest
+
+from extractors import cpp
+from extractors.base import ExtractContext
+from extractors.cpp.preprocess import clean
+from extractors.cpp.resolve import resolve
+from extractors.cpp.scan import scan_file
+
+
+def rows_of(files: dict[str, str]) -> dict[str, list[tuple]]:
+    facts = [scan_file(rel, text.encode()) for rel, text in sorted(files.items())]
+    rows, _stats = resolve(facts)
+    return rows
+
+
+class ListSink:
+    def __init__(self) -> None:
+        self.rows: dict[str, list[tuple]] = collections.defaultdict(list)
+        self.warnings: list[tuple] = []
+
+    def add(self, relation, *values):
+        self.rows[relation].append(values)
+
+    def warn(self, file, line, message):
+        self.warnings.append((file, line, message))
+
+    def progress(self, advance=1, total=None, what=""):
+        pass
+
+
+def test_blanking_keeps_offsets_and_lines():
+    src = b"C10_LAUNCH_BOUNDS_1(num_threads())\n__global__ void k(int* x) {}\nvoid h() { k<<<1,\n 2>>>(p); }\n"
+    out = clean(src)
+    assert len(out.text) == len(src)
+    assert out.text.count(b"\n") == src.count(b"\n")
+    assert b"__global__" not in out.text and b"<<<" not in out.text
+    assert out.globals_ == (src.index(b"__global__"),)
+    assert out.launches == (src.index(b"<<<"),)
+
+
+def test_qualified_names_namespaces_classes_out_of_line():
+    rows = rows_of({
+        "a/x.cpp": (
+            "namespace at { namespace native {\n"
+            "namespace {\n"
+            "void helper() {}\n"
+            "}\n"
+            "struct Foo { int bar() { return 1; } };\n"
+            "int Foo::baz() { return bar(); }\n"
+            "} }\n"
+            "namespace at::native::cpublas { void gemm(int m) { helper(); } }\n"
+            "void at::native::top() {}\n"
+        ),
+    })
+    assert sorted(rows["func"]) == [
+        ("at::native::(anonymous)::helper", "helper", "a/x.cpp", 3, "cpp"),
+        ("at::native::Foo::bar", "bar", "a/x.cpp", 5, "cpp"),
+        ("at::native::Foo::baz", "baz", "a/x.cpp", 6, "cpp"),
+        ("at::native::cpublas::gemm", "gemm", "a/x.cpp", 8, "cpp"),
+        ("at::native::top", "top", "a/x.cpp", 9, "cpp"),
+    ]
+    assert rows["calls"] == [
+        ("at::native::Foo::baz", "at::native::Foo::bar", "a/x.cpp", 6, "scope"),
+        ("at::native::cpublas::gemm", "at::native::(anonymous)::helper", "a/x.cpp", 8, "scope"),
+    ]
+
+
+def test_calls_in_dispatch_macro_lambdas_belong_to_the_enclosing_function():
+    rows = rows_of({
+        "a/k.cpp": (
+            "namespace at::native {\n"
+            "void inner(int) {}\n"
+            "void outer(const Tensor& self) {\n"
+            "  AT_DISPATCH_FLOATING_TYPES(self.scalar_type(), \"outer\", [&] {\n"
+            "    inner(1);\n"
+            "  });\n"
+            "  TORCH_CHECK(true, \"x\");\n"
+            "}\n"
+            "}\n"
+        ),
+    })
+    assert rows["calls"] == [("at::native::outer", "at::native::inner", "a/k.cpp", 5, "macro-scope")]
+
+
+def test_ambiguous_name_gives_call_ambiguous_not_a_guess():
+    rows = rows_of({
+        "a/one.cpp": "namespace a { void dup() {} }\n",
+        "a/two.cpp": "namespace b { void dup() {} }\n",
+        "a/use.cpp": "namespace c { void user() {\n  dup();\n  a::dup();\n  std::sort(x, y);\n} }\n",
+    })
+    assert rows["call_ambiguous"] == [("c::user", "dup", 2, "a/use.cpp", 2)]
+    assert rows["calls"] == [("c::user", "a::dup", "a/use.cpp", 3, "qualified")]
+
+
+def test_unique_short_name_and_qualified_suffix():
+    rows = rows_of({
+        "a/def.cpp": "namespace at { namespace native { namespace cpublas { void gemm() {} } } }\n"
+                     "namespace x { void only_one() {} }\n",
+        "a/use.cpp": "namespace at { namespace native {\nvoid mm() {\n  cpublas::gemm();\n  only_one();\n} } }\n",
+    })
+    assert rows["calls"] == [
+        ("at::native::mm", "at::native::cpublas::gemm", "a/use.cpp", 3, "qualified"),
+        ("at::native::mm", "x::only_one", "a/use.cpp", 4, "unique"),
+    ]
+
+
+def test_member_calls_resolve_through_declared_types_and_bases():
+    rows = rows_of({
+        "a/t.h": "namespace at {\nclass TensorBase { public: int dim() const { return 0; } };\n"
+                 "class Tensor : public TensorBase {};\n"
+                 "struct Other { int dim() const { return 1; } };\n}\n",
+        "a/u.cpp": "namespace at { void f(const Tensor& self, std::vector<int> v, Other* o) {\n"
+                   "  self.dim();\n  v.size();\n  o->dim();\n} }\n",
+    })
+    assert rows["calls"] == [
+        ("at::f", "at::Other::dim", "a/u.cpp", 4, "type"),
+        ("at::f", "at::TensorBase::dim", "a/u.cpp", 2, "type"),
+    ]
+    assert rows.get("call_ambiguous", []) == []
+
+
+def test_structured_kernel_macros():
+    rows = rows_of({
+        "aten/src/ATen/native/X.cpp": (
+            "namespace at { namespace meta {\n"
+            "TORCH_META_FUNC2(add, Tensor)(const Tensor& self) { build(self); }\n"
+            "TORCH_PRECOMPUTE_META_FUNC(avg_pool2d)(const Tensor& input) { return x; }\n"
+            "} namespace native {\n"
+            "void add_kernel_impl() {}\n"
+            "TORCH_IMPL_FUNC(add_out) (\n  const Tensor& self, const Tensor& result) {\n"
+            "  add_kernel_impl();\n}\n"
+            "} }\n"
+        ),
+    })
+    assert sorted(rows["impl_func"]) == [
+        ("add.Tensor", "meta", "at::meta::structured_add_Tensor::meta", "aten/src/ATen/native/X.cpp", 2),
+        ("add_out", "impl", "at::native::structured_add_out::impl", "aten/src/ATen/native/X.cpp", 6),
+        ("avg_pool2d", "precompute_meta", "at::meta::structured_avg_pool2d::meta", "aten/src/ATen/native/X.cpp", 3),
+    ]
+    assert ("at::native::structured_add_out::impl", "impl", "aten/src/ATen/native/X.cpp", 6, "cpp") in rows["func"]
+    assert rows["calls"] == [
+        ("at::native::structured_add_out::impl", "at::native::add_kernel_impl", "aten/src/ATen/native/X.cpp", 8, "scope"),
+    ]
+
+
+STUB_H = (
+    "namespace at::native {\n"
+    "using fn_t = void(*)(TensorIteratorBase&);\n"
+    "DECLARE_DISPATCH(fn_t, abs_stub)\n"
+    "}\n"
+)
+
+
+def test_dispatch_stubs_keys_and_calls():
+    rows = rows_of({
+        "aten/src/ATen/native/Abs.h": STUB_H,
+        "aten/src/ATen/native/Abs.cpp": (
+            "namespace at::native {\nDEFINE_DISPATCH(abs_stub);\n"
+            "void abs_out(TensorIterator& iter) {\n  abs_stub(iter.device_type(), iter);\n}\n}\n"
+        ),
+        "aten/src/ATen/native/cpu/AbsKernel.cpp": (
+            "namespace at::native {\nnamespace {\nvoid abs_kernel(TensorIteratorBase& iter) {}\n}\n"
+            "// REGISTER_DISPATCH(abs_stub, &not_this_one)\n"
+            "REGISTER_DISPATCH(abs_stub, &abs_kernel)\nREGISTER_NO_CPU_DISPATCH(other_stub);\n}\n"
+        ),
+        "aten/src/ATen/native/cuda/AbsKernel.cu": (
+            "namespace at::native {\nvoid abs_kernel_cuda(TensorIteratorBase& iter) {}\n"
+            "REGISTER_DISPATCH(abs_stub, &abs_kernel_cuda);\n}\n"
+        ),
+        "aten/src/ATen/native/mps/Abs.mm": (
+            "namespace at::native {\nstatic void abs_mps(TensorIteratorBase& iter) {}\n"
+            "REGISTER_DISPATCH(abs_stub, abs_mps);\nREGISTER_HIP_DISPATCH(abs_stub, &abs_mps);\n}\n"
+        ),
+    })
+    assert rows["stub_decl"] == [("at::native::abs_stub", "aten/src/ATen/native/Abs.h", 3)]
+    assert rows["stub_define"] == [("at::native::abs_stub", "aten/src/ATen/native/Abs.cpp", 2)]
+    assert sorted(rows["stub_register"]) == [
+        ("at::native::abs_stub", "CPU", "at::native::(anonymous)::abs_kernel", "aten/src/ATen/native/cpu/AbsKernel.cpp", 6),
+        ("at::native::abs_stub", "CUDA", "at::native::abs_kernel_cuda", "aten/src/ATen/native/cuda/AbsKernel.cu", 3),
+        ("at::native::abs_stub", "HIP", "at::native::abs_mps", "aten/src/ATen/native/mps/Abs.mm", 4),
+        ("at::native::abs_stub", "MPS", "at::native::abs_mps", "aten/src/ATen/native/mps/Abs.mm", 3),
+        ("other_stub", "CPU", "nullptr", "aten/src/ATen/native/cpu/AbsKernel.cpp", 7),
+    ]
+    assert rows["stub_call"] == [("at::native::abs_out", "at::native::abs_stub", "aten/src/ATen/native/Abs.cpp", 4)]
+    assert rows.get("calls", []) == []
+
+
+def test_kernels_and_launches_direct_and_through_helpers():
+    rows = rows_of({
+        "aten/src/ATen/native/cuda/Loops.cuh": (
+            "namespace at::native {\n"
+            "template <typename F>\nC10_LAUNCH_BOUNDS_1(128)\n__global__ void elementwise_kernel(int n, F f) {}\n"
+            "template <typename F>\nvoid launch_it(int n, const F& f) {\n"
+            "  elementwise_kernel<F><<<1, 128, 0, stream>>>(n, f);\n}\n"
+            "template <typename F>\nvoid gpu_kernel(TensorIteratorBase& iter, const F& f) { launch_it(1, f); }\n"
+            "}\n"
+        ),
+        "aten/src/ATen/native/cuda/Relu.cu": (
+            "namespace at::native {\n"
+            "__global__ static void relu_kernel(float* x) { }\n"
+            "__global__ void declared_only(float* x);\n"
+            "void relu_cuda(TensorIteratorBase& iter) {\n"
+            "  relu_kernel<<<grid, block>>>(p);\n"
+            "  gpu_kernel(iter, [] GPU_LAMBDA (float a) -> float { return a; });\n"
+            "}\n}\n"
+        ),
+    })
+    assert sorted(rows["kernel"]) == [
+        ("at::native::elementwise_kernel", "elementwise_kernel", "aten/src/ATen/native/cuda/Loops.cuh", 4),
+        ("at::native::relu_kernel", "relu_kernel", "aten/src/ATen/native/cuda/Relu.cu", 2),
+    ]
+    assert rows["launches"] == [
+        ("at::native::launch_it", "at::native::elementwise_kernel", "aten/src/ATen/native/cuda/Loops.cuh", 7, "<<<>>>"),
+        ("at::native::relu_cuda", "at::native::elementwise_kernel", "aten/src/ATen/native/cuda/Relu.cu", 6, "gpu_kernel"),
+        ("at::native::relu_cuda", "at::native::relu_kernel", "aten/src/ATen/native/cuda/Relu.cu", 5, "<<<>>>"),
+    ]
+    assert all(r[4] == "cuda" for r in rows["func"])
+
+
+def test_torch_library_blocks():
+    rows = rows_of({
+        "aten/src/ATen/native/lib.cpp": (
+            "namespace at::native {\nTensor my_op_cpu(const Tensor& x) { return x; }\n"
+            "TORCH_LIBRARY(myns, m) {\n"
+            "  m.def(\"my_op(Tensor x) -> Tensor\");\n"
+            "  m.def(TORCH_SELECTIVE_SCHEMA(\"myns::other.out(Tensor x, *, Tensor(a!) out) \" \"-> Tensor(a!)\"));\n"
+            "}\n"
+            "TORCH_LIBRARY_IMPL(myns, CPU, m) {\n"
+            "  m.impl(\"my_op\", TORCH_FN(my_op_cpu));\n"
+            "  m.impl(TORCH_SELECTIVE_NAME(\"myns::other.out\"), [](const Tensor& x) { return x; });\n"
+            "  m.impl(\"third\", &my_op_cpu);\n"
+            "}\n}\n"
+        ),
+    })
+    f = "aten/src/ATen/native/lib.cpp"
+    assert rows["lib_def"] == [
+        ("myns", "my_op", "my_op(Tensor x) -> Tensor", f, 4),
+        ("myns", "other.out", "myns::other.out(Tensor x, *, Tensor(a!) out) -> Tensor(a!)", f, 5),
+    ]
+    assert rows["lib_impl"] == [
+        ("myns", "my_op", "CPU", "at::native::my_op_cpu", f, 8),
+        ("myns", "other.out", "CPU", "<lambda>", f, 9),
+        ("myns", "third", "CPU", "at::native::my_op_cpu", f, 10),
+    ]
+    assert [r[0] for r in rows["func"]] == ["at::native::my_op_cpu"]
+
+
+def test_pybind_bindings_module_and_class_names():
+    rows = rows_of({
+        "torch/csrc/x/init.cpp": (
+            "namespace torch::x {\n"
+            "void start() {}\n"
+            "struct Event { bool done() { return true; } };\n"
+            "void initModule(PyObject* module) {\n"
+            "  auto m = py::handle(module).cast<py::module>();\n"
+            "  auto sub = m.def_submodule(\"_x\");\n"
+            "  sub.def(\"start\", start);\n"
+            "  py::class_<Event>(m, \"Event\")\n"
+            "      .def(\"done\", &Event::done)\n"
+            "      .def(\"lam\", [](Event& e) { return 1; });\n"
+            "  m.def(\"_plain\", &start);\n"
+            "}\n}\n"
+        ),
+    })
+    f = "torch/csrc/x/init.cpp"
+    assert sorted(rows["binds"]) == [
+        ("Event.done", "torch::x::Event::done", "pybind", f, 9),
+        ("Event.lam", "<lambda>", "pybind", f, 10),
+        ("_plain", "torch::x::start", "pybind", f, 11),
+        ("torch._C._x.start", "torch::x::start", "pybind", f, 7),
+    ]
+
+
+def test_unbalanced_conditional_braces_do_not_swallow_later_functions():
+    rows = rows_of({
+        "c10/x.cpp": (
+            "namespace c10 {\nvoid f(int k) {\n#ifdef ONE_KERNEL\n  if (k == 0) {\n#else\n  if (k != 0) {\n#endif\n"
+            "    g();\n  }\n}\nvoid g() {}\n}\n"
+        ),
+    })
+    assert sorted(r[0] for r in rows["func"]) == ["c10::f", "c10::g"]
+    assert rows["calls"] == [("c10::f", "c10::g", "c10/x.cpp", 8, "scope")]
+
+
+def test_extract_uses_the_cache_and_rescans_only_changed_files(tmp_path: Path):
+    root, cache_dir = tmp_path / "tree", tmp_path / "cache"
+    (root / "aten").mkdir(parents=True)
+    (root / "aten" / "third_party").mkdir()
+    (root / "aten" / "third_party" / "skip.cpp").write_text("void skipped() {}\n")
+    (root / "aten" / "a.cpp").write_text("namespace at { void a() { b(); } }\n")
+    (root / "aten" / "b.cpp").write_text("namespace at { void b() {} }\n")
+    ctx = ExtractContext(root=root, cache_dir=cache_dir, jobs=1)
+    first = cpp.run(ctx)
+    assert first.scanned == 2
+    assert first.rows["calls"] == [("at::a", "at::b", "aten/a.cpp", 1, "scope")]
+    assert cpp.run(ctx).scanned == 0  # nothing changed: resolved rows from the cache
+    (root / "aten" / "b.cpp").write_text("namespace at { void b() {}\nvoid c() {} }\n")
+    os.utime(root / "aten" / "b.cpp", ns=(1, 1))
+    third = cpp.run(ctx)
+    assert third.scanned == 1
+    assert sorted(r[0] for r in third.rows["func"]) == ["at::a", "at::b", "at::c"]
+    sink = ListSink()
+    cpp.extract(ctx, sink)
+    assert sink.rows["calls"] == [("at::a", "at::b", "aten/a.cpp", 1, "scope")]
+    assert not list(cache_dir.rglob(".tmp-*"))
+    assert [p.relative_to(root).as_posix() for p in cpp.inputs(root)] == ["aten/a.cpp", "aten/b.cpp"]
+
+
+@pytest.mark.parametrize("bad", [b"\xff\xfe garbage {{{ ((( ", b"", b"}}}} namespace {"])
+def test_garbage_does_not_crash(bad: bytes):
+    facts = scan_file("x.cpp", bad)
+    assert facts.defs == ()
