@@ -261,3 +261,8 @@ def test_index_installed_wheel(torch_wheel, cache, capsys, tmp_path):
     assert rows(db, "select count(*) from derivative")[0][0] > 1000
     assert rows(db, "select kernel from dispatch where op = 'add.Tensor' and key = 'ZeroTensor'") == [("add_zerotensor",)]
     assert os.path.isdir(store.facts_dir(db))
+
+
+def test_error_db_is_a_directory(small, cache, capsys, tmp_path):
+    code, _, err = cli(capsys, "index", "--source", str(small), "--layers", "ops", "--db", str(tmp_path))
+    assert (code, err) == (1, f"torchtalk: error: --db names a directory: {tmp_path} (give a file path, e.g. tree.duckdb)\n")

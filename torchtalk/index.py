@@ -20,6 +20,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import importlib.util
@@ -251,11 +252,18 @@ def index(
     log = log or (lambda _msg: None)
     src = store.resolve_source(source)
     db_path = Path(db).expanduser().absolute() if db is not None else store.default_db(src.root)
+    if db_path.is_dir():
+        raise InputError(f"--db names a directory: {db_path}", hint="give a file path, e.g. tree.duckdb")
     store.ensure_writable_dir(db_path.parent)
     schema = load_schema()
     chosen, notes = select_layers(src, layers, precise)
     for note in notes:
         log(note)
+    with _locked(db_path):
+        return _index_locked(src, db_path, schema, chosen, notes, jobs, force, log, progress, t0)
+
+
+def _index_locked(src, db_path, schema, chosen, notes, jobs, force, log, progress, t0) -> IndexReport:
     facts = store.facts_dir(db_path)
     prev = _previous_layers(db_path, facts)
     plans = []
@@ -265,14 +273,36 @@ def index(
         old = prev.get(layer.name)
         rerun = force or old is None or old.get("input_fingerprint") != fp
         plans.append((layer, mod, fp, rerun))
-    keep = [name for name in prev if name not in {lr.name for lr in chosen}]
-    if not any(p[3] for p in plans) and _db_current(db_path, schema, src):
+    keep, dropped = [], False
+    for name in prev:
+        if name in {lr.name for lr in chosen}:
+            continue
+        if prev[name].get("schema_hash") != schema.digest:
+            notes.append(f"{name}: dropped (indexed with another facts/schema.dl; re-run with --layers {name})")
+            log(notes[-1])
+            dropped = True
+            continue
+        keep.append(name)
+    if not any(p[3] for p in plans) and not dropped and _db_current(db_path, schema, src):
         reports = tuple(_carried(prev[p[0].name]) for p in plans)
         for lr in reports:
             log(f"{lr.name}: unchanged ({lr.rows:,} rows)")
         return IndexReport(db_path, src.root, src.kind, True, time.perf_counter() - t0, reports, tuple(notes))
     reports = _build(src, db_path, schema, plans, prev, keep, jobs, log, progress)
     return IndexReport(db_path, src.root, src.kind, False, time.perf_counter() - t0, reports, tuple(notes))
+
+
+@contextlib.contextmanager
+def _locked(db_path: Path):
+    """One index at a time per DB (`<db>.lock`, flock): a second waits."""
+    import fcntl
+
+    with open(db_path.with_name(db_path.name + ".lock"), "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def _previous_layers(db_path: Path, facts: Path) -> dict[str, dict]:
@@ -360,6 +390,7 @@ def _run_layer(src, db_path, schema, layer, mod, fp, out: Path, jobs, bar) -> La
     meta = {
         "layer": layer.name, "indexed_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "seconds": seconds, "rows": sink.counts, "warnings": sink.warnings, "input_fingerprint": fp,
+        "schema_hash": schema.digest,
     }
     (out / "layer.json").write_text(json.dumps(meta))
     return LayerReport(layer.name, "ran", seconds, sum(sink.counts.values()), len(sink.warnings), dict(sink.counts))
