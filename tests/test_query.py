@@ -127,7 +127,7 @@ def test_unknown_name_did_you_mean(con):
 def test_unknown_query_did_you_mean(con):
     with pytest.raises(QueryError) as exc:
         q(con, "calers(gemm)")
-    assert exc.value.headline() == "query error: no query or relation named 'calers' (did you mean 'callers'?)"
+    assert exc.value.headline() == "query error: no query or relation named 'calers' (did you mean 'callers', 'callees', 'calls'?)"
 
 
 def test_unknown_option(con):
@@ -303,5 +303,6 @@ def test_cli_json_and_errors(tmp_path):
     assert bad.returncode == 1
     assert bad.stderr.splitlines()[0] == (
         "torchtalk: <query>:1:9: query error: no C++ function named 'matmull' "
-        "(did you mean 'at::native::matmul', 'torch::jit::tensorexpr::matmul'?)")
+        "(did you mean 'at::native::matmul', 'torch::jit::tensorexpr::matmul', "
+        "'at::native::_matmul_impl'?)")
     assert "Traceback" not in bad.stderr
