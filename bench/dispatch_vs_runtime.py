@@ -1,7 +1,7 @@
 """Bench: static dispatch facts vs the runtime dispatcher of the installed torch wheel.
 
 Indexes the wheel's own YAML (torchgen/packaged/...) with `torchtalk index`,
-derives per key which aten ops get a kernel (rules/dispatch.dl: the yaml's
+derives per key which aten ops get a kernel (rules/dispatch.dl `dispatch_registered`: the yaml's
 dispatch tables plus what codegen derives from structured / structured_delegate
 / autogen), and compares with `torch._C._dispatch_get_registrations_for_dispatch_key`
 for CPU, Meta and the Composite keys. Prints precision and recall per key
@@ -78,7 +78,7 @@ def main() -> int:
         api.index(wheel, db=db)
         t_index = time.perf_counter() - t
         t = time.perf_counter()
-        rows = api.eval_program(ROOT / "rules/dispatch.dl", db=db, outputs=["registered"])["registered"]
+        rows = api.eval_program(ROOT / "rules/dispatch.dl", db=db, outputs=["dispatch_registered"])["dispatch_registered"]
         t_rules = time.perf_counter() - t
         con = api.open_db(db=db)
         yaml_ops = {r[0] for r in con.execute("select op from op").fetchall()}

@@ -17,7 +17,7 @@ def derived(torch_wheel, tmp_path_factory):
 
     db = tmp_path_factory.mktemp("wheel") / "wheel.duckdb"
     api.index(Path(torch_wheel.__file__).parent, db=db)
-    rows = api.eval_program(ROOT / "rules/dispatch.dl", db=db, outputs=["registered"])["registered"]
+    rows = api.eval_program(ROOT / "rules/dispatch.dl", db=db, outputs=["dispatch_registered"])["dispatch_registered"]
     con = api.open_db(db=db)
     ops = {r[0] for r in con.execute("select op from op").fetchall()}
     con.close()
