@@ -231,13 +231,15 @@ class Resolver:
         hint = ("did you mean " + ", ".join(repr(n) for n in near) + "?") if near else None
         missing = self.missing_tables(ns)
         if missing and not near:
-            hint = f"the fact DB has no {', '.join(missing)} table: index the layer that writes it"
+            hint = (f"the fact DB has no {' or '.join(missing)} rows: index the layer that "
+                    f"writes them (torchtalk index --source PATH)")
         return QueryError(f"no {_singular(ns)} named {text!r}", hint=hint)
 
     def missing_tables(self, ns: str) -> list[str]:
+        """The tables namespace `ns` needs that are absent or empty (layer not indexed)."""
         need = {"fn": ["func"], "op": ["op"], "py": ["py_def"], "node": ["func", "py_def"],
                 "test": ["test"], "key": ["dispatch"], "kernel": ["kernel"]}.get(ns, [])
-        return [t for t in need if t not in self.tables]
+        return [t for t in need if not self._q(f"SELECT 1 FROM {t} LIMIT 1", [], t)]
 
     def nearest(self, text: str, ns: str, n: int = 3) -> list[str]:
         """The closest known ids (Jaro-Winkler similarity of the names, in DuckDB)."""

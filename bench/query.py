@@ -1,0 +1,113 @@
+"""Query latency: 20 representative DSL queries, as a process and in-process.
+
+    .venv/bin/python bench/query.py [--source PATH | --db FILE] [--repeat N]
+
+Prints, per query, the rows and the in-process time, then p50/p95 of
+`torchtalk query` run as a process (goal p95 <= 0.5 s) and of the same
+queries in-process on one open connection (goal p95 <= 50 ms). A query that
+fails (e.g. its layer is not indexed) is reported and left out of the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+QUERIES = (
+    "callers(cpublas::gemm)",
+    "callees(matmul)",
+    "callees(_matmul_impl)",
+    "impact(cpublas::gemm)",
+    "impact(at::native::cpublas::gemm, depth=3)",
+    "trace(matmul)",
+    "trace(torch.matmul)",
+    "trace(aten::add.Tensor)",
+    "trace(softmax)",
+    "kernels(softmax)",
+    "kernels(add)",
+    "paths(softmax_warp_forward -> python)",
+    "paths(torch.softmax -> cuda)",
+    "tests(softmax)",
+    "tests(matmul)",
+    "affected(cpublas::gemm)",
+    'search("softmax_warp")',
+    "search(gemm)",
+    "callers(add_stub)",
+    "impact(gelu_kernel, depth=4)",
+)
+
+
+def pct(xs: list[float], p: float) -> float:
+    xs = sorted(xs)
+    k = max(0, min(len(xs) - 1, round(p / 100 * (len(xs) - 1))))
+    return xs[k]
+
+
+def in_process(db: Path, repeat: int) -> tuple[list[float], set[str]]:
+    from torchtalk import api
+    from torchtalk.errors import TorchTalkError
+
+    con = api.open_db(db=db)
+    times, failed = [], set()
+    api.query("search(gemm)", con=con, limit=1)  # load the library once
+    for q in QUERIES:
+        for i in range(repeat):
+            t = time.perf_counter()
+            try:
+                res = api.query(q, con=con, limit=50, all_matches=True)
+            except TorchTalkError as exc:
+                failed.add(q)
+                print(f"  FAILED {q}: {exc.headline()}")
+                break
+            dt = time.perf_counter() - t
+            times.append(dt)
+            if i == 0:
+                print(f"  {q:<46} {res.total:>7} rows  {dt * 1000:7.1f} ms")
+    con.close()
+    return times, failed
+
+
+def as_process(db: Path, repeat: int, failed: set[str]) -> list[float]:
+    exe = Path(sys.executable).with_name("torchtalk")
+    cmd0 = [str(exe)] if exe.exists() else [sys.executable, "-m", "torchtalk"]
+    times = []
+    for q in QUERIES:
+        if q in failed:
+            continue
+        for _ in range(repeat):
+            t = time.perf_counter()
+            subprocess.run([*cmd0, "query", q, "--db", str(db), "--json", "--limit", "50", "--all"],
+                           capture_output=True, check=False)
+            times.append(time.perf_counter() - t)
+    return times
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--source", type=Path)
+    ap.add_argument("--db", type=Path)
+    ap.add_argument("--repeat", type=int, default=5)
+    args = ap.parse_args()
+    from torchtalk import api
+
+    db = api.resolve_db(source=args.source, db=args.db)
+    print(f"fact DB: {db}\nin-process (first run of each query shown):")
+    inproc, failed = in_process(db, args.repeat)
+    proc = as_process(db, max(1, args.repeat // 2), failed)
+    ok = len(QUERIES) - len(failed)
+    print(f"\n{ok} of {len(QUERIES)} queries answered")
+    if inproc:
+        print(f"in-process  p50 {pct(inproc, 50) * 1000:7.1f} ms   p95 {pct(inproc, 95) * 1000:7.1f} ms"
+              f"   (goal p95 <= 50 ms; n={len(inproc)})")
+    if proc:
+        print(f"process     p50 {pct(proc, 50):7.3f} s    p95 {pct(proc, 95):7.3f} s"
+              f"    (goal p95 <= 0.5 s; n={len(proc)}, mean {statistics.mean(proc):.3f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
