@@ -42,7 +42,7 @@ LAYERS: tuple[Layer, ...] = (
     Layer(
         "python",
         "extractors.python",
-        ("py_def", "py_calls", "py_api", "binds", "module_class", "class_base", "decomp"),
+        ("py_def", "py_calls", "py_api", "binds", "module_class", "class_base", "decomp", "py_op_impl"),
     ),
     Layer("tests", "extractors.tests", ("test", "opinfo", "tests_cover", "test_util")),
     Layer("precise", "extractors.clang", ("calls_precise",), optional=True),

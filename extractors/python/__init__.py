@@ -1,0 +1,129 @@
+"""The "python" layer: Python definitions, calls, Python API → ATen op,
+nn modules and optimizers, decompositions, over `torch/` of the tree.
+
+Rows (facts/schema.dl, Python section): py_def, py_calls, py_api, binds
+(kinds "alias" and "wrapper"), module_class, class_base, decomp, py_op_impl.
+Per-file summaries are cached by content hash (Note [Per-file summaries]);
+the global pass is `extractors.python.model`.
+
+Example:
+    >>> extract(ExtractContext(root, cache_dir, jobs=2), sink)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from extractors.base import ExtractContext, Sink
+from extractors.python.corpus import python_files, shared_cache_dir, summarize_tree
+from extractors.python.model import DECOMP_REGISTRARS, MODULE_ROOTS, REF_MAKERS, Model
+from extractors.python.names import rename
+from extractors.python.native import NATIVE_YAML, load_native
+from extractors.python.summary import FileSummary
+
+TOPS = ("torch",)
+_PUBLIC_LEAF_SKIP = ("torch._C._VariableFunctions.", "torch._C.TensorBase.")
+
+
+def inputs(root: Path) -> Iterable[Path]:
+    """Every `.py` under torch/ plus native_functions.yaml."""
+    yield root / NATIVE_YAML
+    for rel in python_files(root, TOPS):
+        yield root / rel
+
+
+def load_model(ctx: ExtractContext, sink: Sink, tops: Iterable[str] = TOPS) -> tuple[Model, list[FileSummary]]:
+    """Summaries of `tops` (cached) and the global model; parse failures warned."""
+    files = python_files(ctx.root, tops)
+    sink.progress(0, total=len(files), what="python files")
+    summaries = summarize_tree(
+        ctx.root, files, shared_cache_dir(ctx.cache_dir), ctx.jobs,
+        progress=lambda n: sink.progress(n),
+    )
+    for s in summaries:
+        if s.error is not None:
+            sink.warn(s.file, s.error[0], f"Python file does not parse: {s.error[1]}")
+    return Model(summaries, load_native(ctx.root)), summaries
+
+
+def extract(ctx: ExtractContext, sink: Sink) -> None:
+    """Write the python layer's rows for `ctx.root`."""
+    model, _ = load_model(ctx, sink)
+    _defs(model, sink)
+    _calls_and_binds(model, sink)
+    _apis(model, sink)
+    _classes(model, sink)
+    _registrations(model, sink)
+
+
+def _defs(model: Model, sink: Sink) -> None:
+    for s in model.summaries:
+        for d in s.defs:
+            sink.add("py_def", rename(f"{s.module}.{d.qual}"), d.kind, s.file, d.line)
+
+
+def _calls_and_binds(model: Model, sink: Sink) -> None:
+    seen: set[tuple[str, str]] = set()
+    for caller, edges in model.edges.items():
+        is_alias = caller in model.aliases
+        for e in edges:
+            src, dst = rename(caller), rename(e.callee)
+            if (src, dst) in seen:
+                continue
+            seen.add((src, dst))
+            if is_alias:
+                sink.add("binds", src, dst, "alias", e.file, e.line)
+                continue
+            sink.add("py_calls", src, dst, e.file, e.line)
+            if e.kind == "leaf" and dst.startswith(("torch._C.", "torch.ops.")):
+                sink.add("binds", src, dst, "wrapper", e.file, e.line)
+
+
+def _apis(model: Model, sink: Sink) -> None:
+    native = model.native
+    for leaf, ops in native.leaves.items():
+        if leaf.startswith(_PUBLIC_LEAF_SKIP):
+            continue
+        how = native.leaf_how(leaf)
+        for op in ops:
+            sink.add("py_api", leaf, op, how, native.file, native.ops[op].line)
+    for api, _file, _line in model.public_apis():
+        for op, (how, file, line) in sorted(model.api_ops(api).items()):
+            sink.add("py_api", rename(api), op, how, file, line)
+
+
+def _classes(model: Model, sink: Sink) -> None:
+    roots = model.idx.subclasses_of(MODULE_ROOTS)
+    for s in model.summaries:
+        for d in s.defs:
+            if d.kind != "class":
+                continue
+            name = f"{s.module}.{d.qual}"
+            for base in model.idx.bases(name):
+                sink.add("class_base", rename(name), rename(base), s.file, d.line)
+            root = roots.get(name)
+            if root is not None:
+                sink.add("module_class", rename(name), _category(name, root), s.file, d.line)
+
+
+def _category(name: str, root: str) -> str:
+    """nn (torch.nn.*), nn_other (Module subclasses elsewhere), optim, lr_scheduler."""
+    cat = MODULE_ROOTS[root]
+    if cat == "nn" and not name.startswith("torch.nn."):
+        return "nn_other"
+    return cat
+
+
+def _registrations(model: Model, sink: Sink) -> None:
+    seen: set[tuple] = set()
+    for registry, op, py, file, line in model.registrations():
+        rel = "decomp" if registry in DECOMP_REGISTRARS or registry in REF_MAKERS else "py_op_impl"
+        key = (rel, op, py, registry)
+        if key in seen:
+            continue
+        seen.add(key)
+        if rel == "decomp":
+            sink.add("decomp", op, py, file, line)
+        else:
+            sink.add("py_op_impl", py, op, registry, file, line)

@@ -1,0 +1,123 @@
+"""Summaries of many Python files: worker processes and a content-hash cache.
+
+Note [Per-file summaries]: a file's summary depends only on its bytes and its
+path, so it is cached under the hash of both (plus `SUMMARY_VERSION`) and
+unchanged files are never re-parsed. The python and tests layers share one
+cache directory (`shared_cache_dir`): a summary is the same whichever layer
+asks. Everything global (name resolution, API → op) is recomputed from the
+summaries, which are kept separable per file for incremental indexing.
+
+Example:
+    >>> sums = summarize_tree(root, ["torch/nn/functional.py"], cache, jobs=2)
+    >>> sums[0].module
+    'torch.nn.functional'
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import tempfile
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+from extractors.python.summary import FileSummary, summarize
+
+SUMMARY_VERSION = b"pysum-4"
+
+
+def shared_cache_dir(layer_cache: Path) -> Path:
+    """The summary cache shared by the python and tests layers."""
+    return layer_cache.parent / "python-summaries"
+
+
+def python_files(root: Path, tops: Iterable[str]) -> list[str]:
+    """Every `.py` file under `root/top` for each top, relative POSIX paths, sorted."""
+    out: list[str] = []
+    for top in tops:
+        base = root / top
+        if not base.is_dir():
+            continue
+        for dirpath, dirnames, filenames in os.walk(base):
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d != "__pycache__")
+            rel_dir = Path(dirpath).relative_to(root).as_posix()
+            out.extend(f"{rel_dir}/{f}" for f in filenames if f.endswith(".py"))
+    return sorted(out)
+
+
+def summarize_tree(
+    root: Path, files: Sequence[str], cache_dir: Path, jobs: int = 1, progress=None
+) -> list[FileSummary]:
+    """Summaries of `files` (relative to `root`), from the cache where unchanged."""
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    results: dict[str, FileSummary] = {}
+    todo: list[tuple[str, str]] = []
+    for rel in files:
+        data = (root / rel).read_bytes()
+        key = _key(rel, data)
+        hit = _load(cache_dir, key)
+        if hit is not None:
+            results[rel] = hit
+            if progress:
+                progress(1)
+        else:
+            todo.append((rel, key))
+    for rel, summary in _run(root, cache_dir, todo, jobs):
+        results[rel] = summary
+        if progress:
+            progress(1)
+    return [results[rel] for rel in files]
+
+
+def _run(root: Path, cache_dir: Path, todo: list[tuple[str, str]], jobs: int):
+    if not todo:
+        return
+    args = [(str(root), str(cache_dir), rel, key) for rel, key in todo]
+    if jobs <= 1 or len(todo) < 8:
+        for a in args:
+            yield a[2], _work(a)
+        return
+    # Biggest files first so no worker is left with a huge file at the end.
+    args.sort(key=lambda a: -(Path(a[0]) / a[2]).stat().st_size)
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        for a, summary in zip(args, pool.map(_work, args, chunksize=4), strict=True):
+            yield a[2], summary
+
+
+def _work(arg: tuple[str, str, str, str]) -> FileSummary:
+    root, cache_dir, rel, key = arg
+    summary = summarize((Path(root) / rel).read_bytes(), rel)
+    _store(Path(cache_dir), key, summary)
+    return summary
+
+
+def _key(rel: str, data: bytes) -> str:
+    h = hashlib.blake2b(SUMMARY_VERSION, digest_size=20)
+    h.update(rel.encode())
+    h.update(b"\0")
+    h.update(data)
+    return h.hexdigest()
+
+
+def _load(cache_dir: Path, key: str) -> FileSummary | None:
+    path = cache_dir / key[:2] / f"{key}.pkl"
+    try:
+        with open(path, "rb") as fh:
+            return pickle.load(fh)
+    except (OSError, EOFError, pickle.UnpicklingError, AttributeError, TypeError):
+        return None
+
+
+def _store(cache_dir: Path, key: str, summary: FileSummary) -> None:
+    """Write atomically (temp file, then os.replace); a cache failure is not fatal."""
+    sub = cache_dir / key[:2]
+    try:
+        sub.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=sub, suffix=".tmp")
+        with os.fdopen(fd, "wb") as fh:
+            pickle.dump(summary, fh, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, sub / f"{key}.pkl")
+    except OSError:
+        pass

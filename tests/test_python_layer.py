@@ -1,0 +1,291 @@
+"""The python layer (extractors.python): hand-written snippets for the edge
+cases, and exact facts with file:line on the real PyTorch 2.6.0 tree."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from extractors.base import ExtractContext
+
+NATIVE = """\
+- func: gelu(Tensor self, *, str approximate='none') -> Tensor
+  python_module: nn
+
+- func: add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor
+  variants: function, method
+
+- func: add.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor
+  variants: function, method
+
+- func: softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor
+  variants: function, method
+
+- func: linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor
+  python_module: nn
+
+- func: lstm.input(Tensor input, Tensor[] hx) -> (Tensor, Tensor)
+
+- func: abs(Tensor self) -> Tensor
+  variants: function, method
+"""
+
+
+class ListSink:
+    """The smallest Sink: keeps rows and warnings."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, set[tuple]] = {}
+        self.warnings: list[tuple[str, int, str]] = []
+
+    def add(self, relation: str, *values) -> None:
+        self.rows.setdefault(relation, set()).add(values)
+
+    def warn(self, file: str, line: int, message: str) -> None:
+        self.warnings.append((file, line, message))
+
+    def progress(self, advance: int = 1, total: int | None = None, what: str = "") -> None:
+        pass
+
+    def get(self, relation: str, **where) -> set[tuple]:
+        return self.rows.get(relation, set())
+
+
+def make_tree(root: Path, files: dict[str, str]) -> Path:
+    (root / "aten/src/ATen/native").mkdir(parents=True)
+    (root / "aten/src/ATen/native/native_functions.yaml").write_text(NATIVE)
+    for rel, text in files.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(textwrap.dedent(text))
+    return root
+
+
+def run(tmp_path: Path, files: dict[str, str], jobs: int = 1) -> ListSink:
+    from extractors import python as layer
+
+    root = make_tree(tmp_path / "tree", files)
+    sink = ListSink()
+    layer.extract(ExtractContext(root, tmp_path / "cache" / "python", jobs), sink)
+    return sink
+
+
+SNIPPETS = {
+    "torch/__init__.py": """\
+        from torch._tensor import Tensor
+        from torch.functional import *
+    """,
+    "torch/_tensor.py": """\
+        import torch
+        class Tensor(torch._C.TensorBase):
+            def __rsub__(self, other):
+                return _C._VariableFunctions.rsub(self, other)
+            def twice(self):
+                return self.add(self)
+    """,
+    "torch/functional.py": """\
+        import torch
+        from torch import _VF
+        def my_lstm(x, hx):
+            return _VF.lstm(x, hx)
+    """,
+    "torch/nn/__init__.py": """\
+        from .modules import *
+        from . import functional
+    """,
+    "torch/nn/modules/__init__.py": """\
+        from .module import Module
+        from .linear import Linear
+    """,
+    "torch/nn/modules/module.py": """\
+        class Module:
+            def __call__(self, *a):
+                return self.forward(*a)
+    """,
+    "torch/nn/modules/linear.py": """\
+        import torch.nn.functional as F
+        from .module import Module
+        class Linear(Module):
+            def forward(self, x):
+                return F.linear(x, self.weight, self.bias)
+        class Tiny(Linear):
+            def forward(self, x):
+                y = super().forward(x)
+                return y.softmax(0)
+    """,
+    "torch/nn/functional.py": """\
+        import torch
+        from torch._C import _add_docstr
+        gelu = _add_docstr(
+            torch._C._nn.gelu,
+            "gelu(input) -> Tensor")
+        linear = torch._C._nn.linear
+        def add_twice(a, b):
+            fn = torch.add
+            return fn(fn(a, b), b)
+        def _private(a):
+            return torch.ops.aten.abs.default(a)
+    """,
+    "torch/_decomp/decompositions.py": """\
+        import torch
+        from torch._decomp import register_decomposition
+        aten = torch._ops.ops.aten
+        @register_decomposition([aten.add.Tensor, aten.softmax])
+        def add_or_softmax(a, b):
+            return a
+        @register_decomposition(aten.gelu.default)
+        def gelu(a):
+            return a
+        def later(a):
+            return a
+        register_decomposition(aten.abs)(later)
+    """,
+    "torch/_meta_registrations.py": """\
+        from torch._ops import ops
+        from torch._meta_registrations_util import register_meta
+        @register_meta(ops.aten.linear)
+        def meta_linear(x):
+            return x
+    """,
+    "torch/broken.py": "def f(:\n    pass\n",
+}
+
+
+def test_snippets_bindings_and_apis(tmp_path: Path) -> None:
+    s = run(tmp_path, SNIPPETS)
+    binds = s.get("binds")
+    assert ("torch.nn.functional.gelu", "torch._C._nn.gelu", "alias", "torch/nn/functional.py", 3) in binds
+    assert ("torch.nn.functional.linear", "torch._C._nn.linear", "alias", "torch/nn/functional.py", 6) in binds
+    # `from torch import _VF`: _VF.X is torch._C._VariableFunctions.X
+    assert ("torch.functional.my_lstm", "torch._C._VariableFunctions.lstm", "wrapper", "torch/functional.py", 4) in binds
+    api = s.get("py_api")
+    assert ("torch.nn.functional.gelu", "gelu", "alias", "torch/nn/functional.py", 3) in api
+    assert ("torch.functional.my_lstm", "lstm.input", "wrapper", "torch/functional.py", 4) in api
+    # a local alias of torch.add, one row per overload of the name
+    assert {r[1] for r in api if r[0] == "torch.nn.functional.add_twice"} == {"add.Tensor", "add.Scalar"}
+    # private functions are no API, but their call edges are kept
+    assert not [r for r in api if r[0] == "torch.nn.functional._private"]
+    assert ("torch.nn.functional._private", "torch.ops.aten.abs.default", "torch/nn/functional.py", 11) in s.get("py_calls")
+    # leaves from the yaml
+    assert ("torch._C._nn.gelu", "gelu", "python_module", "aten/src/ATen/native/native_functions.yaml", 1) in api
+    assert ("torch.Tensor.add", "add.Scalar", "variant", "aten/src/ATen/native/native_functions.yaml", 7) in api
+    # torch._tensor.Tensor is named torch.Tensor; self.add on a Tensor is the method leaf
+    assert ("torch.Tensor.twice", "add.Tensor", "wrapper", "torch/_tensor.py", 6) in api
+
+
+def test_snippets_modules_and_methods(tmp_path: Path) -> None:
+    s = run(tmp_path, SNIPPETS)
+    assert s.get("module_class") == {
+        ("torch.nn.modules.module.Module", "nn", "torch/nn/modules/module.py", 1),
+        ("torch.nn.modules.linear.Linear", "nn", "torch/nn/modules/linear.py", 3),
+        ("torch.nn.modules.linear.Tiny", "nn", "torch/nn/modules/linear.py", 6),
+    }
+    assert ("torch.nn.modules.linear.Tiny", "torch.nn.modules.linear.Linear", "torch/nn/modules/linear.py", 6) in s.get("class_base")
+    calls = s.get("py_calls")
+    # `import torch.nn.functional as F`
+    assert ("torch.nn.modules.linear.Linear.forward", "torch.nn.functional.linear", "torch/nn/modules/linear.py", 5) in calls
+    # super().forward resolves through the base; y.softmax is a Tensor-method guess
+    assert ("torch.nn.modules.linear.Tiny.forward", "torch.nn.modules.linear.Linear.forward", "torch/nn/modules/linear.py", 8) in calls
+    assert ("torch.nn.modules.linear.Tiny.forward", "torch.Tensor.softmax", "torch/nn/modules/linear.py", 9) in calls
+    api = s.get("py_api")
+    assert ("torch.nn.modules.linear.Linear.forward", "linear", "wrapper", "torch/nn/modules/linear.py", 5) in api
+    assert ("torch.nn.modules.linear.Tiny.forward", "softmax.int", "method_guess", "torch/nn/modules/linear.py", 9) in api
+    assert ("torch.nn.modules.module.Module.__call__", "torch.nn.modules.module.Module.forward", "torch/nn/modules/module.py", 3) not in calls
+    assert ("torch.nn.modules.linear.Linear.forward", "method", "torch/nn/modules/linear.py", 4) in s.get("py_def")
+
+
+def test_snippets_decompositions(tmp_path: Path) -> None:
+    s = run(tmp_path, SNIPPETS)
+    f = "torch/_decomp/decompositions.py"
+    assert s.get("decomp") == {
+        ("add.Tensor", "torch._decomp.decompositions.add_or_softmax", f, 4),
+        ("softmax.int", "torch._decomp.decompositions.add_or_softmax", f, 4),  # a packet: every overload
+        ("gelu", "torch._decomp.decompositions.gelu", f, 7),  # .default is the empty overload
+        ("abs", "torch._decomp.decompositions.later", f, 12),  # decorator applied by hand
+    }
+    assert s.get("py_op_impl") == {
+        ("torch._meta_registrations.meta_linear", "linear", "register_meta", "torch/_meta_registrations.py", 3)
+    }
+
+
+def test_parse_failure_is_a_warning(tmp_path: Path) -> None:
+    s = run(tmp_path, SNIPPETS)
+    assert s.warnings == [("torch/broken.py", 1, "Python file does not parse: invalid syntax")]
+    assert not [r for r in s.get("py_def") if r[2] == "torch/broken.py"]
+
+
+def test_cache_and_jobs_give_the_same_rows(tmp_path: Path) -> None:
+    first = run(tmp_path / "a", SNIPPETS, jobs=2)
+    from extractors import python as layer
+
+    again = ListSink()  # same tree and cache: every summary comes from the cache
+    layer.extract(ExtractContext(tmp_path / "a" / "tree", tmp_path / "a" / "cache" / "python", 1), again)
+    assert again.rows == first.rows
+    cached = list((tmp_path / "a" / "cache" / "python-summaries").rglob("*.pkl"))
+    assert len(cached) == len(SNIPPETS)
+
+
+# ------------------------------------------------------------------ real tree
+
+
+@pytest.fixture(scope="module")
+def real(tree: Path, tmp_path_factory) -> ListSink:
+    from extractors import python as layer
+
+    sink = ListSink()
+    cache = tmp_path_factory.mktemp("pycache") / "python"
+    layer.extract(ExtractContext(tree, cache, 2), sink)
+    return sink
+
+
+@pytest.mark.real_tree
+def test_real_gelu_reaches_aten_gelu(real: ListSink) -> None:
+    assert ("torch.nn.functional.gelu", "gelu", "alias", "torch/nn/functional.py", 1987) in real.get("py_api")
+    assert ("torch.nn.functional.gelu", "torch._C._nn.gelu", "alias", "torch/nn/functional.py", 1987) in real.get("binds")
+    assert (
+        "torch._C._nn.gelu", "gelu", "python_module", "aten/src/ATen/native/native_functions.yaml", 5099
+    ) in real.get("py_api")
+
+
+@pytest.mark.real_tree
+def test_real_linear_module(real: ListSink) -> None:
+    assert ("torch.nn.modules.linear.Linear", "nn", "torch/nn/modules/linear.py", 50) in real.get("module_class")
+    assert (
+        "torch.nn.modules.linear.Linear.forward", "torch.nn.functional.linear", "torch/nn/modules/linear.py", 125
+    ) in real.get("py_calls")
+    assert ("torch.nn.functional.linear", "torch._C._nn.linear", "alias", "torch/nn/functional.py", 2309) in real.get("binds")
+    assert (
+        "torch.nn.modules.linear.Linear.forward", "linear", "wrapper", "torch/nn/modules/linear.py", 125
+    ) in real.get("py_api")
+
+
+@pytest.mark.real_tree
+def test_real_adam(real: ListSink) -> None:
+    assert ("torch.optim.adam.Adam", "optim", "torch/optim/adam.py", 34) in real.get("module_class")
+    assert ("torch.optim.adam.Adam", "torch.optim.optimizer.Optimizer", "torch/optim/adam.py", 34) in real.get("class_base")
+    ops = {r[1] for r in real.get("py_api") if r[0] == "torch.optim.adam.Adam.step"}
+    # foreach path (a local alias `func = _multi_tensor_adam`) and the single-tensor path
+    assert {"_foreach_addcdiv_.Scalar", "_foreach_lerp_.Scalar", "addcdiv_"} <= ops
+
+
+@pytest.mark.real_tree
+def test_real_decompositions(real: ListSink) -> None:
+    decomp = real.get("decomp")
+    assert ("gelu", "torch._refs.nn.functional.gelu", "torch/_refs/nn/functional/__init__.py", 1042) in decomp
+    # the packet aten.addmm gives every overload
+    assert {r[0] for r in decomp if r[1] == "torch._decomp.decompositions.addmm"} == {"addmm", "addmm.out"}
+    # a torch._refs unary reference registers the op of its own name
+    assert {r for r in decomp if r[1] == "torch._refs.abs"} == {
+        ("abs", "torch._refs.abs", "torch/_refs/__init__.py", 549),
+        ("abs.out", "torch._refs.abs", "torch/_refs/__init__.py", 549),
+    }
+
+
+@pytest.mark.real_tree
+def test_real_linalg_and_tensor(real: ListSink) -> None:
+    api = real.get("py_api")
+    assert ("torch.linalg.vector_norm", "linalg_vector_norm", "alias", "torch/linalg/__init__.py", 1401) in api
+    assert {r[1] for r in api if r[0] == "torch.matmul"} == {"matmul", "matmul.out"}
+    assert not real.warnings
