@@ -56,6 +56,7 @@ class Stats:
     parse_seconds: float = 0.0  # summed over TUs (CPU-ish time)
     wall_seconds: float = 0.0
     failed: list[tuple[str, str]] = field(default_factory=list)  # (rel, first fatal as file:line: msg)
+    unresolved: list[tuple[str, str, str, int]] = field(default_factory=list)  # (caller, name, file, line)
 
     @property
     def parsed_share(self) -> float:
@@ -191,6 +192,7 @@ def _record(root: Path, res, stats: Stats, sink: Sink) -> None:
     stats.errors += res.errors
     stats.parse_seconds += res.seconds
     stats.dropped.update(res.dropped)
+    stats.unresolved.extend((caller, name, res.rel, line) for caller, name, line in res.unresolved)
     setattr(stats, res.status, getattr(stats, res.status) + 1)
     if res.fatal is not None:
         path, line, msg = res.fatal

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from extractors.clang.worker import TuResult
 
-VERSION = 1  # bump when the walk's output changes
+VERSION = 2  # bump when the walk's output changes
 
 
 class FileHashes:
@@ -106,6 +106,7 @@ def _from_json(d: dict) -> TuResult:
         edges=tuple(tuple(e) for e in d["edges"]),
         dropped=d["dropped"],
         includes=tuple(d["includes"]),
+        unresolved=tuple(tuple(u) for u in d["unresolved"]),
         errors=d["errors"],
         fatal=tuple(d["fatal"]) if d["fatal"] else None,
         seconds=d["seconds"],

@@ -66,6 +66,7 @@ class TuFacts:
 
     edges: set[Edge] = field(default_factory=set)
     dropped: Counter = field(default_factory=Counter)  # reason -> calls not kept
+    unresolved: set[tuple[str, str, int]] = field(default_factory=set)  # (caller, name, line)
 
 
 def _bind(name: str, argtypes: list, restype=None):
@@ -190,6 +191,8 @@ class Walker:
             ref = self._overload_set(call) if ref is None else None
             if ref is None:
                 drop["unresolved"] += 1
+                if caller is not None and call.spelling:
+                    self.facts.unresolved.add((caller, call.spelling, self._line(call)))
                 return
         if caller is None:
             drop["outside_function"] += 1

@@ -69,6 +69,7 @@ class TuResult:
     edges: tuple[tuple[str, str, str, int], ...] = ()
     dropped: dict[str, int] = field(default_factory=dict)
     includes: tuple[str, ...] = ()
+    unresolved: tuple[tuple[str, str, int], ...] = ()  # dependent calls: (caller, name, line)
     errors: int = 0
     fatal: tuple[str, int, str] | None = None
     seconds: float = 0.0
@@ -109,6 +110,7 @@ def parse_tu(job: Job) -> TuResult:
         edges=tuple((e.caller, e.callee, e.file, e.line) for e in sorted(facts.edges)),
         dropped=dict(facts.dropped),
         includes=tuple(p for p in included_files(tu) if p != job.path),
+        unresolved=tuple(sorted(facts.unresolved)),
         errors=error_count(tu),
         fatal=fatal,
         seconds=time.perf_counter() - start,
