@@ -110,16 +110,16 @@ class LayerSink:
         self._on_progress = on_progress
 
     def add(self, relation: str, *values: str | int) -> None:
-        fh = self._files.get(relation)
-        if fh is None:
-            fh = self._open(relation)
-        cols = self.schema.columns[relation]
+        spec = self._files.get(relation)
+        if spec is None:
+            spec = self._open(relation)
+        fh, cols = spec
         if len(values) != len(cols):
             self._fail(relation, f"takes {len(cols)} values ({', '.join(c for c, _ in cols)}), got {len(values)}", values)
         for (name, typ), value in zip(cols, values, strict=True):
             if (type(value) is not int) if typ == "number" else not isinstance(value, str):
                 self._fail(relation, f"column {name} is a {typ}, got {value!r}", values)
-        fh.write("\t".join(_clean(v) for v in values) + "\n")
+        fh.write("\t".join([_clean(v) for v in values]) + "\n")
         self.counts[relation] += 1
 
     def _open(self, relation: str):
@@ -133,9 +133,9 @@ class LayerSink:
                 f"layer {self.layer.name}: writes relation {relation!r}, which extractors/layers.py does not list for it"
             )
         fh = open(self.out / f"{relation}.facts", "w", encoding="utf-8", newline="\n")  # noqa: SIM115
-        self._files[relation] = fh
+        spec = self._files[relation] = (fh, self.schema.columns[relation])
         self.counts[relation] = 0
-        return fh
+        return spec
 
     def _fail(self, relation: str, what: str, values: tuple) -> None:
         cols = [c for c, _ in self.schema.columns[relation]]
@@ -153,14 +153,17 @@ class LayerSink:
             self._on_progress(advance, total, what)
 
     def close(self) -> None:
-        for fh in self._files.values():
+        for fh, _ in self._files.values():
             fh.close()
+
+
+_CLEAN = str.maketrans({"\t": " ", "\n": " ", "\r": " "})  # fact files are TSV, one row per line
 
 
 def _clean(value: str | int) -> str:
     if type(value) is int:
         return str(value)
-    return value.replace("\t", " ").replace("\n", " ").replace("\r", " ")
+    return value.translate(_CLEAN) if ("\t" in value or "\n" in value or "\r" in value) else value
 
 
 # ------------------------------------------------------------------ layers
@@ -491,7 +494,8 @@ class _Progress:
         task_id = self.bar.add_task(name, total=None)
 
         def update(advance: int, total: int | None, what: str) -> None:
-            desc = f"{name}: {what}" if what else name
-            self.bar.update(task_id, advance=advance, total=total, description=desc)
+            if what:
+                self.bar.update(task_id, description=f"{name}: {what}")
+            self.bar.update(task_id, advance=advance, total=total)
 
         return update
