@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_mcp_server import db, need, source_line  # noqa: F401  (the real-tree DB fixture)
+from test_mcp_server import source_line
 
 from torchtalk.mcp.tools import TOOL_NAMES
 
@@ -47,16 +47,16 @@ def inspector(db_path: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, text=True, timeout=180)
 
 
-def test_inspector_lists_the_tools_strictly(db):
-    proc = inspector(db, "--method", "tools/list", "--strict")
+def test_inspector_lists_the_tools_strictly(real_db):
+    proc = inspector(real_db, "--method", "tools/list", "--strict")
     assert proc.returncode == 0, proc.stderr
     tools = json.loads(proc.stdout)["tools"]
     assert [t["name"] for t in tools] == list(TOOL_NAMES)
     assert all(t["outputSchema"]["type"] == "object" for t in tools)
 
 
-def test_inspector_calls_search_and_gets_structured_rows(db, tree):
-    proc = inspector(db, "--method", "tools/call", "--tool-name", "search",
+def test_inspector_calls_search_and_gets_structured_rows(real_db, tree):
+    proc = inspector(real_db, "--method", "tools/call", "--tool-name", "search",
                      "--tool-arg", "query=gelu", "--format", "json")
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)["result"]
@@ -68,8 +68,8 @@ def test_inspector_calls_search_and_gets_structured_rows(db, tree):
     )
 
 
-def test_inspector_exits_non_zero_on_a_tool_error(db):
-    proc = inspector(db, "--method", "tools/call", "--tool-name", "search",
+def test_inspector_exits_non_zero_on_a_tool_error(real_db):
+    proc = inspector(real_db, "--method", "tools/call", "--tool-name", "search",
                      "--tool-arg", "query=gelu", "backend=CUDAX", "--format", "json")
     assert proc.returncode != 0
     result = json.loads(proc.stdout.splitlines()[0])["result"]
@@ -84,11 +84,11 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def http_url(db):
+def http_url(real_db):
     _require(CONFORMANCE, NODE22)
     port = _free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "torchtalk", "mcp-serve", "--db", str(db), "--transport", "http",
+        [sys.executable, "-m", "torchtalk", "mcp-serve", "--db", str(real_db), "--transport", "http",
          "--port", str(port)],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )

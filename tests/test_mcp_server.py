@@ -79,27 +79,10 @@ def open_session(args: list[str], env: dict[str, str] | None = None):
     return cm()
 
 
-def _db_path(value: Any) -> Path:
-    for attr in ("db", "path"):
-        if hasattr(value, attr):
-            return Path(getattr(value, attr))
-    return Path(value)
-
-
 @pytest.fixture(scope="module")
-def db(request, tree, tmp_path_factory) -> Path:
-    """The real tree's fact DB: $TORCHTALK_TEST_DB (a DB you indexed), else
-    conftest's session `real_db`, else an index made here."""
-    if os.environ.get("TORCHTALK_TEST_DB"):
-        return Path(os.environ["TORCHTALK_TEST_DB"])
-    try:
-        return _db_path(request.getfixturevalue("real_db"))
-    except pytest.FixtureLookupError:
-        from torchtalk import api
-
-        path = tmp_path_factory.mktemp("mcp") / "pytorch.duckdb"
-        api.index(tree, db=path)
-        return path
+def db(real_db) -> Path:
+    """The real tree's fact DB (conftest's session `real_db`, or $TORCHTALK_TEST_DB)."""
+    return real_db
 
 
 @pytest.fixture(scope="module")

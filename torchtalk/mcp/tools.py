@@ -30,17 +30,22 @@ TOOL_NAMES = (
 )
 
 Result = Annotated[CallToolResult, Answer]
-_SAFE_NAME = re.compile(r"^[A-Za-z_~][\w:.<>~,\- ]*$")
+# a bare name of the query DSL (torchtalk/query/grammar.tx `Name`), and a C++ id
+# with "(anonymous)" namespaces, passed quoted (taken as the exact id)
+_DSL_NAME = re.compile(r"^[A-Za-z_~][A-Za-z0-9_.:~<>/\[\]*]*$")
+_EXACT_ID = re.compile(r"^[A-Za-z_~][A-Za-z0-9_.:~<>/\[\]*()]*$")
 
 
 def _name(name: str, what: str = "name") -> str:
-    """A symbol argument, checked: one line, non-empty, DSL-safe."""
+    """A symbol argument as DSL text: bare (resolved, with candidates) or an exact quoted id."""
     n = (name or "").strip()
     if not n:
         raise QueryError(f"empty {what}", hint="e.g. 'matmul', 'torch.matmul', 'at::native::cpublas::gemm'")
-    if not _SAFE_NAME.match(n) or len(n) > 300:
-        raise QueryError(f"{what} {n[:60]!r} is not a symbol name", hint="e.g. 'torch.matmul' or 'add.Tensor'")
-    return n
+    if len(n) <= 300 and _DSL_NAME.match(n):
+        return n
+    if len(n) <= 300 and _EXACT_ID.match(n):
+        return f'"{n}"'
+    raise QueryError(f"{what} {n[:60]!r} is not a symbol name", hint="e.g. 'torch.matmul' or 'add.Tensor'")
 
 
 def _table(result: Any, title: str) -> Table:
