@@ -152,7 +152,7 @@ def test_package_rules_on_tiny_db(tmp_path):
     got = [(p.op, p.modules, p.tests, p.composite, p.decomposes, p.unmet) for p in pkg.missing]
     assert got == [
         ("b", 2, 2, False, (), ()),  # M (via F.helper) and N; t1 via torch.b, t2 directly
-        ("d", 1, 1, False, (), ("b",)),  # refs.d calls b, which the package lacks
+        ("d", 1, 1, False, (), ("torch.b",)),  # refs.d calls torch.b, whose op the package lacks
         ("c", 0, 0, False, ("refs.c",), ()),  # refs.c only calls a: runs on the package
     ]
     assert report.key("CPU").covered == 5  # a-d direct, e composite

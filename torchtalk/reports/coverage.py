@@ -311,8 +311,9 @@ def _package_report(scan, rows: dict[str, list[tuple]], counts: dict[str, int], 
     for op, py in rows["pkg_decomposes"]:
         decomposes[op].append(py)
     unmet: dict[str, list[str]] = defaultdict(list)
-    for op, used in rows["decomp_unmet"]:
-        unmet[op].append(used)
+    for op, _py, api in rows["decomp_unmet"]:
+        if api not in unmet[op]:
+            unmet[op].append(api)
     weight = {op: (m, t) for op, m, t in rows["pkg_missing_weight"]}
     with_decomp = {r[0] for r in rows["pkg_missing_decomp"]}
     missing = [

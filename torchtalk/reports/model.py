@@ -117,7 +117,7 @@ class PackageOp:
     tests: int = 0  # tests reaching it (missing ops)
     composite: bool = False  # CompositeImplicitAutograd: decomposed before the backend
     decomposes: tuple[str, ...] = ()  # decompositions whose calls the package all has
-    unmet: tuple[str, ...] = ()  # ops its decompositions call that the package lacks
+    unmet: tuple[str, ...] = ()  # Python APIs its decompositions call with no op in the package
     has_decomp: bool = False
 
 

@@ -138,9 +138,11 @@ def package_path(p: PackageOp, pkg: PackageReport) -> str:
     if p.decomposes:
         return "decomposes into mapped ops: " + ", ".join(p.decomposes)
     if p.has_decomp and p.unmet:
-        return "decomposition needs " + ", ".join(p.unmet)
-    if p.has_decomp:
+        return "decomposition calls " + ", ".join(p.unmet) + ": no mapped op"
+    if p.has_decomp and not pkg.decomp_calls_known:
         return "has a decomposition (its calls are not indexed)"
+    if p.has_decomp:
+        return "has a decomposition (no ATen call seen: prims or Python operators)"
     return "none"
 
 
