@@ -270,3 +270,66 @@ def check_rules(files: Iterable[str | Path]) -> list[dict]:
     from torchtalk.datalog.runner import check_files
 
     return check_files(files)
+
+
+# ------------------------------------------------------------------ snapshots (issue 9)
+
+
+def snapshot_save(name: str | None = None, source: str | Path | None = None, db: str | Path | None = None):
+    """Save the fact DB of `source` (or `db`) as a snapshot; its `SnapshotInfo`.
+
+    Example:
+        >>> snapshot_save("before-my-change", source="~/pytorch").name
+        'before-my-change'
+    """
+    from torchtalk.snapshot import save
+    from torchtalk.store import resolve_db
+
+    return save(resolve_db(source=source, db=db), name)
+
+
+def snapshot_load(name: str | None, source: str | Path | None = None, db: str | Path | None = None,
+                  nearest: bool = False):
+    """Make snapshot `name` (or the nearest to `source`) the tree's DB: (info, db path)."""
+    from torchtalk.paths import default_source
+    from torchtalk.snapshot import load
+    from torchtalk.store import default_db, resolve_source
+
+    src = Path(source or default_source()).expanduser()
+    target = Path(db).expanduser() if db else default_db(resolve_source(src).root)
+    return load(name, target, source=src, nearest=nearest), target
+
+
+def snapshot_list():
+    """Every saved snapshot, oldest first."""
+    from torchtalk.snapshot import list_snapshots
+
+    return list_snapshots()
+
+
+def snapshot_diff(a: str, b: str) -> dict:
+    """Added, removed and changed ops, kernels, registrations and call edges
+    from snapshot (or DB file) `a` to `b`.
+
+    Example:
+        >>> snapshot_diff("v2.6.0", "v2.13.0")["ops"]["added"][:1]
+        ['_addmm_activation.out']
+    """
+    from torchtalk.snapshot import resolve_ref
+    from torchtalk.snapshot_diff import diff_dbs
+
+    return diff_dbs(resolve_ref(a), resolve_ref(b))
+
+
+def snapshot_export(name: str, file: str | Path) -> Path:
+    """Pack snapshot `name` into a .tar.gz."""
+    from torchtalk.snapshot import export
+
+    return export(name, Path(file))
+
+
+def snapshot_import(file: str | Path, name: str | None = None):
+    """Unpack a snapshot archive (optionally renamed)."""
+    from torchtalk.snapshot import import_
+
+    return import_(Path(file), name)
