@@ -201,3 +201,27 @@ def test_package_report_on_real_tree(tree, tmp_path_factory, request):
     every = api.coverage(db=db, keys=("CPU",), backend_package=PKG).package
     names = {p.op for p in every.covered}
     assert {"add.out", "tanh.out", "rsub.Tensor"} <= names and "add_.Tensor" not in names
+
+
+@pytest.mark.real_tree
+def test_package_decompositions_on_real_tree(tree, request):
+    """torch/_refs/nn/functional/__init__.py:380: leaky_relu = torch.where(torch.gt(a, 0), a,
+    torch.mul(a, negative_slope)); tinyback maps where.self, gt.Tensor and mul.Tensor, so the
+    missing leaky_relu decomposes into its ops. gelu's decomposition calls torch.erf, unmapped."""
+    from torchtalk import api
+
+    try:
+        db = Path(request.getfixturevalue("real_db"))
+    except pytest.FixtureLookupError:
+        pytest.skip("needs the python layer (the shared real_db fixture)")
+    report = api.coverage(db=db, keys=("CPU",), tag="core", backend_package=PKG)
+    pkg = report.package
+    if not (pkg.decomps_known and pkg.decomp_calls_known):
+        pytest.skip("the python layer is not indexed in real_db")
+    missing = {p.op: p for p in pkg.missing}
+    assert missing["leaky_relu"].decomposes == ("torch._refs.nn.functional.leaky_relu",)
+    assert missing["leaky_relu"].unmet == ()
+    assert "torch.erf" in missing["gelu"].unmet and missing["gelu"].decomposes == ()
+    # ranking: most nn modules + tests first
+    weights = [p.modules + p.tests for p in pkg.missing]
+    assert weights == sorted(weights, reverse=True) and weights[0] > 0
