@@ -15,7 +15,8 @@ of its first fatal diagnostic and counted, never fatal.
 Scope: the `.cpp`/`.cc` files under DEFAULT_DIRS (tests and benchmarks left
 out), or the `:`-separated dirs (relative to the tree) in
 TORCHTALK_PRECISE_DIRS. `.cu` files need a CUDA toolkit, which the synthesized
-flags do not have: they are counted as skipped.
+flags do not have: the layer does not parse them (`run` counts any it is given
+as `skipped_cuda`); their calls come from the fast tier only.
 """
 
 from __future__ import annotations

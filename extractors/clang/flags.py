@@ -212,7 +212,7 @@ def _run_torchgen(root: Path, out: Path) -> None:
                            hint="give a PyTorch source tree, or one with compile_commands.json")
     cmd = [sys.executable, "-m", "torchgen.gen", "--source-path", "aten/src/ATen",
            "--install_dir", str(out / "ATen"), "--per-operator-headers", "--generate", "headers"]
-    env = dict(os.environ, PYTHONPATH=str(root))
+    env = dict(os.environ, PYTHONPATH=str(root), PYTHONDONTWRITEBYTECODE="1")  # no .pyc in the tree
     proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
