@@ -103,7 +103,7 @@ def _write_atomic(path: Path, text: str) -> None:
 class _progress:
     """A rich progress bar on stderr over the report's steps (a no-op when quiet)."""
 
-    STEPS = 5
+    STEPS = 4  # facts, rules, report, rendering
 
     def __init__(self, quiet: bool) -> None:
         self.quiet = quiet

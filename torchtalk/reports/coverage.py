@@ -119,12 +119,10 @@ def compute_coverage(
 
 
 def _table_counts(con) -> dict[str, int]:
+    """Rows of the relations the report reads (absent tables are left out)."""
     names = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
-    return {
-        rel: con.execute(f'SELECT count(*) FROM "{rel}"').fetchone()[0]
-        for rel, _, _ in LAYER_NEEDS
-        if rel in names
-    } | ({"py_def": con.execute("SELECT count(*) FROM py_def").fetchone()[0]} if "py_def" in names else {})
+    wanted = [rel for rel, _, _ in LAYER_NEEDS] + ["py_def"]
+    return {rel: con.execute(f'SELECT count(*) FROM "{rel}"').fetchone()[0] for rel in wanted if rel in names}
 
 
 def _layers_missing(counts: dict[str, int]) -> tuple[str, ...]:
