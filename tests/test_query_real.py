@@ -1,0 +1,90 @@
+"""Acceptance of the rule library and the DSL on the real PyTorch 2.6.0 tree
+(the session-scoped `real_db` fixture indexes it once)."""
+
+from __future__ import annotations
+
+import pytest
+
+from torchtalk.query.resolve import Ambiguous
+
+pytestmark = pytest.mark.real_tree
+
+LA = "aten/src/ATen/native/LinearAlgebra.cpp"
+
+
+@pytest.fixture(scope="module")
+def con(real_db):
+    from torchtalk import api
+
+    c = api.open_db(db=real_db)
+    yield c
+    c.close()
+
+
+def q(con, text, **kw):
+    from torchtalk import api
+
+    return api.query(text, con=con, **kw)
+
+
+def _line_of(tree, path: str, needle: str) -> int:
+    """The 1-based line of the first line of `path` that starts with `needle`."""
+    for i, line in enumerate((tree / path).read_text().splitlines(), 1):
+        if line.startswith(needle):
+            return i
+    raise AssertionError(f"{needle!r} not in {path}")
+
+
+def test_trace_matmul_reaches_its_kernel_definition(con, tree):
+    line = _line_of(tree, LA, "Tensor matmul(const Tensor & tensor1, const Tensor & tensor2)")
+    assert line == 2180
+    rows = q(con, "trace(matmul)").rows
+    assert ("matmul", "kernel", "at::native::matmul", "CompositeImplicitAutograd", LA, line) in rows
+    steps = {r[1] for r in rows}
+    assert {"op", "kernel", "derivative"} <= steps
+
+
+def test_trace_of_python_api_names_the_api(con):
+    rows = q(con, "trace(torch.matmul)").rows
+    assert any(r[1] == "python" and r[2] == "torch.matmul" for r in rows)
+    assert any(r[1] == "kernel" and r[2] == "at::native::matmul" for r in rows)
+
+
+def test_callees_of_matmul(con):
+    rows = q(con, "callees(matmul)").rows
+    assert {r[0] for r in rows} == {"at::native::matmul"}
+    assert ("at::native::_matmul_impl", LA, 2183) in {(r[1], r[3], r[4]) for r in rows}
+
+
+def test_callees_of_matmul_impl_lists_the_products(con):
+    rows = q(con, "callees(_matmul_impl)").rows
+    names = {r[1].rsplit("::", 1)[-1].split(".")[0] for r in rows}
+    assert {"mm", "mv", "dot", "bmm"} <= names, sorted(names)
+
+
+def test_gemm_is_ambiguous_and_lists_cpublas(con):
+    with pytest.raises(Ambiguous) as exc:
+        q(con, "callers(gemm)")
+    assert "at::native::cpublas::gemm  aten/src/ATen/native/CPUBlas.cpp:139" in exc.value.render()
+
+
+def test_callers_of_cpublas_gemm_with_call_sites(con, tree):
+    rows = q(con, "callers(gemm)", all_matches=True).rows
+    cpublas = {(r[1], r[3], r[4]) for r in rows if r[0] == "at::native::cpublas::gemm"}
+    assert ("at::native::addmm_impl_cpu_", LA, 1533) in cpublas
+    # every call site is a real call of gemm at that line
+    for _, f, line in cpublas:
+        assert "gemm" in (tree / f).read_text().splitlines()[line - 1]
+    assert q(con, "callers(cpublas::gemm)").rows == tuple(r for r in rows if r[0] == "at::native::cpublas::gemm")
+
+
+def test_impact_of_gemm_reaches_python_apis(con):
+    rows = q(con, "impact(cpublas::gemm)").rows
+    apis = {r[2] for r in rows if r[1] == "python"}
+    assert "torch.mm" in apis, sorted(apis)[:20]
+    assert {"op", "function", "python"} <= {r[1] for r in rows}
+
+
+def test_paths_from_softmax_kernel_to_python(con):
+    rows = q(con, "paths(softmax_warp_forward -> python)", all_matches=True).rows
+    assert any(r[1] in ("torch.softmax", "torch._softmax", "torch.nn.functional.softmax") for r in rows), rows[:10]
