@@ -322,3 +322,45 @@ def test_extract_uses_the_cache_and_rescans_only_changed_files(tmp_path: Path):
 def test_garbage_does_not_crash(bad: bytes):
     facts = scan_file("x.cpp", bad)
     assert facts.defs == ()
+
+
+def test_local_macros_defining_structured_kernels_are_expanded_in_place():
+    rows = rows_of({
+        "aten/src/ATen/native/U.cpp": (
+            "namespace at::native {\n"
+            "#define CREATE_UNARY_TORCH_IMPL_FUNC(func_out, func_stub)   \\\n"
+            "TORCH_IMPL_FUNC(func_out) (const Tensor& self, const Tensor& result) {  \\\n"
+            "  func_stub(device_type(), *this);  \\\n"
+            "  log(#func_out);  \\\n"
+            "}\n"
+            "DEFINE_DISPATCH(acos_stub);\n"
+            "CREATE_UNARY_TORCH_IMPL_FUNC(acos_out, acos_stub)\n"
+            "CREATE_UNARY_TORCH_IMPL_FUNC(\n  asin_out, acos_stub)\n"
+            "void after() {}\n"
+            "}\n"
+        ),
+    })
+    f = "aten/src/ATen/native/U.cpp"
+    assert rows["impl_func"] == [
+        ("acos_out", "impl", "at::native::structured_acos_out::impl", f, 8),
+        ("asin_out", "impl", "at::native::structured_asin_out::impl", f, 9),
+    ]
+    assert rows["stub_call"] == [
+        ("at::native::structured_acos_out::impl", "at::native::acos_stub", f, 8),
+        ("at::native::structured_asin_out::impl", "at::native::acos_stub", f, 9),
+    ]
+    assert ("at::native::after", "after", f, 11, "cpp") in rows["func"]
+
+
+def test_namespaces_survive_objective_c_parse_errors():
+    rows = rows_of({
+        "aten/src/ATen/native/mps/X.mm": (
+            "namespace at::native {\nnamespace mps {\n"
+            "static void run() {\n  @autoreleasepool {\n    [stream commit];\n  }\n}\n"
+            "}\n"
+            "Tensor& relu_mps(const Tensor& self) { mps::run(); return self; }\n"
+            "}\n"
+        ),
+    })
+    assert sorted(r[0] for r in rows["func"]) == ["at::native::mps::run", "at::native::relu_mps"]
+    assert ("at::native::relu_mps", "at::native::mps::run", "aten/src/ATen/native/mps/X.mm", 9, "qualified") in rows["calls"]

@@ -11,11 +11,13 @@ Example (the backend a stub registration is for):
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass, field
 
 import tree_sitter as ts
 
+from extractors.cpp.macros import define_spans
 from extractors.cpp.names import name_parts
 from extractors.cpp.preprocess import strip_comments
 
@@ -102,32 +104,25 @@ def _balanced(text: bytes, open_at: int) -> bytes | None:
     return None
 
 
-def _scope_at(root: ts.Node, offset: int) -> str:
-    from extractors.cpp.scan import scope_of
-
-    node = root.descendant_for_byte_range(offset, offset)
-    if node is None:
-        return ""
-    scope, _ = scope_of(node, classes=False)
-    return "::".join(scope)
-
-
-def scan_stub_macros(src: bytes, root: ts.Node, rel: str, out: Constructs) -> None:
-    """DECLARE_DISPATCH / DEFINE_DISPATCH / REGISTER_*DISPATCH uses in `src`."""
+def scan_stub_macros(src: bytes, rel: str, out: Constructs, scope_at) -> None:
+    """DECLARE_DISPATCH / DEFINE_DISPATCH / REGISTER_*DISPATCH uses in `src`
+    (outside #define bodies); `scope_at(offset)` gives the namespace path."""
     if b"DISPATCH" not in src:
         return
     text = strip_comments(src)
+    defines = define_spans(text)
+    starts = [d[0] for d in defines]
     for m in _STUB_RE.finditer(text):
-        line_start = text.rfind(b"\n", 0, m.start()) + 1
-        if text[line_start : m.start()].lstrip().startswith(b"#"):
-            continue  # the macro's own #define
+        i = bisect.bisect_right(starts, m.start()) - 1
+        if i >= 0 and m.start() < defines[i][1]:
+            continue  # inside a macro definition
         inner = _balanced(text, m.end() - 1)
         if inner is None:
             continue
         args = _split_args(inner.decode(errors="replace"))
         macro = m.group(1).decode()
         line = text.count(b"\n", 0, m.start()) + 1
-        scope = _scope_at(root, m.start())
+        scope = scope_at(m.start())
         _stub_row(macro, args, rel, line, scope, out)
 
 

@@ -144,3 +144,8 @@ def strip_comments(src: bytes) -> bytes:
         return tok
 
     return _COMMENT_RE.sub(sub, src)
+
+
+def mask(src: bytes) -> bytes:
+    """`src` with comments and string/char literals blanked (offsets kept)."""
+    return _COMMENT_RE.sub(lambda m: _NOT_NL.sub(b" ", m.group(0)), src)

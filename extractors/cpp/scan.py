@@ -22,8 +22,9 @@ import tree_sitter as ts
 import tree_sitter_cpp as tsc
 
 from extractors.cpp import constructs
+from extractors.cpp.macros import expand_local_macros
 from extractors.cpp.names import ANON, is_macro_name, name_parts, strip_templates
-from extractors.cpp.preprocess import Cleaned, clean
+from extractors.cpp.preprocess import Cleaned, clean, mask
 
 KERNEL = 2  # FileFacts.defs flag: a CUDA __global__ function
 
@@ -96,7 +97,7 @@ def lang_of(rel: str) -> str:
     return "cuda" if rel.endswith((".cu", ".cuh")) else "cpp"
 
 
-def scope_of(node: ts.Node, classes: bool = True) -> tuple[list[str], bool]:
+def scope_of(node: ts.Node, classes: bool = True, namespaces: bool = True) -> tuple[list[str], bool]:
     """The enclosing namespaces (and classes) of `node`, outermost first, and
     whether `node` sits inside a function body. Inline namespaces are
     transparent; anonymous ones are `(anonymous)`."""
@@ -105,7 +106,7 @@ def scope_of(node: ts.Node, classes: bool = True) -> tuple[list[str], bool]:
     p = node.parent
     while p is not None:
         t = p.type
-        if t == "namespace_definition":
+        if t == "namespace_definition" and namespaces:
             name = p.child_by_field_name("name")
             if name is None:
                 out.append(ANON)
@@ -152,9 +153,13 @@ class _Scanner:
 
     def __init__(self, rel: str, src: bytes) -> None:
         self.rel = rel
-        self.src = src
+        self.src = src = expand_local_macros(src)
         self.cleaned: Cleaned = clean(src)
         self.tree = _PARSER.parse(self.cleaned.text)
+        # Note [Textual namespaces]: where tree-sitter met ERROR nodes, a
+        # namespace's braces may not survive in the tree; then namespaces come
+        # from brace matching on the text, classes still from the tree.
+        self.text_ns = _text_namespaces(self.cleaned.text) if self.tree.root_node.has_error else None
         self.defs: list[tuple[str, str, int, int]] = []
         self.classes: dict[str, tuple[tuple[str, ...], ...]] = {}
         self.var_types: dict[int, dict[str, tuple[tuple[str, ...], tuple[str, ...]]]] = {}
@@ -168,7 +173,7 @@ class _Scanner:
         self.blocks.sort()
         self._collect_vars(caps.get("var", []))
         self._collect_calls(sorted(caps.get("call", []), key=lambda n: n.start_byte))
-        constructs.scan_stub_macros(self.src, self.tree.root_node, self.rel, self.out)
+        constructs.scan_stub_macros(self.src, self.rel, self.out, self.scope_text_at)
         o = self.out
         return FileFacts(
             self.rel, lang_of(self.rel), tuple(self.defs), tuple(sorted(self.classes.items())),
@@ -180,7 +185,7 @@ class _Scanner:
     def _collect_defs(self, defs: list[ts.Node]) -> None:
         kernel_defs: list[tuple[int, int, int]] = []  # (start, declarator start, def idx)
         for defn in sorted(defs, key=lambda n: n.start_byte):
-            scope, nested = scope_of(defn)
+            scope, nested = self.scope(defn)
             if nested:
                 continue
             name_node = _declarator_name(defn)
@@ -258,7 +263,7 @@ class _Scanner:
             name = node.child_by_field_name("name")
             if name is None:
                 continue
-            scope, nested = scope_of(node)
+            scope, nested = self.scope(node)
             if nested:
                 continue
             parts = name_parts(name.text.decode(errors="replace"))
@@ -352,13 +357,65 @@ class _Scanner:
                 member, parts = TYPED, (*tparts, name)
         self.calls.append((block[2], parts, member, field.start_point[0] + 1, IN_MACRO if in_macro else 0))
 
+    def scope(self, node: ts.Node, classes: bool = True) -> tuple[list[str], bool]:
+        """scope_of(node), with namespaces from the text where the tree has errors."""
+        if self.text_ns is None:
+            return scope_of(node, classes=classes)
+        inner, nested = scope_of(node, classes=classes, namespaces=False)
+        return self._text_scope(node.start_byte) + inner, nested
+
+    def _text_scope(self, offset: int) -> list[str]:
+        out: list[str] = []
+        for start, end, parts in self.text_ns or ():
+            if start > offset:
+                break
+            if offset < end:
+                out.extend(parts)
+        return out
+
+    def scope_text_at(self, offset: int) -> str:
+        """The namespace path at byte `offset`, as "at::native"."""
+        if self.text_ns is not None:
+            return "::".join(self._text_scope(offset))
+        node = self.tree.root_node.descendant_for_byte_range(offset, offset)
+        return "::".join(scope_of(node, classes=False)[0]) if node is not None else ""
+
     def _scope_text(self, node: ts.Node) -> str:
-        scope, _ = scope_of(node, classes=False)
+        scope, _ = self.scope(node, classes=False)
         return "::".join(scope)
 
     def scope_of_def(self, idx: int) -> str:
         """The enclosing scope of def `idx` (its qualified name minus the last part)."""
         return self.defs[idx][0].rpartition("::")[0]
+
+
+_NS_RE = re.compile(rb"\b(inline\s+)?namespace\s+([\w:]*)\s*\{|[{}]")
+
+
+def _text_namespaces(text: bytes) -> list[tuple[int, int, list[str]]]:
+    """(start, end, parts) of each namespace block, by brace matching on the
+    masked text (see Note [Textual namespaces]); inline namespaces give no parts."""
+    masked = mask(text)
+    stack: list[tuple[int, list[str]] | None] = []
+    spans: list[tuple[int, int, list[str]]] = []
+    for m in _NS_RE.finditer(masked):
+        tok = m.group(0)
+        if tok == b"}":
+            if stack:
+                top = stack.pop()
+                if top is not None:
+                    spans.append((top[0], m.end(), top[1]))
+        elif tok == b"{":
+            stack.append(None)
+        else:
+            name = m.group(2).decode(errors="replace")
+            parts = [] if m.group(1) else ([p for p in name.split("::") if p] or [ANON])
+            stack.append((m.start(), parts))
+    for top in stack:  # unclosed at end of file
+        if top is not None:
+            spans.append((top[0], len(text), top[1]))
+    spans.sort()
+    return spans
 
 
 def _var_type(tnode: ts.Node) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
