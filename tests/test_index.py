@@ -266,3 +266,18 @@ def test_index_installed_wheel(torch_wheel, cache, capsys, tmp_path):
 def test_error_db_is_a_directory(small, cache, capsys, tmp_path):
     code, _, err = cli(capsys, "index", "--source", str(small), "--layers", "ops", "--db", str(tmp_path))
     assert (code, err) == (1, f"torchtalk: error: --db names a directory: {tmp_path} (give a file path, e.g. tree.duckdb)\n")
+
+
+def test_schema_change_elsewhere_keeps_layer_rows(small, cache, tmp_path, monkeypatch):
+    schema = tmp_path / "schema.dl"
+    schema.write_text(store.SCHEMA_PATH.read_text())
+    monkeypatch.setattr(store, "SCHEMA_PATH", schema)
+    first = api.index(small, layers=["ops"])
+    schema.write_text(schema.read_text() + "\n// new\n.decl brand_new(x: symbol)\n.input brand_new\n")
+    second = api.index(small, layers=["ops"])
+    assert not second.up_to_date and second.layers[0].action == "carried"
+    assert rows(second.db, "select count(*) from brand_new") == [(0,)]
+    assert rows(first.db, "select count(*) from op") == [(2,)]
+    schema.write_text(schema.read_text().replace(".decl op_tag(op: symbol, tag: symbol)", ".decl op_tag(op: symbol, tag: symbol, extra: symbol)"))
+    with pytest.raises(ExtractError, match="relation op_tag: takes 3 values"):
+        api.index(small, layers=["ops"])

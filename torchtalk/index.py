@@ -86,9 +86,10 @@ class Schema:
     digest: str
 
 
-def load_schema(path: Path = store.SCHEMA_PATH) -> Schema:
+def load_schema(path: Path | None = None) -> Schema:
     from torchtalk.datalog import parse_file
 
+    path = path or store.SCHEMA_PATH
     program = parse_file(path)
     cols = {n: tuple((c.name, str(c.type)) for c in d.columns) for n, d in program.decls.items()}
     return Schema(cols, program.decls, hashlib.sha1(path.read_bytes()).hexdigest())
@@ -186,8 +187,10 @@ def select_layers(src: store.Source, names: Iterable[str] | None, precise: bool)
             continue
         if wanted is None and layer.optional and not (precise and layer.name == "precise"):
             continue
-        if src.kind == "wheel" and layer.name != "ops":
-            notes.append(f"{layer.name}: skipped (an installed wheel has only the ops YAML)")
+        if src.kind == "wheel" and layer.name != "ops" and wanted is None:
+            # Note [Wheel sources]: a wheel has the ops YAML and torch/'s Python, no C++;
+            # other layers run on it only when named (--layers ops,python)
+            notes.append(f"{layer.name}: skipped (an installed wheel: name it in --layers to run it)")
             continue
         if importlib.util.find_spec(layer.module) is None:
             if wanted is not None:
@@ -212,7 +215,7 @@ def code_files(module: str) -> list[Path]:
 
 def layer_fingerprint(layer, mod, root: Path, schema: Schema) -> str:
     """sha1 over extractor code, schema text and sizes+mtimes of the layer's inputs."""
-    h = hashlib.sha1(schema.digest.encode())
+    h = hashlib.sha1(layer_schema_digest(layer, schema).encode())
     for p in code_files(layer.module):
         h.update(p.read_bytes())
     for p in sorted(Path(p) for p in mod.inputs(root)):
@@ -222,6 +225,20 @@ def layer_fingerprint(layer, mod, root: Path, schema: Schema) -> str:
             continue
         h.update(f"{p}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
     return h.hexdigest()
+
+
+def layer_schema_digest(layer, schema: Schema) -> str:
+    """A hash of the `.decl`s of the relations `layer` writes: a schema change
+    elsewhere does not make the layer re-run."""
+    text = "\n".join(str(schema.decls[r]) if r in schema.decls else f"?{r}" for r in layer.relations)
+    return hashlib.sha1(text.encode()).hexdigest()
+
+
+def _kept_schema_digest(name: str, schema: Schema) -> str | None:
+    from extractors.layers import LAYERS
+
+    layer = next((lr for lr in LAYERS if lr.name == name), None)
+    return layer_schema_digest(layer, schema) if layer else None
 
 
 def read_layer_json(path: Path) -> dict | None:
@@ -280,7 +297,7 @@ def _index_locked(src, db_path, schema, chosen, notes, jobs, force, log, progres
     for name in prev:
         if name in {lr.name for lr in chosen}:
             continue
-        if prev[name].get("schema_hash") != schema.digest:
+        if prev[name].get("schema_hash") != _kept_schema_digest(name, schema):
             notes.append(f"{name}: dropped (indexed with another facts/schema.dl; re-run with --layers {name})")
             log(notes[-1])
             dropped = True
@@ -393,7 +410,7 @@ def _run_layer(src, db_path, schema, layer, mod, fp, out: Path, jobs, bar) -> La
     meta = {
         "layer": layer.name, "indexed_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "seconds": seconds, "rows": sink.counts, "warnings": sink.warnings, "input_fingerprint": fp,
-        "schema_hash": schema.digest,
+        "schema_hash": layer_schema_digest(layer, schema),
     }
     (out / "layer.json").write_text(json.dumps(meta))
     return LayerReport(layer.name, "ran", seconds, sum(sink.counts.values()), len(sink.warnings), dict(sink.counts))
