@@ -3,10 +3,11 @@
 A namespace (the column name of a query's seed, Note [Named queries]) says
 what kind of thing a name must denote:
 
-  fn     C++/CUDA function, __global__ kernel or dispatch stub:
-         exact id "at::native::cpublas::gemm"; then, for a dispatch-table
-         kernel name ("matmul"), the at::native function torchgen binds it to;
-         then any id ending in "::<name>" ("cpublas::gemm", "gemm").
+  fn     C++/CUDA function, __global__ kernel or dispatch stub: a
+         qualified name is first the exact id ("at::native::cpublas::gemm");
+         then, for a dispatch-table kernel name ("matmul"), the at::native
+         function torchgen binds it to; then every id equal to the name or
+         ending in "::<name>" ("cpublas::gemm"; "gemm" is ambiguous).
   op     ATen op: a name ("add": every overload, one packet) or an id
          ("add.Tensor"; an "aten::" prefix and ".default" are dropped); then a
          Python API ("torch.matmul": the ops it reaches); then a C++ kernel
@@ -145,14 +146,17 @@ class Resolver:
     # ------------------------------------------------------------- tiers
     def _fn_tiers(self, t: str):
         last = t.rsplit("::", 1)[-1]
-        yield "exact", False, lambda: self._fn_where("{c} = ?", [t])
+        if "::" in t:  # a qualified name is first taken as the full id
+            yield "exact", False, lambda: self._fn_where("{c} = ?", [t])
         yield "dispatch", False, lambda: self._q(
-            "SELECT DISTINCT 'function', f.fn, min(f.file), min(f.line) FROM func f "
+            "SELECT DISTINCT 'function', f.fn, arg_min(f.file, (f.file, f.line)), arg_min(f.line, (f.file, f.line)) FROM func f "
             "WHERE f.fn = 'at::native::' || ? AND EXISTS (SELECT 1 FROM dispatch d WHERE d.kernel = ?) "
             "GROUP BY ALL",
             [t, t], "func", "dispatch",
         )
-        yield "suffix", False, lambda: self._fn_where("suffix({c}, ?)", ["::" + t], last)
+        # an unqualified name says nothing of the namespace: `gemm` is the
+        # global gemm and every X::gemm alike
+        yield "name", False, lambda: self._fn_where("({c} = ? OR suffix({c}, ?))", [t, "::" + t], last)
 
     def _fn_where(self, cond: str, params, name: str | None = None) -> list[tuple]:
         """Functions (kernels marked) and stubs whose id satisfies `cond` ({c} = the id column)."""
@@ -162,12 +166,12 @@ class Resolver:
         if "kernel" in self.tables:
             kind = "CASE WHEN fn IN (SELECT kernel FROM kernel) THEN 'kernel' ELSE 'function' END"
         rows = self._q(
-            f"SELECT {kind}, fn, min(file), min(line) FROM func WHERE {by_name}{cond.format(c='fn')} "
+            f"SELECT {kind}, fn, arg_min(file, (file, line)), arg_min(line, (file, line)) FROM func WHERE {by_name}{cond.format(c='fn')} "
             f"GROUP BY ALL ORDER BY 2",
             fparams, "func",
         )
         rows += self._q(
-            f"SELECT 'stub', stub, min(file), min(line) FROM stub_decl WHERE {cond.format(c='stub')} "
+            f"SELECT 'stub', stub, arg_min(file, (file, line)), arg_min(line, (file, line)) FROM stub_decl WHERE {cond.format(c='stub')} "
             f"GROUP BY ALL ORDER BY 2",
             params, "stub_decl",
         )
@@ -193,7 +197,7 @@ class Resolver:
     def _py_tiers(self, t: str):
         yield "exact", False, lambda: (
             self._q("SELECT 'python', py, file, line FROM py_def WHERE py = ?", [t], "py_def")
-            or self._q("SELECT DISTINCT 'python', api, min(file), min(line) FROM py_api WHERE api = ? "
+            or self._q("SELECT DISTINCT 'python', api, arg_min(file, (file, line)), arg_min(line, (file, line)) FROM py_api WHERE api = ? "
                        "GROUP BY ALL", [t], "py_api")
         )
         yield "suffix", False, lambda: self._q(
@@ -201,10 +205,11 @@ class Resolver:
             ["." + t], "py_def")
 
     def _node_tiers(self, t: str):
-        fn, py = dict(((n, f) for n, _, f in self._fn_tiers(t))), dict(((n, f) for n, _, f in self._py_tiers(t)))
-        yield "exact", False, lambda: fn["exact"]() + py["exact"]()
-        yield "dispatch", False, fn["dispatch"]
-        yield "suffix", False, lambda: fn["suffix"]() + py["suffix"]()
+        both = [*self._fn_tiers(t), *self._py_tiers(t)]
+        for tier in ("exact", "dispatch", "name", "suffix"):
+            fetches = [f for name, _, f in both if name == tier]
+            if fetches:
+                yield tier, False, lambda fs=fetches: [r for f in fs for r in f()]
 
     def _test_tiers(self, t: str):
         yield "exact", False, lambda: self._q(
@@ -222,7 +227,7 @@ class Resolver:
         yield "exact", False, lambda: self._q(
             "SELECT 'kernel', kernel, file, line FROM kernel WHERE kernel = ?", [t], "kernel")
         yield "suffix", False, lambda: self._q(
-            "SELECT 'kernel', kernel, min(file), min(line) FROM kernel WHERE name = ? AND suffix(kernel, ?) "
+            "SELECT 'kernel', kernel, arg_min(file, (file, line)), arg_min(line, (file, line)) FROM kernel WHERE name = ? AND suffix(kernel, ?) "
             "GROUP BY ALL ORDER BY 2", [last, "::" + t], "kernel")
 
     # ------------------------------------------------------------- misses
