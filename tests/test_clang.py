@@ -254,3 +254,13 @@ def test_real_cuda_tu_fails_counted(real) -> None:
         "c10/cuda/CUDAStream.h", 3,
         "precise: aten/src/ATen/native/cuda/Resize.cpp does not parse: 'cuda_runtime_api.h' file not found",
     )]
+
+
+@pytest.mark.real_tree
+def test_real_pch_gives_same_edges(real, tree: Path, tmp_path: Path) -> None:
+    """The common PCH (Note [Common PCH]) is a speed-up only: same rows without it."""
+    sink, _ = real
+    f = "aten/src/ATen/native/cpu/airy_ai.cpp"
+    plain, stats = _run(tree, tmp_path / "nopch", [f], use_pch=False)
+    assert stats.ok == 1
+    assert sorted(plain.rows) == sorted(r for r in sink.rows if r[2] == f)

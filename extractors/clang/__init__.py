@@ -107,7 +107,7 @@ def extract(ctx: ExtractContext, sink: Sink) -> None:
 
 
 def run(ctx: ExtractContext, sink: Sink, files: Iterable[Path] | None = None,
-        *, skip_header_bodies: bool = True, use_cache: bool = True,
+        *, skip_header_bodies: bool = True, use_cache: bool = True, use_pch: bool = True,
         timeout: float = TIMEOUT_S) -> Stats:
     """Parse `files` (default: tu_files(ctx.root)), write their edges to
     `sink`, and say what happened.
@@ -126,23 +126,25 @@ def run(ctx: ExtractContext, sink: Sink, files: Iterable[Path] | None = None,
     stats = Stats(skipped_cuda=sum(1 for f in todo if f.suffix in SKIPPED_SUFFIXES))
     todo = [f for f in todo if f.suffix not in SKIPPED_SUFFIXES]
     stats.tus = len(todo)
-    plan = _plan(root, ctx.cache_dir, todo, parse_options(skip_header_bodies))
-    cache = TuCache(ctx.cache_dir / "tu", FileHashes())
-    sink.progress(0, total=len(todo), what="precise: parsing TUs")
-    jobs = []
-    for job in plan:
-        hit = cache.get(job.path, job.command.key()) if use_cache else None
-        if hit is None:
-            jobs.append(job)
-        else:
-            stats.cached += 1
-            _record(root, hit, stats, sink)
+    hashes = FileHashes()
+    cache = TuCache(ctx.cache_dir / "tu", hashes)
     tmpdir = tempfile.mkdtemp(prefix="precise-", dir=_ensure(ctx.cache_dir))
-    by_rel = {job.rel: job for job in jobs}
     try:
+        plan, pch_deps = _plan(root, ctx.cache_dir, todo, parse_options(skip_header_bodies),
+                               hashes if use_pch else None, tmpdir)
+        sink.progress(0, total=len(todo), what="precise: parsing TUs")
+        jobs = []
+        for job in plan:
+            hit = cache.get(job.path, job.command.key()) if use_cache else None
+            if hit is None:
+                jobs.append(job)
+            else:
+                stats.cached += 1
+                _record(root, hit, stats, sink)
+        by_rel = {job.rel: job for job in jobs}
         for res in run_jobs(jobs, ctx.jobs, timeout, tmpdir):
             job = by_rel[res.rel]
-            cache.put(job.path, job.command.key(), res)
+            cache.put(job.path, job.command.key(), res, pch_deps if job.pch else None)
             _record(root, res, stats, sink)
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
@@ -155,8 +157,9 @@ def _ensure(d: Path) -> Path:
     return d
 
 
-def _plan(root: Path, cache_dir: Path, todo: list[Path], options: int):
-    """A Job per TU: flags from compile_commands.json, else synthesized."""
+def _plan(root: Path, cache_dir: Path, todo: list[Path], options: int, hashes, tmpdir: str):
+    """A Job per TU: flags from compile_commands.json, else synthesized (with
+    the common PCH unless `hashes` is None); and the PCH's deps."""
     from extractors.clang.flags import (
         Command,
         find_resource_dir,
@@ -164,16 +167,19 @@ def _plan(root: Path, cache_dir: Path, todo: list[Path], options: int):
         load_compile_db,
         synthesized,
     )
+    from extractors.clang.pch import with_pch
     from extractors.clang.worker import Job
 
     db = load_compile_db(root)
     keep = (str(root) + "/",)
     gen_roots: tuple[str, ...] = ()
-    default = None
+    default, pch_deps = None, {}
     if db is None or any(str(f) not in db for f in todo):
         gen = generated_dir(root, _ensure(cache_dir))
         gen_roots = (str(gen) + "/",)
         default = synthesized(root, gen, find_resource_dir())
+        if hashes is not None and todo:
+            default, pch_deps = with_pch(default, cache_dir, hashes, tmpdir)
     resource = None
     jobs = []
     for f in todo:
@@ -182,8 +188,8 @@ def _plan(root: Path, cache_dir: Path, todo: list[Path], options: int):
             resource = resource or find_resource_dir()  # the pip wheel has no stddef.h
             cmd = Command((*cmd.args, "-resource-dir", resource), cmd.directory)
         rel = f.relative_to(root).as_posix()
-        jobs.append(Job(str(f), rel, cmd or default, keep, gen_roots, options))
-    return jobs
+        jobs.append(Job(str(f), rel, cmd or default, keep, gen_roots, options, cmd is None and bool(pch_deps)))
+    return jobs, pch_deps
 
 
 def _record(root: Path, res, stats: Stats, sink: Sink) -> None:

@@ -73,8 +73,9 @@ class TuCache:
                 return None
         return _from_json(entry["result"])
 
-    def put(self, path: str, flags_key: str, result: TuResult) -> None:
-        """Store `result` with the hashes of the main file and its includes."""
+    def put(self, path: str, flags_key: str, result: TuResult, extra_deps: dict[str, str] | None = None) -> None:
+        """Store `result` with the hashes of the main file and its includes
+        (plus `extra_deps`: the files of the PCH it was parsed with)."""
         if result.status in ("timeout", "crash"):
             return  # retried next run
         entry = {
@@ -82,7 +83,7 @@ class TuCache:
             "path": path,
             "flags": flags_key,
             "main": self.hashes(path),
-            "deps": {dep: self.hashes(dep) for dep in result.includes},
+            "deps": {**(extra_deps or {}), **{dep: self.hashes(dep) for dep in result.includes}},
             "result": dataclasses.asdict(result),
         }
         self.dir.mkdir(parents=True, exist_ok=True)

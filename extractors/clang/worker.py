@@ -54,6 +54,7 @@ class Job:
     keep_roots: tuple[str, ...]  # "tree" dirs, with trailing "/"
     gen_roots: tuple[str, ...]  # "generated" dirs, with trailing "/"
     options: int
+    pch: bool = False  # parsed with the common PCH (Note [Common PCH])
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,110 @@
+"""A precompiled header of the headers nearly every ATen TU includes.
+
+Note [Common PCH]: about 830 of the ~1,100 files an ATen native TU includes
+are the same for 90% of TUs (c10, ATen/core, TensorIterator, the standard
+library). With synthesized flags (one set of flags for every TU) we parse
+them once into a PCH and give each TU `-include-pch`: measured under load,
+cpu/airy_ai.cpp 4.1 s -> 0.7 s, LinearAlgebra.cpp 9.9 s -> 6.0 s. The PCH is
+processed before the TU's own first line, so a TU's leading `#define
+TORCH_ASSERT_ONLY_METHOD_OPERATORS` no longer reaches those headers; that
+macro only turns on include checks, not declarations. The PCH is rebuilt
+when any file it includes changes (its deps are recorded beside it, and are
+added to each TU's cache deps, since libclang does not list a PCH's files
+among the TU's includes). If the PCH cannot be built, TUs are parsed without
+it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from multiprocessing import get_context
+from pathlib import Path
+
+from extractors.clang.flags import Command
+
+COMMON_HEADERS = (
+    "ATen/core/Tensor.h", "ATen/Dispatch.h", "ATen/Parallel.h", "ATen/TensorUtils.h",
+    "c10/util/irange.h", "ATen/native/DispatchStub.h", "ATen/TensorIterator.h", "ATen/TensorMeta.h",
+)
+_FOR_SERIALIZATION = 0x10
+BUILD_TIMEOUT_S = 600.0
+
+
+def _build_child(header: str, out: str, args: list[str], conn, tmpdir: str) -> None:
+    os.environ["TMPDIR"] = tmpdir
+    try:
+        from clang import cindex as ci
+
+        index = ci.Index.create()
+        tu = index.parse(header, args=["-x", "c++-header", *args], options=(
+            ci.TranslationUnit.PARSE_INCOMPLETE | _FOR_SERIALIZATION))
+        bad = [d for d in tu.diagnostics if d.severity >= ci.Diagnostic.Error]
+        if bad:
+            conn.send(f"{bad[0].location.file}:{bad[0].location.line}: {bad[0].spelling}")
+        else:
+            tu.save(out)
+            conn.send(sorted({inc.include.name for inc in tu.get_includes()}))
+    except Exception as exc:
+        conn.send(f"{type(exc).__name__}: {exc}")
+    conn.close()
+
+
+def _build(header: Path, out: Path, args: list[str], tmpdir: str) -> list[str] | str:
+    """Parse and save the PCH in a child process: its includes, or an error."""
+    ctx = get_context("fork")
+    recv, send = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_build_child, args=(str(header), str(out), args, send, tmpdir), daemon=True)
+    proc.start()
+    send.close()
+    got: list[str] | str = "PCH build timed out"
+    if recv.poll(BUILD_TIMEOUT_S):
+        try:
+            got = recv.recv()
+        except EOFError:
+            got = "PCH build process died"
+    proc.kill()
+    proc.join()
+    return got
+
+
+def with_pch(command: Command, cache_dir: Path, hashes, tmpdir: str, log=lambda m: None
+             ) -> tuple[Command, dict[str, str]]:
+    """`command` plus `-include-pch` of the common PCH (built or reused), and
+    the PCH's deps {file: hash}; `command` unchanged and {} if it fails.
+
+    Example:
+        >>> cmd, deps = with_pch(synthesized(root, gen, res), cache, FileHashes(), tmp)
+        >>> cmd.args[-2]
+        '-include-pch'
+    """
+    base = list(command.args)
+    digest = hashlib.blake2b(json.dumps([base, COMMON_HEADERS]).encode(), digest_size=12).hexdigest()
+    pdir = cache_dir / "pch"
+    pch, meta = pdir / f"{digest}.pch", pdir / f"{digest}.json"
+    try:
+        deps = json.loads(meta.read_text())
+        if pch.is_file() and all(hashes(p) == h for p, h in deps.items()):
+            return Command((*base, "-include-pch", str(pch)), command.directory), deps
+    except (OSError, ValueError):
+        pass
+    pdir.mkdir(parents=True, exist_ok=True)
+    header = pdir / f"{digest}.h"
+    header.write_text("".join(f"#include <{h}>\n" for h in COMMON_HEADERS))
+    log("precise: building the common precompiled header")
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".pch", dir=pdir)
+    os.close(fd)
+    got = _build(header, Path(tmp), base, tmpdir)
+    if isinstance(got, str):
+        Path(tmp).unlink(missing_ok=True)
+        log(f"precise: no PCH ({got}); parsing without it")
+        return command, {}
+    deps = {p: hashes(p) for p in got if p != str(header)}
+    os.replace(tmp, pch)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=pdir)
+    with os.fdopen(fd, "w") as fh:
+        json.dump(deps, fh)
+    os.replace(tmp, meta)
+    return Command((*base, "-include-pch", str(pch)), command.directory), deps
