@@ -4,7 +4,7 @@ Prints the cold wall time (header generation included, and apart), the share
 of TUs parsed without a fatal error (goal >= 95%), the edge count, the calls
 not kept by kind, and the main causes of failure. Run:
 
-    .venv/bin/python bench/precise.py --jobs 2            # the full figure (~10-20 min)
+    .venv/bin/python bench/precise.py --jobs 2            # the full figure (~452 TUs)
     .venv/bin/python bench/precise.py --limit 20 --json   # a quick look
 """
 
@@ -61,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--limit", type=int, default=0, help="only the first N TUs (0 = all)")
     p.add_argument("--cache", type=Path, default=None, help="cache dir (default: a fresh one = cold)")
     p.add_argument("--no-skip-bodies", action="store_true", help="parse header function bodies too")
+    p.add_argument("--no-pch", action="store_true", help="parse without the common precompiled header")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
 
@@ -73,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     gen_s = time.perf_counter() - t0
     sink = RowSink()
     st = run(ExtractContext(root, cache, jobs=args.jobs), sink, files,
-             skip_header_bodies=not args.no_skip_bodies)
+             skip_header_bodies=not args.no_skip_bodies, use_pch=not args.no_pch)
     total_s = time.perf_counter() - t0
     causes = Counter(failure_class(msg) for _, msg in st.failed)
     out = {
