@@ -99,10 +99,23 @@ def main() -> int:
 
         args.source = args.source or default_source()
     p = params(args)
-    colds = [anyio.run(cold_start, p) for _ in range(args.cold_runs)]
+    import os
+    import resource
+
+    def child_cpu() -> float:
+        ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return ru.ru_utime + ru.ru_stime
+
+    print(f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    colds, cpus = [], []
+    for _ in range(args.cold_runs):
+        c0 = child_cpu()
+        colds.append(anyio.run(cold_start, p))
+        cpus.append(child_cpu() - c0)
     cold = statistics.median(colds)
     print(f"cold start to first answer: median {cold:.3f} s, max {max(colds):.3f} s "
-          f"over {len(colds)} runs (goal <= {COLD_GOAL_S:.1f} s: {'OK' if cold <= COLD_GOAL_S else 'MISSED'})")
+          f"over {len(colds)} runs (goal <= {COLD_GOAL_S:.1f} s: {'OK' if cold <= COLD_GOAL_S else 'MISSED'}); "
+          f"server CPU per run (start, first answer, exit): median {statistics.median(cpus):.3f} s")
     times, errors, coverage_ms = anyio.run(per_call, p, args.calls)
     every = [t for ts in times.values() for t in ts]
     if every:

@@ -142,6 +142,18 @@ class FactDB:
         self._con = api.open_db(db=path, read_only=True)
         self._path, self._ident = path, ident
 
+    def warm(self) -> None:
+        """Open the DB and load the query library ahead of the first call (run in a
+        thread while the client does its handshake); errors wait for that call."""
+        try:
+            with self.lock:
+                self.connection()
+            from torchtalk.query.library import load_library
+
+            load_library()
+        except Exception:  # the first tool call reports it properly
+            pass
+
     def interrupt(self) -> None:
         """Abort the statement running on the connection (from another thread)."""
         con = self._con
