@@ -10,7 +10,11 @@ a mismatch is classified by where the runtime says its kernel was registered
 (`torch._C._dispatch_dump`): codegen output (Register*.cpp), a hand-written
 C++ registration (TORCH_LIBRARY_IMPL in aten/...), or Python (torch/_meta_registrations.py ...).
 
-Usage: .venv/bin/python bench/dispatch_vs_runtime.py [--examples N]
+With --python the wheel's torch/ Python package is indexed too (the python
+layer, minutes), so rules/dispatch.dl also derives the Meta kernels that
+`import torch` registers from Python (torch/_meta_registrations.py activate_meta).
+
+Usage: .venv/bin/python bench/dispatch_vs_runtime.py [--python] [--examples N]
 """
 
 from __future__ import annotations
@@ -51,10 +55,12 @@ def registered_at(torch, op: str, key: str) -> str:
     return "?"
 
 
-def classify_missing(torch, op: str, key: str, yaml_ops: set[str]) -> str:
+def classify_missing(torch, op: str, key: str, yaml_ops: set[str], python: bool) -> str:
     where = registered_at(torch, op, key)
     if where.endswith(".py"):
-        return f"registered from Python ({re.sub(r'[0-9]+', '', where)})"
+        if python:
+            return f"registered from Python, no decomp/register_meta fact derives it ({where})"
+        return f"registered from Python ({where}; run with --python)"
     if op not in yaml_ops:
         return "op not in native_functions.yaml (defined by a C++ TORCH_LIBRARY m.def)"
     if re.search(r"Register\w+\.cpp$", where):
@@ -65,6 +71,7 @@ def classify_missing(torch, op: str, key: str, yaml_ops: set[str]) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--examples", type=int, default=4)
+    ap.add_argument("--python", action="store_true", help="also index the wheel's Python (Meta from Python)")
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT))
     import torch
@@ -75,7 +82,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "wheel.duckdb"
         t = time.perf_counter()
-        api.index(wheel, db=db)
+        api.index(wheel, db=db, layers=["ops", "python"] if args.python else ["ops"], jobs=2)
         t_index = time.perf_counter() - t
         t = time.perf_counter()
         rows = api.eval_program(ROOT / "rules/dispatch.dl", db=db, outputs=["dispatch_registered"])["dispatch_registered"]
@@ -87,7 +94,8 @@ def main() -> int:
     for op, key, how in rows:
         static[key][op].add(how)
     print(f"torch {torch.__version__} at {wheel}")
-    print(f"indexed the wheel's YAML in {t_index:.2f} s ({len(yaml_ops)} ops); rules/dispatch.dl in {t_rules:.2f} s")
+    what = "YAML and Python" if args.python else "YAML"
+    print(f"indexed the wheel's {what} in {t_index:.2f} s ({len(yaml_ops)} ops); rules/dispatch.dl in {t_rules:.2f} s")
     print("recall(C++): recall over the runtime kernels registered by C++ (codegen or by hand),")
     print("             leaving out those registered from Python files (not derivable from the YAML)")
     print(f"{'key':<40} {'static':>6} {'runtime':>7} {'both':>6} {'precision':>9} {'recall':>7} {'recall(C++)':>11}")
@@ -107,7 +115,7 @@ def main() -> int:
         print(f"\n{key}:")
         classes: dict[str, list[str]] = collections.defaultdict(list)
         for op in sorted(missing):
-            classes["missing: " + classify_missing(torch, op, key, yaml_ops)].append(op)
+            classes["missing: " + classify_missing(torch, op, key, yaml_ops, args.python)].append(op)
         for op in sorted(extra):
             hows = ",".join(sorted(static[key][op]))
             classes[f"extra: derived by {hows}, not registered at runtime"].append(op)
