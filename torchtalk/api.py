@@ -333,3 +333,31 @@ def snapshot_import(file: str | Path, name: str | None = None):
     from torchtalk.snapshot import import_
 
     return import_(Path(file), name)
+
+
+# ------------------------------------------------------------------ affected (issue 9)
+
+
+def affected(diff: str | None = None, rev: str | None = None, *, source: str | Path | None = None,
+             db: str | Path | None = None, depth: int = 6, origin: str = "<diff>"):
+    """The tests to run for a unified diff (`diff`) or `git diff REV` (`rev`) of the tree.
+
+    Example:
+        >>> affected(rev="HEAD~1", source="~/pytorch").tests[0].test
+        'test/test_linalg.py::TestLinalg::test_addmm'
+    """
+    from torchtalk.affected import affected as _affected
+    from torchtalk.changes import diff_from_git
+    from torchtalk.store import open_db as _open_db
+    from torchtalk.store import read_meta
+    from torchtalk.store import resolve_db as _resolve_db
+
+    path = _resolve_db(source=source, db=db)
+    con = _open_db(path)
+    try:
+        root = Path(read_meta(con).get("source") or source or ".")
+        if diff is None:
+            diff = diff_from_git(root, rev or "HEAD")
+        return _affected(con, root, diff, depth=depth, origin=origin)
+    finally:
+        con.close()
