@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -343,3 +344,33 @@ def test_no_index_yet_answers_status_and_says_so(tmp_path):
             f"store error: no fact database yet for {src} (run `torchtalk index --source {src}` "
             "(get_status shows a running index))"
         )
+
+
+def _mini_tree(tree: Path, dest: Path, lines: int = 20) -> Path:
+    """The real tree cut down: the first `lines` lines of native_functions.yaml, tags, version."""
+    native = dest / "aten/src/ATen/native"
+    native.mkdir(parents=True)
+    shutil.copy(tree / "aten/src/ATen/native/tags.yaml", native)
+    shutil.copy(tree / "version.txt", dest)
+    head = (tree / "aten/src/ATen/native/native_functions.yaml").read_text().splitlines(True)[:lines]
+    (native / "native_functions.yaml").write_text("".join(head))
+    (dest / "tools/autograd").mkdir(parents=True)
+    (dest / "tools/autograd/derivatives.yaml").write_text("[]\n")
+    return dest
+
+
+def test_indexes_in_the_background_and_answers_as_layers_land(tree, tmp_path):
+    src = _mini_tree(tree, tmp_path / "mini")
+    env = {**os.environ, "TORCHTALK_CACHE_DIR": str(tmp_path / "cache")}
+    with open_session(["--source", str(src)], env=env) as s:
+        first = s.call("get_status")  # answers at once, while the index runs
+        assert not first.is_error
+        assert "indexing in the background" in first.text or "ops  indexed" in first.text
+        deadline = time.monotonic() + 120
+        while "ops  indexed" not in s.call("get_status").text:
+            assert time.monotonic() < deadline, s.call("get_status").text
+            time.sleep(0.5)
+        r = s.call("search", query="_cast_Byte")
+        row = r.rows[0]
+        assert (row["id"], row["file"], row["line"]) == ("_cast_Byte", "aten/src/ATen/native/native_functions.yaml", 9)
+        assert source_line(src, row).startswith("- func: _cast_Byte(Tensor self")

@@ -21,11 +21,22 @@ from pathlib import Path
 
 from torchtalk.errors import StoreError, TorchTalkError
 
-# (label, --layers value or None for all layers), run in order by the indexer
-STAGES: tuple[tuple[str, str | None], ...] = (
-    ("ops, python, tests", "ops,python,tests"),
-    ("all layers (C++/CUDA included)", None),
-)
+QUICK_LAYERS = ("ops", "python", "tests")
+
+
+def stages() -> tuple[tuple[str, str | None], ...]:
+    """(label, --layers value or None for all) run in order: the quick layers that
+    exist in this checkout, then everything (the C++ layer takes longest)."""
+    import importlib.util
+
+    from extractors.layers import LAYERS
+
+    quick = [
+        layer.name for layer in LAYERS
+        if layer.name in QUICK_LAYERS and importlib.util.find_spec(layer.module) is not None
+    ]
+    first = ((", ".join(quick), ",".join(quick)),) if quick else ()
+    return (*first, ("all layers (C++/CUDA included)", None))
 
 
 @dataclass(frozen=True)
@@ -57,7 +68,7 @@ class Indexer:
         threading.Thread(target=self._run_all, name="torchtalk-index", daemon=True).start()
 
     def _run_all(self) -> None:
-        for label, layers in STAGES:
+        for label, layers in stages():
             cmd = [sys.executable, "-m", "torchtalk", "index", "--source", str(self.source), "--quiet"]
             if self.db is not None:
                 cmd += ["--db", str(self.db)]
@@ -70,10 +81,8 @@ class Indexer:
                 self._state = IndexState(label, proc.pid, str(self.log), self._state.failed)
             code = proc.wait()
             failed = None if code == 0 else f"`torchtalk index` ({label}) exited {code}; see {self.log}"
-            with self._lock:
+            with self._lock:  # a failed stage is reported; the next one still runs
                 self._state = IndexState("", None, str(self.log), failed or self._state.failed)
-            if failed:
-                return
 
     def stop(self) -> None:
         """Terminate the running child, if any."""
