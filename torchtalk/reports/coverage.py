@@ -162,12 +162,9 @@ def _check_tag(con, tag: str) -> None:
 
 
 def _driver_facts(con, keys: tuple[str, ...], tag: str | None) -> dict[str, list[tuple]]:
-    schemas = con.execute("SELECT op, schema FROM op").fetchall()
     facts: dict[str, list[tuple]] = {
         "report_key": [(k,) for k in keys],
         "report_scope": [(tag or "*",)],
-        "op_kind": [(op, schema_kind(schema)) for op, schema in schemas],
-        "op_tensor_input": [(op,) for op, schema in schemas if takes_tensor(schema)],
         "module_forward": _module_forwards(con),
         "backend_ref": [],
     }
@@ -182,41 +179,6 @@ def _module_forwards(con) -> list[tuple[str, str]]:
         "SELECT DISTINCT m.cls, d.py FROM module_class m JOIN py_def d ON d.py = m.cls || '.forward' "
         "WHERE m.category = 'nn'"
     ).fetchall()
-
-
-def schema_kind(schema: str) -> str:
-    """torchgen's SchemaKind of a native_functions.yaml `func:` schema.
-
-    Example:
-        >>> schema_kind("add.out(Tensor self, Tensor other, *, Scalar alpha=1, Tensor(a!) out) -> Tensor(a!)")
-        'out'
-    """
-    name, _, rest = schema.partition("(")
-    base = name.split(".")[0]
-    args = rest.rsplit(") ->", 1)[0]
-    parts = [a.strip() for a in args.split(",")]
-    kw = parts.index("*") if "*" in parts else len(parts)
-    outs = [a for a in parts[kw + 1 :] if "!)" in a.split(" ")[0]]
-    if (base.endswith("_") and not base.startswith("__")) or (base.startswith("__i") and base.endswith("__")):
-        return "inplace"
-    if any(a.split(" ")[-1].startswith("_scratch_") for a in outs):
-        return "scratch"
-    if outs:
-        return "out"
-    if any("!)" in a.split(" ")[0] for a in parts[:kw]):
-        return "mutable"
-    return "functional"
-
-
-def takes_tensor(schema: str) -> bool:
-    """Whether a schema has a Tensor-typed argument ("Tensor", "Tensor?", "Tensor[]", "Tensor(a!)").
-
-    Example:
-        >>> takes_tensor("full(SymInt[] size, Scalar fill_value, *, ScalarType? dtype=None) -> Tensor")
-        False
-    """
-    args = schema.partition("(")[2].rsplit(") ->", 1)[0]
-    return any(a.strip().startswith("Tensor") for a in args.split(","))
 
 
 # ----------------------------------------------------------------- evaluation
