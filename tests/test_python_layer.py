@@ -30,6 +30,12 @@ NATIVE = """\
 
 - func: abs(Tensor self) -> Tensor
   variants: function, method
+
+- func: matmul(Tensor self, Tensor other) -> Tensor
+  variants: function, method
+
+- func: add_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)
+  variants: method
 """
 
 

@@ -71,16 +71,19 @@ class Edge:
 class Model:
     """Everything the python layer derives globally."""
 
-    def __init__(self, summaries: list[FileSummary], native: NativeOps) -> None:
+    def __init__(self, summaries: list[FileSummary], native: NativeOps, edge_prefix: str = "torch/") -> None:
         self.summaries = [s for s in summaries if s.error is None]
         self.native = native
         self.idx = Index(self.summaries)
+        self._classified: dict[str, tuple[str, str] | None] = {}
         self.aliases: dict[str, tuple[str, str, int]] = {}  # internal → (raw target, file, line)
         for s in self.summaries:
             for name, (target, line) in self.idx.modules[s.module].aliases.items():
                 self.aliases[f"{s.module}.{name}"] = (target, s.file, line)
         self.edges: dict[str, list[Edge]] = {}
         for s in self.summaries:
+            if not s.file.startswith(edge_prefix):
+                continue  # call edges of torch/ only; tests use classify() directly
             for d in s.defs:
                 if d.kind != "class":
                     self.edges[f"{s.module}.{d.qual}"] = list(self._def_edges(s, d))
@@ -92,6 +95,13 @@ class Model:
     # ---------------------------------------------------------------- edges
     def classify(self, dotted: str) -> tuple[str, str] | None:
         """(target, kind) of a resolved dotted callee, None when it is no edge."""
+        try:
+            return self._classified[dotted]
+        except KeyError:
+            hit = self._classified[dotted] = self._classify(dotted)
+            return hit
+
+    def _classify(self, dotted: str) -> tuple[str, str] | None:
         internal, found = self.idx.resolve(dotted)
         if found:
             if internal in self.aliases:
@@ -111,8 +121,8 @@ class Model:
         for callee, line in d.calls:
             head, _, m = callee.partition(".")
             if head in ("self", "super"):
-                cls = cls or self._enclosing_class(s, d)
-                hit = self._method(cls, m, head == "super") if cls else None
+                cls = cls or self.enclosing_class(s, d)
+                hit = self.method(cls, m, head == "super") if cls else None
             elif head == "?":
                 hit = (f"torch.Tensor.{m}", "guess") if m in self.native.methods and m not in _GUESS_STOP else None
             else:
@@ -120,7 +130,7 @@ class Model:
             if hit is not None and hit[0] != caller:
                 yield Edge(caller, hit[0], hit[1], s.file, line)
 
-    def _enclosing_class(self, s: FileSummary, d: Def) -> str | None:
+    def enclosing_class(self, s: FileSummary, d: Def) -> str | None:
         defs = self.idx.modules[s.module].defs
         parts = d.qual.split(".")
         for k in range(len(parts) - 1, 0, -1):
@@ -129,7 +139,7 @@ class Model:
                 return f"{s.module}.{q}"
         return None
 
-    def _method(self, cls: str, m: str, sup: bool) -> tuple[str, str] | None:
+    def method(self, cls: str, m: str, sup: bool) -> tuple[str, str] | None:
         starts = self.idx.bases(cls) if sup else [cls]
         for c in starts:
             hit = self.idx.lookup_method(c, m)

@@ -76,6 +76,7 @@ class Index:
             if s.error is None:
                 self.modules[s.module] = _Module(s)
         self._memo: dict[str, tuple[str, bool]] = {}
+        self._defs_memo: dict[str, tuple[FileSummary, Def] | None] = {}
 
     # ---------------------------------------------------------------- names
     def canon(self, dotted: str) -> str:
@@ -84,6 +85,9 @@ class Index:
 
     def resolve(self, dotted: str) -> tuple[str, bool]:
         """(internal name, whether it is a Python definition or module alias)."""
+        hit = self._memo.get(dotted)
+        if hit is not None and not dotted.startswith("torch._VF."):
+            return hit
         return self._canon(_unvf(dotted), 0)
 
     def _canon(self, d: str, depth: int) -> tuple[str, bool]:
@@ -124,6 +128,13 @@ class Index:
     # ---------------------------------------------------------------- defs
     def def_of(self, dotted: str) -> tuple[FileSummary, Def] | None:
         """The summary and Def a canonical (un-renamed) name points at."""
+        try:
+            return self._defs_memo[dotted]
+        except KeyError:
+            hit = self._defs_memo[dotted] = self._def_of(dotted)
+            return hit
+
+    def _def_of(self, dotted: str) -> tuple[FileSummary, Def] | None:
         parts = dotted.split(".")
         for i in range(len(parts) - 1, 0, -1):
             mod = self.modules.get(".".join(parts[:i]))

@@ -371,11 +371,13 @@ class _Summarizer:
     def _call_ir(self, node: ast.Call, depth: int) -> tuple:
         fn = self.resolve(node.func) or _tail(node.func)
         last = fn.rpartition(".")[2]
-        if last.endswith("Info") and last not in _NOT_ENTRIES:
+        if (last.endswith("Info") or (last.startswith("make_") and last.endswith("opinfo"))) and last not in _NOT_ENTRIES:
             self.entries.append(self._entry(node, fn))
             return ("entry", len(self.entries) - 1)
-        if last == "filter" and len(node.args) == 2 and isinstance(node.args[0], ast.Lambda):
-            return ("comp", self.ir(node.args[1], depth + 1), tuple(_conds(node.args[0].body, self)))
+        if last == "filter" and len(node.args) == 2:
+            f = node.args[0]
+            conds = tuple(_conds(f.body, self)) if isinstance(f, ast.Lambda) else (("unknown",),)
+            return ("comp", self.ir(node.args[1], depth + 1), conds)
         if last in ("list", "tuple", "set", "sorted") and len(node.args) == 1:
             return self.ir(node.args[0], depth + 1)
         return ("call", fn, tuple(self.ir(a, depth + 1) for a in node.args[:3]))

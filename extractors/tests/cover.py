@@ -1,0 +1,131 @@
+"""What a test covers: from `@ops(...)`/`@modules(...)`, from the calls in its
+body, and from its name.
+
+Note [Test cover subjects]: tests_cover.subject is
+  - an ATen operator *name* ("softmax", "matmul") for how "opinfo",
+    "opinfo_maybe" (the OpInfo list had a filter we could not evaluate, so the
+    op may be filtered out) and "name" (the test's name starts with an op
+    name: test_matmul_small → matmul);
+  - a Python API for how "call" (`torch.add(...)`, `F.gelu(...)`: the
+    canonical name, joinable with py_api) and "method" (`x.add_(...)` on an
+    untyped receiver whose method name is an ATen Tensor method:
+    torch.Tensor.add_);
+  - a module class for how "moduleinfo" and for "call" of a module class
+    (`nn.Linear(...)` → torch.nn.modules.linear.Linear).
+One row per (test, subject): the first evidence found, in that order.
+
+Example:
+    >>> list(covers(model, dbs, summary, d, "test/test_linalg.py::TestLinalg::test_matmul_out"))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from extractors.python.model import Model, is_public
+from extractors.python.names import rename
+from extractors.python.summary import Def, FileSummary
+from extractors.tests.opinfo import Databases
+
+# Tensor methods too generic to say what a test is about.
+METHOD_STOP = frozenset(
+    "size dim stride numel item to type view contiguous is_contiguous data_ptr "
+    "element_size storage_offset is_complex is_floating_point clone detach "
+    "requires_grad_ cpu cuda double float half long int bool tolist".split()
+)
+# Test-name words that are op names but say nothing about an op.
+NAME_STOP = frozenset({"t", "to", "is", "data", "item", "type", "set", "new", "any", "all", "one", "sum_to"})
+
+
+class CoverFinder:
+    """Computes tests_cover rows; memoizes the Python API checks."""
+
+    def __init__(self, model: Model, dbs: Databases, module_classes: frozenset[str]) -> None:
+        self.model = model
+        self.dbs = dbs
+        self.module_classes = module_classes
+        self._subject: dict[str, str | None] = {}
+        self._op_names = model.native.by_name
+
+    def covers(self, s: FileSummary, d: Def, test: str) -> Iterator[tuple[str, str, str, int]]:
+        """(subject, how, file, line) for test function `d` (deduplicated by subject)."""
+        seen: set[str] = set()
+        for row in self._from_decorators(s, d):
+            if row[0] not in seen:
+                seen.add(row[0])
+                yield row
+        for row in self._from_calls(s, d):
+            if row[0] not in seen:
+                seen.add(row[0])
+                yield row
+        op = self.name_op(d.qual.rpartition(".")[2])
+        if op and op not in seen:
+            yield op, "name", s.file, d.line
+
+    def _from_decorators(self, s: FileSummary, d: Def) -> Iterator[tuple[str, str, str, int]]:
+        for deco in d.decorators:
+            last = deco.target.rpartition(".")[2]
+            if not deco.called or not deco.args or last not in ("ops", "modules"):
+                continue
+            keys, exact = self.dbs.evaluate(s, deco.args[0])
+            for key in sorted(keys):
+                e = self.dbs.entries[key]
+                if last == "modules" and e.kind == "module":
+                    yield e.subject, "moduleinfo", s.file, deco.line
+                elif last == "ops" and e.kind == "op":
+                    yield e.subject, "opinfo" if exact else "opinfo_maybe", s.file, deco.line
+
+    def _from_calls(self, s: FileSummary, d: Def, helper: bool = False) -> Iterator[tuple[str, str, str, int]]:
+        """Calls in the test's body, and (one level) in the helper methods it
+        calls on self that are defined under test/ (`self.check_single_matmul`)."""
+        methods = self.model.native.methods
+        for callee, line in d.calls:
+            head, _, m = callee.partition(".")
+            if head in ("self", "super"):
+                if not helper:
+                    yield from self._from_helper(s, d, m, head == "super")
+                continue
+            if head == "?":
+                if m in methods and m not in METHOD_STOP:
+                    yield f"torch.Tensor.{m}", "method", s.file, line
+                continue
+            subject = self.subject(callee)
+            if subject:
+                yield subject, "call", s.file, line
+
+    def _from_helper(self, s: FileSummary, d: Def, m: str, sup: bool) -> Iterator[tuple[str, str, str, int]]:
+        cls = self.model.enclosing_class(s, d)
+        hit = self.model.method(cls, m, sup) if cls else None
+        if hit is None or hit[1] != "def" or m.startswith("test"):
+            return
+        found = self.model.idx.def_of(hit[0])
+        if found is not None and found[0].file.startswith("test/"):
+            yield from self._from_calls(found[0], found[1], helper=True)
+
+    def subject(self, callee: str) -> str | None:
+        """The Python API or module class a resolved callee names, if it reaches an op."""
+        if callee in self._subject:
+            return self._subject[callee]
+        hit = self.model.classify(callee)
+        out = None
+        if hit is not None:
+            target, kind = hit
+            name = rename(target)
+            if kind == "leaf":
+                out = name
+            elif name.startswith("torch.") and not name.startswith("torch.testing") and is_public(name):
+                if name in self.module_classes or self.model.api_ops(target):
+                    out = name
+        self._subject[callee] = out
+        return out
+
+    def name_op(self, test_name: str) -> str | None:
+        """The longest op name the test's name starts with (after `test_`)."""
+        if not test_name.startswith("test_"):
+            return None
+        words = test_name[5:].split("_")
+        for n in range(len(words), 0, -1):
+            cand = "_".join(words[:n])
+            if cand in self._op_names and cand not in NAME_STOP:
+                return cand
+        return None
