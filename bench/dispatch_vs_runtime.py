@@ -58,8 +58,11 @@ def registered_at(torch, op: str, key: str) -> str:
 def classify_missing(torch, op: str, key: str, yaml_ops: set[str], python: bool) -> str:
     where = registered_at(torch, op, key)
     if where.endswith(".py"):
+        if python and op not in yaml_ops:
+            return (f"registered from Python on a packet (aten.foo) that covers this codegen-added "
+                    f"overload; facts do not tell packet from overload ({where})")
         if python:
-            return f"registered from Python, no decomp/register_meta fact derives it ({where})"
+            return f"registered from Python, no decomp/register_meta fact names it ({where})"
         return f"registered from Python ({where}; run with --python)"
     if op not in yaml_ops:
         return "op not in native_functions.yaml (defined by a C++ TORCH_LIBRARY m.def)"
