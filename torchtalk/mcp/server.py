@@ -112,7 +112,7 @@ async def run_tool(
             table = await anyio.to_thread.run_sync(_locked, app, work, optional_db, abandon_on_cancel=True)
     except TimeoutError:
         app.db.interrupt()
-        raise ToolError(f"{name}: gave up after {CALL_TIMEOUT_S:.0f} s; narrow the question") from None
+        raise ToolError(f"{name}: gave up after {CALL_TIMEOUT_S:g} s; narrow the question") from None
     except TorchTalkError as err:
         raise ToolError(_error_text(err)) from None
     except ToolError:

@@ -1,0 +1,75 @@
+"""`run_tool`: every failure becomes a tool error the agent can read; nothing hangs."""
+
+from __future__ import annotations
+
+import threading
+import time
+from types import SimpleNamespace
+
+import anyio
+import pytest
+from mcp.server.mcpserver.exceptions import ToolError
+
+from torchtalk.errors import QueryError, StoreError
+from torchtalk.lookup import Table
+from torchtalk.mcp import server
+from torchtalk.mcp.server import App, run_tool
+
+
+class FakeDB:
+    def __init__(self, con=None, fail: Exception | None = None):
+        self.lock = threading.Lock()
+        self.con, self.fail, self.interrupted = con, fail, False
+
+    def connection(self):
+        if self.fail:
+            raise self.fail
+        return self.con
+
+    def interrupt(self):
+        self.interrupted = True
+
+
+def ctx_for(db) -> SimpleNamespace:
+    return SimpleNamespace(request_context=SimpleNamespace(lifespan_context=App(db, None)))
+
+
+def call(db, work, **kw):
+    return anyio.run(lambda: run_tool(ctx_for(db), "t", work, **kw))
+
+
+def test_answer_is_text_and_structured():
+    r = call(FakeDB("con"), lambda con: Table(f"q on {con}", ("a", "file", "line"), (("x", "f.cpp", 3),), 1))
+    assert r.content[0].text == "q on con: 1 row\n  x  f.cpp:3"
+    assert r.structured_content["rows"] == [{"a": "x", "file": "f.cpp", "line": 3}]
+
+
+def test_torchtalk_errors_keep_their_hint_and_candidates():
+    def work(con):
+        raise QueryError("no function named 'gemmm'", hint="did you mean 'gemm'?")
+
+    with pytest.raises(ToolError, match=r"^query error: no function named 'gemmm' \(did you mean 'gemm'\?\)$"):
+        call(FakeDB("con"), work)
+
+
+def test_missing_db_is_an_error_except_for_status():
+    db = FakeDB(fail=StoreError("no fact database yet for /src", hint="run `torchtalk index --source /src`"))
+    with pytest.raises(ToolError, match=r"^store error: no fact database yet for /src"):
+        call(db, lambda con: Table("x", (), (), 0))
+    r = call(db, lambda con: Table(f"status {con}", (), (), 0), optional_db=True)
+    assert r.content[0].text == "status None: no results"
+
+
+def test_a_bug_is_reported_not_crashing():
+    with pytest.raises(ToolError, match=r"^t: internal error: KeyError: 'x'$"):
+        call(FakeDB("con"), lambda con: {}["x"])
+
+
+def test_a_slow_query_is_interrupted_and_reported(monkeypatch):
+    monkeypatch.setattr(server, "CALL_TIMEOUT_S", 0.3)
+    db = FakeDB("con")
+    t0 = time.monotonic()
+    with pytest.raises(ToolError, match=r"^t: gave up after 0.3 s; narrow the question$"):
+        call(db, lambda con: time.sleep(3))
+    assert time.monotonic() - t0 < 2.5
+    assert db.interrupted
