@@ -54,6 +54,10 @@ def render_md(report: CoverageReport) -> str:
         out.append(f"- not indexed: {layer}")
     out += ["", "## Per dispatch key", ""]
     out += _md_keys(report)
+    out += ["", "Paths (an op may have several): direct = its dispatch table names the key; delegate = "
+            "the structured out= op it delegates to does; structured meta = torchgen's generated Meta "
+            "kernel; composite = a CompositeImplicitAutograd/CompositeExplicitAutograd(NonFunctional) "
+            "kernel serves every key, so no missing op has a composite path. See rules/coverage.dl."]
     out += ["", "## Share by tag", ""]
     out += _md_tags(report)
     for kc in report.keys:
