@@ -364,3 +364,41 @@ def test_namespaces_survive_objective_c_parse_errors():
     })
     assert sorted(r[0] for r in rows["func"]) == ["at::native::mps::run", "at::native::relu_mps"]
     assert ("at::native::relu_mps", "at::native::mps::run", "aten/src/ATen/native/mps/X.mm", 9, "qualified") in rows["calls"]
+
+
+def test_receivers_typed_through_return_types_auto_and_make_shared():
+    rows = rows_of({
+        "a/t.h": (
+            "namespace at {\n"
+            "struct Options { int dtype() const { return 0; } };\n"
+            "struct Impl { int numel() const { return 1; } };\n"
+            "class Tensor {\n public:\n  Options options() const { return {}; }\n"
+            "  c10::intrusive_ptr<Impl> impl() const { return p; }\n};\n"
+            "Tensor make() { return {}; }\n"
+            "struct Other { int dtype() const { return 2; } };\n"
+            "}\n"
+        ),
+        "a/u.cpp": (
+            "namespace at { void f(const Tensor& self) {\n"
+            "  self.options().dtype();\n"
+            "  auto t = make();\n"
+            "  t.options();\n"
+            "  self.impl()->numel();\n"
+            "  auto o = std::make_shared<Options>();\n"
+            "  o->dtype();\n"
+            "  unknown().dtype();\n"
+            "} }\n"
+        ),
+    })
+    f = "a/u.cpp"
+    assert sorted(r[1:] for r in rows["calls"] if r[0] == "at::f") == [
+        ("at::Impl::numel", f, 5, "type"),
+        ("at::Options::dtype", f, 2, "type"),
+        ("at::Options::dtype", f, 7, "type"),
+        ("at::Tensor::impl", f, 5, "type"),
+        ("at::Tensor::options", f, 2, "type"),
+        ("at::Tensor::options", f, 4, "type"),
+        ("at::make", f, 3, "scope"),
+    ]
+    # the receiver of line 8 is unknown: two methods named dtype, no guess
+    assert rows["call_ambiguous"] == [("at::f", "dtype", 2, f, 8)]

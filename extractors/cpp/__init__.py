@@ -114,14 +114,16 @@ def run(ctx: ExtractContext, sink: Sink | None = None) -> Run:
     t0 = time.perf_counter()
     root, cdir = Path(ctx.root), Path(ctx.cache_dir)
     rels = source_files(root)
-    index = cache.read(cdir / "index.pkl") or {}
+    stored = cache.read(cdir / "index.pkl")
+    # the index maps stat -> digest; digests depend on the scanner VERSION
+    index = stored[1] if isinstance(stored, tuple) and stored[0] == cache.VERSION else {}
     digests, new_index = _current_digests(root, rels, index)
     combined = _combined(digests)
     timings = {"stat": time.perf_counter() - t0}
     resolved = cache.read(cdir / "resolved.pkl")
     if resolved and resolved[0] == combined:
         if new_index != index:
-            cache.write_atomic(cdir / "index.pkl", new_index)
+            cache.write_atomic(cdir / "index.pkl", (cache.VERSION, new_index))
         timings["total"] = time.perf_counter() - t0
         return Run(resolved[1], resolved[2], timings)
     facts, scanned, warnings = _load_facts(root, cdir, digests, ctx.jobs, sink)
@@ -132,7 +134,7 @@ def run(ctx: ExtractContext, sink: Sink | None = None) -> Run:
     rows, stats = resolve(facts)
     timings["resolve"] = time.perf_counter() - t1
     cache.write_atomic(cdir / "resolved.pkl", (combined, rows, stats))
-    cache.write_atomic(cdir / "index.pkl", new_index)
+    cache.write_atomic(cdir / "index.pkl", (cache.VERSION, new_index))
     timings["total"] = time.perf_counter() - t0
     return Run(rows, stats, timings, scanned, warnings)
 

@@ -10,7 +10,11 @@ Note [Call resolution]: a call never gets a guessed edge. In order:
      intrusive_ptr<T> reaches T): `f` in T or its base classes, T looked up
      like a qualified name; a T that is no class of the tree (std::vector)
      or has no such method in the tree is external ("type");
-  4. other member calls: the unique method named `f` in the tree ("member").
+  4. `e.f()` where `e` is a call (`self.options().dtype()`) or an `auto`
+     variable initialized by one: `e`'s type is the declared return type of
+     the function `e` calls, resolved the same way (Note [Receiver
+     expressions]); then as in 3 ("type");
+  5. other member calls: the unique method named `f` in the tree ("member").
 Anonymous and inline namespaces are transparent for lookup. Several
 candidates give a `call_ambiguous` row with their number; none (std::,
 CUDA runtime, third-party, macros) gives nothing and is counted as external.
@@ -29,7 +33,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 from extractors.cpp.names import ANON
-from extractors.cpp.scan import IN_MACRO, KERNEL, LAUNCH, MEMBER, TYPED, FileFacts
+from extractors.cpp.scan import FREE, IN_MACRO, KERNEL, LAUNCH, MEMBER, RECV, TYPED, FileFacts
 
 # Launch helpers (aten/src/ATen/native/cuda/Loops.cuh, CUDALoops.cuh, Reduce.cuh,
 # JitLoops.cuh, IndexKernel.cu ...): a call launches the `__global__` kernels
@@ -66,7 +70,10 @@ class Index:
         self.class_by_name: dict[str, set[str]] = defaultdict(set)
         self.bases: dict[str, set[tuple[str, ...]]] = defaultdict(set)
         defs: list[tuple[str, str, int]] = []
+        self.returns: dict[str, set[tuple]] = defaultdict(set)
         for f in facts:
+            for (qual, _n, _l, _fl), ret in zip(f.defs, f.returns, strict=True):
+                self.returns[qual].add(ret)
             for cls, bases in f.classes:
                 key = _lookup_key(cls)
                 classes.add(key)
@@ -136,7 +143,11 @@ class Resolver:
         return found
 
     def _typed(self, parts: tuple[str, ...], scope_of: str) -> tuple[str, int, str]:
-        cls = self.cls(parts[:-1], scope_of)
+        return self.method_of(self.cls(parts[:-1], scope_of), parts[-1])
+
+    def method_of(self, cls: str | None, name: str) -> tuple[str, int, str]:
+        """Method `name` of class `cls` or of its bases (nearest first)."""
+        parts = (name,)
         seen, frontier = set(), [cls] if cls else []
         for _ in range(8):
             nxt = []
@@ -168,6 +179,8 @@ class Resolver:
         name = parts[-1]
         if member == TYPED:
             return self._typed(parts, scope_of)
+        if member == RECV:
+            raise ValueError("RECV calls go through Resolver.receiver_call")
         if member == MEMBER:
             cands = ix.methods_by_name.get(name, set())
             return _pick(cands, "member")
@@ -180,6 +193,42 @@ class Resolver:
             cands = ix.free_by_name.get(name, set()) | ix.methods_by_name.get(name, set())
             return _pick(_suffix(cands, written), "qualified")
         return _pick(ix.free_by_name.get(name, set()), "unique")
+
+    def receiver_call(self, name: str, recv: tuple, caller: str) -> tuple[str, int, str]:
+        """`e.name()` with receiver encoding `recv` = (arrow, enc), from `caller`."""
+        key = (name, recv, caller.rpartition("::")[0])
+        hit = self.memo.get(key)
+        if hit is None:
+            cls = self._class_of(recv, caller, 0)
+            hit = self.method_of(cls, name) if cls else self.function((name,), MEMBER, caller)
+            self.memo[key] = hit
+        return hit
+
+    def _class_of(self, recv: tuple, caller: str, depth: int) -> str | None:
+        arrow, enc = recv
+        if depth > 4:
+            return None
+        kind = enc[0]
+        if kind == "this":
+            container = _lookup_key(caller).rpartition("::")[0]
+            return container if container in self.ix.classes else None
+        if kind == "v":
+            parts = enc[2] if arrow and enc[2] else enc[1]
+            return self.cls(parts, caller)
+        _c, parts, code, sub = enc
+        if code == FREE:
+            fn, _n, _via = self.function(parts, FREE, caller)
+        else:
+            cls = self._class_of(sub, caller, depth + 1)
+            fn = self.method_of(cls, parts[-1])[0] if cls else ""
+        rets = self.ix.returns.get(fn, set()) if fn else set()
+        if len(rets) != 1:
+            return None
+        ret = next(iter(rets))
+        if not ret:
+            return None
+        rparts = ret[1] if arrow and ret[1] else ret[0]
+        return self.cls(rparts, fn)
 
     def named(self, table: dict[str, set[str]], by_name: dict[str, set[str]],
               parts: tuple[str, ...], scope_of: str) -> str:
@@ -227,7 +276,7 @@ def _defs_rows(f: FileFacts, rows) -> None:
 
 def _calls_rows(f: FileFacts, rv: Resolver, rows, stats, helper_sites) -> None:
     ix = rv.ix
-    for idx, parts, member, line, flags in f.calls:
+    for idx, parts, member, line, flags, recv in f.calls:
         caller = f.defs[idx][0]
         stats["call_sites"] += 1
         name = parts[-1]
@@ -239,7 +288,10 @@ def _calls_rows(f: FileFacts, rv: Resolver, rows, stats, helper_sites) -> None:
         if flags & LAUNCH:
             kernel = rv.named(ix.kernels, ix.kernels_by_name, parts, caller) or "::".join(parts)
             rows["launches"].append((caller, kernel, f.file, line, "<<<>>>"))
-        callee, n, via = rv.function(parts, member, caller)
+        if member == RECV:
+            callee, n, via = rv.receiver_call(name, recv, caller)
+        else:
+            callee, n, via = rv.function(parts, member, caller)
         if callee:
             if flags & IN_MACRO:
                 via = "macro-" + via

@@ -30,7 +30,14 @@ KERNEL = 2  # FileFacts.defs flag: a CUDA __global__ function
 
 # FileFacts.calls member codes: f(), x.f() on an unknown type, this->f(),
 # x.f() where x is a parameter or local declared with class type T (parts T..., f)
-FREE, MEMBER, THIS, TYPED = 0, 1, 2, 3
+FREE, MEMBER, THIS, TYPED, RECV = 0, 1, 2, 3, 4
+# Note [Receiver expressions]: a RECV call `e.f()` carries (arrow, enc) where enc
+# describes the receiver `e` for the resolver to type:
+#   ("v", type parts, pointee parts)    a variable declared with that type
+#   ("c", callee parts, code, sub)      the result of a call (code FREE, or RECV
+#                                       with sub = (arrow, enc) of its receiver)
+#   ("this",)                           the caller's own class
+# and the resolver types it through the callees' declared return types.
 # FileFacts.calls flag bits
 IN_MACRO, LAUNCH = 1, 2
 
@@ -67,7 +74,8 @@ class FileFacts:
 
     defs:     (fn, name, line, flags)              flags: KERNEL
     classes:  (qualified name, base classes as written) of classes/structs with a body
-    calls:    (def index, name parts, member code, line, flag bits)
+    returns:  per def, its declared return type (parts, pointee parts) or ()
+    calls:    (def index, name parts, member code, line, flag bits, receiver)
     binds:    (py, target parts | ("<lambda>",), line, scope)
     lib_defs: (ns, op, schema, line)
     lib_impls:(ns, op, key, fn parts | ("<lambda>",), line, scope)
@@ -80,8 +88,9 @@ class FileFacts:
     file: str
     lang: str
     defs: tuple[tuple[str, str, int, int], ...]
+    returns: tuple[tuple, ...]
     classes: tuple[tuple[str, tuple[tuple[str, ...], ...]], ...]
-    calls: tuple[tuple[int, tuple[str, ...], int, int, int], ...]
+    calls: tuple[tuple[int, tuple[str, ...], int, int, int, tuple | None], ...]
     binds: tuple[tuple[str, tuple[str, ...], int, str], ...]
     lib_defs: tuple[tuple[str, str, str, int], ...]
     lib_impls: tuple[tuple[str, str, str, tuple[str, ...], int, str], ...]
@@ -161,9 +170,10 @@ class _Scanner:
         # from brace matching on the text, classes still from the tree.
         self.text_ns = _text_namespaces(self.cleaned.text) if self.tree.root_node.has_error else None
         self.defs: list[tuple[str, str, int, int]] = []
+        self.returns: list[tuple] = []
         self.classes: dict[str, tuple[tuple[str, ...], ...]] = {}
-        self.var_types: dict[int, dict[str, tuple[tuple[str, ...], tuple[str, ...]]]] = {}
-        self.calls: list[tuple[int, tuple[str, ...], int, int, int]] = []
+        self.var_types: dict[int, dict[str, tuple]] = {}  # def idx -> var -> ("v", ...) | ("e", enc)
+        self.calls: list[tuple[int, tuple[str, ...], int, int, int, tuple | None]] = []
         self.blocks: list[tuple[int, int, int, tuple]] = []  # (start, end, def idx, block info)
         self.out = constructs.Constructs()
 
@@ -176,7 +186,8 @@ class _Scanner:
         constructs.scan_stub_macros(self.src, self.rel, self.out, self.scope_text_at)
         o = self.out
         return FileFacts(
-            self.rel, lang_of(self.rel), tuple(self.defs), tuple(sorted(self.classes.items())),
+            self.rel, lang_of(self.rel), tuple(self.defs), tuple(self.returns),
+            tuple(sorted(self.classes.items())),
             tuple(self.calls), tuple(o.binds), tuple(o.lib_defs), tuple(o.lib_impls),
             tuple(o.impl_funcs), tuple(o.stub_decls), tuple(o.stub_defines), tuple(o.stub_regs),
             len(caps.get("err", [])),
@@ -233,6 +244,9 @@ class _Scanner:
 
     def _push_def(self, qual: str, short: str, line: int, body: ts.Node, info: tuple) -> int:
         self.defs.append((qual, short, line, 0))
+        tnode = body.parent.child_by_field_name("type") if body.parent is not None else None
+        ret = _var_type(tnode) if tnode is not None and tnode.type in _TYPE_NODES else None
+        self.returns.append(ret or ())
         idx = len(self.defs) - 1
         self.blocks.append((self._def_start(body), body.end_byte, idx, info))
         return idx
@@ -287,12 +301,19 @@ class _Scanner:
             if i < 0 or node.end_byte > self.blocks[i][1] or self.blocks[i][2] < 0:
                 continue
             tnode = node.child_by_field_name("type")
-            if tnode is None or tnode.type not in ("type_identifier", "qualified_identifier", "template_type"):
+            if tnode is None:
+                continue
+            idx = self.blocks[i][2]
+            if tnode.type == "placeholder_type_specifier":
+                self._auto_vars(node, idx)
+                continue
+            if tnode.type not in _TYPE_NODES:
                 continue
             vtype = _var_type(tnode)
             if vtype is None:
                 continue
-            table = self.var_types.setdefault(self.blocks[i][2], {})
+            vtype = ("v", *vtype)
+            table = self.var_types.setdefault(idx, {})
             for d in node.children_by_field_name("declarator"):
                 while d is not None and d.type != "identifier":
                     d = d.child_by_field_name("declarator") or (
@@ -300,6 +321,55 @@ class _Scanner:
                     )
                 if d is not None:
                     table[d.text.decode(errors="replace")] = vtype
+
+    def _auto_vars(self, node: ts.Node, idx: int) -> None:
+        """`auto x = <call>;`: x has the call's type, found later by the resolver."""
+        for d in node.children_by_field_name("declarator"):
+            if d.type != "init_declarator":
+                continue
+            var, value = d.child_by_field_name("declarator"), d.child_by_field_name("value")
+            if var is None or value is None or var.type != "identifier":
+                continue
+            enc = self._recv(value, idx, 0)
+            if enc is not None:
+                self.var_types.setdefault(idx, {})[var.text.decode(errors="replace")] = ("e", enc)
+
+    def _recv(self, node: ts.Node | None, idx: int, depth: int) -> tuple | None:
+        """The receiver encoding of expression `node` (Note [Receiver expressions])."""
+        if node is None or depth > 3:
+            return None
+        t = node.type
+        if t == "identifier":
+            v = self.var_types.get(idx, {}).get(node.text.decode(errors="replace"))
+            if v is None:
+                return None
+            return v if v[0] == "v" else v[1]
+        if t == "this":
+            return ("this",)
+        if t == "parenthesized_expression" and node.named_child_count == 1:
+            return self._recv(node.named_children[0], idx, depth + 1)
+        if t != "call_expression":
+            return None
+        fn = node.child_by_field_name("function")
+        if fn is None:
+            return None
+        if fn.type == "field_expression":
+            field = fn.child_by_field_name("field")
+            sub = self._recv(fn.child_by_field_name("argument"), idx, depth + 1)
+            if field is None or sub is None:
+                return None
+            name = strip_templates(field.text.decode(errors="replace")).replace("template", "").strip()
+            return ("c", (name,), RECV, (_is_arrow(fn), sub)) if name.isidentifier() else None
+        if fn.type in ("identifier", "qualified_identifier", "template_function"):
+            text = fn.text.decode(errors="replace")
+            parts = name_parts(text)
+            if not parts or is_macro_name(parts[-1]):
+                return None
+            if parts[-1] in _MAKERS and "<" in text:  # make_shared<T>(...) and friends
+                inner = name_parts(text[text.index("<") + 1 : text.rindex(">")].split(",")[0]) if ">" in text else ()
+                return ("v", parts, inner) if inner else None
+            return ("c", parts, FREE, None)
+        return None
 
     def _collect_calls(self, calls: list[ts.Node]) -> None:
         starts = [b[0] for b in self.blocks]
@@ -334,7 +404,7 @@ class _Scanner:
                 j = bisect.bisect_left(launches, fn.end_byte)
                 if args is not None and j < len(launches) and launches[j] < args.start_byte:
                     flags |= LAUNCH
-            self.calls.append((block[2], parts, FREE, fn.start_point[0] + 1, flags))
+            self.calls.append((block[2], parts, FREE, fn.start_point[0] + 1, flags, None))
 
     def _member_call(self, call: ts.Node, fn: ts.Node, block, in_macro: bool) -> None:
         field = fn.child_by_field_name("field")
@@ -347,15 +417,17 @@ class _Scanner:
         if block is None or block[2] < 0 or not name.isidentifier():
             return
         obj = fn.child_by_field_name("argument")
-        member, parts = (THIS if obj is not None and obj.type == "this" else MEMBER), (name,)
-        if member == MEMBER and obj is not None and obj.type == "identifier":
-            vtype = self.var_types.get(block[2], {}).get(obj.text.decode(errors="replace"))
-            if vtype is not None:
-                op = fn.child_by_field_name("operator")
-                arrow = op is not None and op.type == "->"
-                tparts = vtype[1] if arrow and vtype[1] else vtype[0]
+        member, parts, recv = (THIS if obj is not None and obj.type == "this" else MEMBER), (name,), None
+        if member == MEMBER and obj is not None:
+            enc = self._recv(obj, block[2], 0)
+            arrow = _is_arrow(fn)
+            if enc is not None and enc[0] == "v":
+                tparts = enc[2] if arrow and enc[2] else enc[1]
                 member, parts = TYPED, (*tparts, name)
-        self.calls.append((block[2], parts, member, field.start_point[0] + 1, IN_MACRO if in_macro else 0))
+            elif enc is not None:
+                member, recv = RECV, (arrow, enc)
+        line = field.start_point[0] + 1
+        self.calls.append((block[2], parts, member, line, IN_MACRO if in_macro else 0, recv))
 
     def scope(self, node: ts.Node, classes: bool = True) -> tuple[list[str], bool]:
         """scope_of(node), with namespaces from the text where the tree has errors."""
@@ -416,6 +488,16 @@ def _text_namespaces(text: bytes) -> list[tuple[int, int, list[str]]]:
             spans.append((top[0], len(text), top[1]))
     spans.sort()
     return spans
+
+
+_TYPE_NODES = frozenset({"type_identifier", "qualified_identifier", "template_type"})
+# Factories whose first template argument is the pointee: make_shared<T>(...)
+_MAKERS = frozenset({"make_shared", "make_unique", "make_intrusive", "make_boxed"})
+
+
+def _is_arrow(field_expr: ts.Node) -> bool:
+    op = field_expr.child_by_field_name("operator")
+    return op is not None and op.type == "->"
 
 
 def _var_type(tnode: ts.Node) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
