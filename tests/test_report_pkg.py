@@ -145,7 +145,7 @@ def test_package_rules_on_tiny_db(tmp_path):
     from torchtalk.reports.coverage import CoverageOptions, compute_coverage
 
     (tmp_path / "tab.py").write_text('T = {"aten::a": 1, "aten::e": 2, "aten::zzz": 3}\n')
-    report = compute_coverage(_tiny_db(), CoverageOptions(keys=("CPU",), backend_package=tmp_path))
+    report = compute_coverage(_tiny_db(), CoverageOptions(keys=("CPU",), backend_package=tmp_path, tag="*"))
     pkg = report.package
     assert [(p.op, p.file, p.line) for p in pkg.covered] == [("a", "tab.py", 1), ("e", "tab.py", 1)]
     assert pkg.unknown == ("aten.zzz.default at tab.py:1",)
@@ -171,7 +171,8 @@ def test_package_report_on_real_tree(tree, tmp_path_factory, request):
     except pytest.FixtureLookupError:
         db = tmp_path_factory.mktemp("pkg") / "ops.duckdb"
         api.index(tree, db=db, layers=["ops"])
-    report = api.coverage(db=db, keys=("CPU",), tag="core", backend_package=PKG)
+    report = api.coverage(db=db, keys=("CPU",), backend_package=PKG)  # default scope: core
+    assert report.scope == "core"
     pkg = report.package
     covered = {(p.op, f"{p.file}:{p.line}") for p in pkg.covered}
     assert covered == {
@@ -198,7 +199,7 @@ def test_package_report_on_real_tree(tree, tmp_path_factory, request):
     composite = {p.op for p in pkg.missing if p.composite}
     assert {"adaptive_avg_pool1d", "avg_pool1d"} <= composite and "acos" not in composite
     # every overload of a packet: add.out and tanh.out outside the core scope
-    every = api.coverage(db=db, keys=("CPU",), backend_package=PKG).package
+    every = api.coverage(db=db, keys=("CPU",), tag="*", backend_package=PKG).package
     names = {p.op for p in every.covered}
     assert {"add.out", "tanh.out", "rsub.Tensor"} <= names and "add_.Tensor" not in names
 

@@ -16,7 +16,8 @@ def register(p: argparse.ArgumentParser) -> None:
     where.add_argument("--source", type=Path, help="the indexed PyTorch tree (default: the fetched one)")
     where.add_argument("--db", type=Path, help="the fact DB file")
     c.add_argument("--keys", help="comma-separated dispatch keys (default: every backend key)")
-    c.add_argument("--tag", help="only ops with this tag (core, pointwise, ...)")
+    c.add_argument("--tag", help="only ops with this tag (core, pointwise, ...; '*' = every op; "
+                   "default: every op, or core with --backend-package)")
     c.add_argument("--format", default=None, help="md (default), html, csv or json")
     c.add_argument("-o", "--output", type=Path, help="write to FILE (atomically) instead of stdout")
     c.add_argument("--backend-package", type=Path, metavar="DIR",

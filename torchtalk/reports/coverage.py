@@ -84,11 +84,12 @@ def compute_coverage(
             hint="run `torchtalk index --source PATH --layers ops`",
         )
     keys = _resolve_keys(con, options.keys)
-    if options.tag is not None:
-        _check_tag(con, options.tag)
+    tag = scope_tag(options)
+    if tag is not None:
+        _check_tag(con, tag)
     step("reading backend package" if options.backend_package else "preparing facts")
     scan = None
-    facts = _driver_facts(con, keys, options.tag)
+    facts = _driver_facts(con, keys, tag)
     if options.backend_package is not None:
         from torchtalk.reports.backend_pkg import scan_backend_package
 
@@ -103,7 +104,7 @@ def compute_coverage(
     package = _package_report(scan, rows, counts, total) if scan is not None else None
     return CoverageReport(
         source=_source_of(con),
-        scope=options.tag or "*",
+        scope=tag or "*",
         total=total,
         keys=key_cov,
         heatmap=_heatmap(keys, rows, options.heatmap_limit),
@@ -116,6 +117,21 @@ def compute_coverage(
 
 
 # ----------------------------------------------------------------- inputs
+
+
+def scope_tag(options: CoverageOptions) -> str | None:
+    """The tag the report is restricted to: --tag ("*" = every op); with a
+    backend package and no --tag, the core ATen opset.
+
+    Example:
+        >>> scope_tag(CoverageOptions(backend_package=Path("pkg")))
+        'core'
+    """
+    if options.tag == "*":
+        return None
+    if options.tag is None and options.backend_package is not None:
+        return "core"
+    return options.tag
 
 
 def _table_counts(con) -> dict[str, int]:
