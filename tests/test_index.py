@@ -281,3 +281,15 @@ def test_schema_change_elsewhere_keeps_layer_rows(small, cache, tmp_path, monkey
     schema.write_text(schema.read_text().replace(".decl op_tag(op: symbol, tag: symbol)", ".decl op_tag(op: symbol, tag: symbol, extra: symbol)"))
     with pytest.raises(ExtractError, match="relation op_tag: takes 3 values"):
         api.index(small, layers=["ops"])
+
+
+def test_git_commit_recorded(small, cache):
+    import subprocess
+
+    git = ["git", "-C", str(small), "-c", "user.email=t@t", "-c", "user.name=t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "x"], check=True)
+    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    report = api.index(small, layers=["ops"])
+    assert api.status(db=report.db)["meta"]["git_commit"] == head and len(head) == 40
