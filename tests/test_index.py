@@ -293,3 +293,9 @@ def test_git_commit_recorded(small, cache):
     head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
     report = api.index(small, layers=["ops"])
     assert api.status(db=report.db)["meta"]["git_commit"] == head and len(head) == 40
+
+
+def test_error_no_default_tree(cache, capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("TORCHTALK_PYTORCH_SRC", str(tmp_path / "none"))
+    code, _, err = cli(capsys, "index")
+    assert (code, err) == (1, f"torchtalk: error: no PyTorch tree at {tmp_path / 'none'} (run `torchtalk fetch` or pass --source PATH)\n")

@@ -30,9 +30,12 @@ def run(args: argparse.Namespace) -> int:
 
     if args.jobs is not None and args.jobs < 1:
         raise InputError(f"--jobs must be at least 1, got {args.jobs}")
+    source = args.source or default_source()
+    if args.source is None and not source.exists():
+        raise InputError(f"no PyTorch tree at {source}", hint="run `torchtalk fetch` or pass --source PATH")
     log = None if args.quiet else (lambda m: print(m, file=sys.stderr, flush=True))
     report = api.index(
-        args.source or default_source(),
+        source,
         db=args.db,
         layers=args.layers.split(",") if args.layers else None,
         precise=args.precise,
