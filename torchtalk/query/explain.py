@@ -30,10 +30,16 @@ def explain(program, con, relation: str, row: tuple, facts: dict, *, engine: str
     return _Explainer(program, con, facts, derived, engine).why(relation, tuple(row), 0, set())
 
 
+# Note [Explain once]: a derived fact is explained the first time it appears
+# in the tree; later occurrences say "see above", so a chain through a walk
+# (up_reach at depth d, d-1, ...) reads top-down without repeated subtrees.
+
+
 class _Explainer:
     def __init__(self, program, con, facts, derived, engine) -> None:
         self.program, self.con, self.facts = program, con, facts
         self.derived, self.engine = derived, engine
+        self.done: set[tuple[str, tuple]] = set()  # Note [Explain once]
 
     def why(self, rel: str, row: tuple, depth: int, seen: set) -> dict:
         node = {"fact": _fmt(rel, row)}
@@ -47,6 +53,10 @@ class _Explainer:
         if depth >= MAX_DEPTH or (rel, row) in seen:
             node["where"] = "..."
             return node
+        if (rel, row) in self.done:
+            node["where"] = "see above"
+            return node
+        self.done.add((rel, row))
         seen = seen | {(rel, row)}
         for rule in self.program.rules_for(rel):
             found = self._witness(rule, row)
