@@ -402,3 +402,33 @@ def test_receivers_typed_through_return_types_auto_and_make_shared():
     ]
     # the receiver of line 8 is unknown: two methods named dtype, no guess
     assert rows["call_ambiguous"] == [("at::f", "dtype", 2, f, 8)]
+
+
+def test_receivers_fields_subscripts_and_constructor_chains():
+    rows = rows_of({
+        "a/t.h": (
+            "namespace at {\n"
+            "struct Desc { void set() {} };\n"
+            "struct Args { Desc odesc; };\n"
+            "struct Tester {\n  Tester& mr(int m) { return *this; }\n  void test() const {}\n};\n"
+            "struct Conv {\n  Desc desc_;\n  std::vector<Desc> descs_;\n  void run(Args& args);\n};\n"
+            "}\n"
+        ),
+        "a/u.cpp": (
+            "namespace at {\n"
+            "void Conv::run(Args& args) {\n"
+            "  desc_.set();\n"
+            "  args.odesc.set();\n"
+            "  descs_[0].set();\n"
+            "  Tester().mr(4).test();\n"
+            "}\n}\n"
+        ),
+    })
+    f = "a/u.cpp"
+    assert sorted(r[1:] for r in rows["calls"] if r[0] == "at::Conv::run") == [
+        ("at::Desc::set", f, 3, "type"),
+        ("at::Desc::set", f, 4, "type"),
+        ("at::Desc::set", f, 5, "type"),
+        ("at::Tester::mr", f, 6, "type"),
+        ("at::Tester::test", f, 6, "type"),
+    ]

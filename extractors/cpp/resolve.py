@@ -46,6 +46,8 @@ LAUNCH_HELPERS = frozenset({
     "launch_vectorized_kernel", "launch_unrolled_kernel",
 })
 _HELPER_DEPTH = 8
+_POINTERS = frozenset({"shared_ptr", "unique_ptr", "intrusive_ptr", "weak_intrusive_ptr", "MaybeOwned", "optional"})
+_CONTAINERS = frozenset({"vector", "SmallVector", "ArrayRef", "array", "List", "IListRef", "deque", "OptionalArrayRef"})
 
 
 def _lookup_key(qual: str) -> str:
@@ -69,16 +71,19 @@ class Index:
         classes: set[str] = set()
         self.class_by_name: dict[str, set[str]] = defaultdict(set)
         self.bases: dict[str, set[tuple[str, ...]]] = defaultdict(set)
+        self.fields: dict[str, dict[str, tuple]] = defaultdict(dict)
         defs: list[tuple[str, str, int]] = []
         self.returns: dict[str, set[tuple]] = defaultdict(set)
         for f in facts:
             for (qual, _n, _l, _fl), ret in zip(f.defs, f.returns, strict=True):
                 self.returns[qual].add(ret)
-            for cls, bases in f.classes:
+            for cls, (bases, fields) in f.classes:
                 key = _lookup_key(cls)
                 classes.add(key)
                 self.class_by_name[key.rpartition("::")[2]].add(key)
                 self.bases[key].update(bases)
+                for name, parts, inner in fields:
+                    self.fields[key].setdefault(name, (parts, inner))
             for qual, name, _line, flags in f.defs:
                 defs.append((qual, name, flags))
             for stub, _line in (*f.stub_decls, *f.stub_defines):
@@ -205,19 +210,39 @@ class Resolver:
         return hit
 
     def _class_of(self, recv: tuple, caller: str, depth: int) -> str | None:
+        """The tree class of receiver (arrow, enc), or None when unknown."""
         arrow, enc = recv
+        typed = self._type_of(enc, caller, depth)
+        if typed is None:
+            return None
+        parts, inner, scope = typed
+        if arrow and inner and parts[-1] in _POINTERS:
+            parts = inner
+        return self.cls(parts, scope) if parts else None
+
+    def _type_of(self, enc: tuple, caller: str, depth: int) -> tuple | None:
+        """(type parts, template arg parts, scope they are written in) of enc."""
         if depth > 4:
             return None
         kind = enc[0]
         if kind == "this":
             container = _lookup_key(caller).rpartition("::")[0]
-            return container if container in self.ix.classes else None
+            return (tuple(container.split("::")), (), "") if container in self.ix.classes else None
         if kind == "v":
-            parts = enc[2] if arrow and enc[2] else enc[1]
-            return self.cls(parts, caller)
+            return enc[1], enc[2], caller
+        if kind == "m":
+            return self._field_type(self._class_of((False, enc[1]), caller, depth + 1), enc[2])
+        if kind == "i":
+            sub = self._type_of(enc[1], caller, depth + 1)
+            if sub is None or not sub[1] or sub[0][-1] not in _CONTAINERS:
+                return None
+            return sub[1], (), sub[2]
         _c, parts, code, sub = enc
         if code == FREE:
             fn, _n, _via = self.function(parts, FREE, caller)
+            if not fn:  # `Foo(...)`: a constructor call gives a Foo
+                cls = self.cls(parts, caller)
+                return (tuple(cls.split("::")), (), "") if cls else None
         else:
             cls = self._class_of(sub, caller, depth + 1)
             fn = self.method_of(cls, parts[-1])[0] if cls else ""
@@ -225,10 +250,22 @@ class Resolver:
         if len(rets) != 1:
             return None
         ret = next(iter(rets))
-        if not ret:
-            return None
-        rparts = ret[1] if arrow and ret[1] else ret[0]
-        return self.cls(rparts, fn)
+        return (ret[0], ret[1], fn) if ret else None
+
+    def _field_type(self, cls: str | None, name: str) -> tuple | None:
+        seen, frontier = set(), [cls] if cls else []
+        for _ in range(8):
+            nxt = []
+            for c in frontier:
+                if c in seen:
+                    continue
+                seen.add(c)
+                hit = self.ix.fields.get(c, {}).get(name)
+                if hit:
+                    return hit[0], hit[1], f"{c}::_"
+                nxt.extend(b for b in (self.cls(base, f"{c}::_") for base in self.ix.bases.get(c, ())) if b)
+            frontier = nxt
+        return None
 
     def named(self, table: dict[str, set[str]], by_name: dict[str, set[str]],
               parts: tuple[str, ...], scope_of: str) -> str:

@@ -37,6 +37,9 @@ FREE, MEMBER, THIS, TYPED, RECV = 0, 1, 2, 3, 4
 #   ("c", callee parts, code, sub)      the result of a call (code FREE, or RECV
 #                                       with sub = (arrow, enc) of its receiver)
 #   ("this",)                           the caller's own class
+#   ("m", enc, name)                    field `name` of enc's class (a bare
+#                                       name: ("m", ("this",), name))
+#   ("i", enc)                          an element enc[i] of a container
 # and the resolver types it through the callees' declared return types.
 # FileFacts.calls flag bits
 IN_MACRO, LAUNCH = 1, 2
@@ -48,7 +51,9 @@ _QUERY = ts.Query(
     " (parameter_declaration) @var (optional_parameter_declaration) @var (declaration) @var",
 )
 # Smart pointers whose `->` reaches their first template argument.
-_POINTERS = frozenset({"shared_ptr", "unique_ptr", "intrusive_ptr", "weak_intrusive_ptr", "MaybeOwned"})
+_POINTERS = frozenset({"shared_ptr", "unique_ptr", "intrusive_ptr", "weak_intrusive_ptr", "MaybeOwned", "optional"})
+# Containers whose `[i]` gives their first template argument.
+_CONTAINERS = frozenset({"vector", "SmallVector", "ArrayRef", "array", "List", "IListRef", "deque", "OptionalArrayRef"})
 _PARSER = ts.Parser(_LANG)
 
 _LIB_RE = re.compile(r"^(TORCH_LIBRARY(?:_FRAGMENT|_IMPL)?)\s*\(([^)]*)\)")
@@ -73,7 +78,8 @@ class FileFacts:
     """Everything one file says, names unresolved (see Note [Per-file facts]).
 
     defs:     (fn, name, line, flags)              flags: KERNEL
-    classes:  (qualified name, base classes as written) of classes/structs with a body
+    classes:  (qualified name, (base classes as written, fields (name, type, template arg)))
+              of classes/structs with a body
     returns:  per def, its declared return type (parts, pointee parts) or ()
     calls:    (def index, name parts, member code, line, flag bits, receiver)
     binds:    (py, target parts | ("<lambda>",), line, scope)
@@ -89,7 +95,7 @@ class FileFacts:
     lang: str
     defs: tuple[tuple[str, str, int, int], ...]
     returns: tuple[tuple, ...]
-    classes: tuple[tuple[str, tuple[tuple[str, ...], ...]], ...]
+    classes: tuple[tuple[str, tuple], ...]
     calls: tuple[tuple[int, tuple[str, ...], int, int, int, tuple | None], ...]
     binds: tuple[tuple[str, tuple[str, ...], int, str], ...]
     lib_defs: tuple[tuple[str, str, str, int], ...]
@@ -222,7 +228,7 @@ class _Scanner:
             cls = f"structured_{name}" + (f"_{overload}" if overload else "")
             qual = "::".join([*scope, cls, method])
             self.out.impl_funcs.append((name + (f".{overload}" if overload else ""), kind, qual, line))
-            self.classes.setdefault("::".join([*scope, cls]), ())
+            self.classes.setdefault("::".join([*scope, cls]), ((), ()))
             short = method
         elif name_node.type == "function_declarator" or is_macro_name(text):
             decl = name_node.parent.text.decode(errors="replace") if name_node.parent else text
@@ -291,7 +297,8 @@ class _Scanner:
                         if bp and b.type != "access_specifier":
                             bases.append(bp)
             qual = "::".join(_qualify(scope, parts))
-            self.classes[qual] = tuple(bases) or self.classes.get(qual, ())
+            old = self.classes.get(qual, ((), ()))
+            self.classes[qual] = (tuple(bases) or old[0], _fields(node) or old[1])
 
     def _collect_vars(self, nodes: list[ts.Node]) -> None:
         """Declared class types of parameters and locals, per def (for x.f())."""
@@ -340,10 +347,20 @@ class _Scanner:
             return None
         t = node.type
         if t == "identifier":
-            v = self.var_types.get(idx, {}).get(node.text.decode(errors="replace"))
+            name = node.text.decode(errors="replace")
+            v = self.var_types.get(idx, {}).get(name)
             if v is None:
-                return None
+                return ("m", ("this",), name)  # a field of the caller's class, if any
             return v if v[0] == "v" else v[1]
+        if t == "field_expression":
+            field = node.child_by_field_name("field")
+            sub = self._recv(node.child_by_field_name("argument"), idx, depth + 1)
+            if field is None or sub is None:
+                return None
+            return ("m", sub, field.text.decode(errors="replace"))
+        if t == "subscript_expression":
+            sub = self._recv(node.child_by_field_name("argument"), idx, depth + 1)
+            return ("i", sub) if sub is not None else None
         if t == "this":
             return ("this",)
         if t == "parenthesized_expression" and node.named_child_count == 1:
@@ -367,7 +384,7 @@ class _Scanner:
                 return None
             if parts[-1] in _MAKERS and "<" in text:  # make_shared<T>(...) and friends
                 inner = name_parts(text[text.index("<") + 1 : text.rindex(">")].split(",")[0]) if ">" in text else ()
-                return ("v", parts, inner) if inner else None
+                return ("v", (_MAKERS[parts[-1]],), inner) if inner else None
             return ("c", parts, FREE, None)
         return None
 
@@ -422,7 +439,7 @@ class _Scanner:
             enc = self._recv(obj, block[2], 0)
             arrow = _is_arrow(fn)
             if enc is not None and enc[0] == "v":
-                tparts = enc[2] if arrow and enc[2] else enc[1]
+                tparts = enc[2] if arrow and enc[2] and enc[1][-1] in _POINTERS else enc[1]
                 member, parts = TYPED, (*tparts, name)
             elif enc is not None:
                 member, recv = RECV, (arrow, enc)
@@ -492,7 +509,32 @@ def _text_namespaces(text: bytes) -> list[tuple[int, int, list[str]]]:
 
 _TYPE_NODES = frozenset({"type_identifier", "qualified_identifier", "template_type"})
 # Factories whose first template argument is the pointee: make_shared<T>(...)
-_MAKERS = frozenset({"make_shared", "make_unique", "make_intrusive", "make_boxed"})
+_MAKERS = {"make_shared": "shared_ptr", "make_unique": "unique_ptr", "make_intrusive": "intrusive_ptr"}
+
+
+def _fields(cls: ts.Node) -> tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...]:
+    """(name, type parts, template arg parts) of a class body's data members."""
+    body = cls.child_by_field_name("body")
+    out = []
+    for fd in body.named_children if body is not None else ():
+        if fd.type != "field_declaration":
+            continue
+        tnode = fd.child_by_field_name("type")
+        if tnode is None or tnode.type not in _TYPE_NODES:
+            continue
+        vtype = _var_type(tnode)
+        if vtype is None:
+            continue
+        for d in fd.children_by_field_name("declarator"):
+            while d is not None and d.type not in ("field_identifier", "identifier"):
+                if d.type in ("function_declarator",):
+                    d = None
+                    break
+                d = d.child_by_field_name("declarator") or (
+                    d.named_children[-1] if d.type in _DECLARATOR_WRAPPERS and d.named_children else None)
+            if d is not None:
+                out.append((d.text.decode(errors="replace"), *vtype))
+    return tuple(out)
 
 
 def _is_arrow(field_expr: ts.Node) -> bool:
@@ -501,13 +543,14 @@ def _is_arrow(field_expr: ts.Node) -> bool:
 
 
 def _var_type(tnode: ts.Node) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
-    """(type parts, pointee parts for smart pointers) of a declared type node."""
+    """(type parts, first template argument for smart pointers and containers)
+    of a declared type node."""
     text = tnode.text.decode(errors="replace")
     parts = name_parts(text)
     if not parts:
         return None
     inner: tuple[str, ...] = ()
-    if parts[-1] in _POINTERS and "<" in text:
+    if (parts[-1] in _POINTERS or parts[-1] in _CONTAINERS) and "<" in text:
         arg = text[text.index("<") + 1 : text.rindex(">")] if ">" in text else ""
         inner = name_parts(arg.split(",")[0].replace("const", "").strip())
     return parts, inner
