@@ -306,3 +306,31 @@ def test_cli_json_and_errors(tmp_path):
         "(did you mean 'at::native::matmul', 'torch::jit::tensorexpr::matmul', "
         "'at::native::_matmul_impl'?)")
     assert "Traceback" not in bad.stderr
+
+
+# ------------------------------------------------------------------ library
+
+
+def test_builtin_conflict_leaves_the_later_file_out(tmp_path, monkeypatch):
+    from torchtalk.query import library
+
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    (rules / "graph.dl").write_text(".decl a(x: symbol)\n.input a\n")
+    (rules / "other.dl").write_text("// clashes with graph.dl\n.decl a(x: number)\n.input a\n")
+    (rules / "third.dl").write_text(".decl b(x: symbol)\nb(x) :- a(x).\n")
+    monkeypatch.setattr(library, "RULES_DIR", rules)
+    program, notes = library.load_library_notes(user=False)
+    assert len(notes) == 1 and notes[0].startswith(f"rules/other.dl left out: {rules / 'other.dl'}:2:1: ")
+    assert "'a' is declared twice" in notes[0]
+    assert "b" in program.decls
+
+
+def test_list_queries_describes_usage():
+    from torchtalk.query.library import describe_queries, load_library
+
+    by_name = {d["name"]: d for d in describe_queries(load_library(user=False))}
+    assert by_name["impact"]["usage"] == "impact(FN, depth=6)"
+    assert by_name["paths"]["usage"] == "paths(NODE -> B, depth=8)"
+    assert (by_name["callers"]["file"], by_name["callers"]["columns"]) == (
+        "rules/calls.dl", ["fn", "caller", "via", "file", "line"])

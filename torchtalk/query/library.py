@@ -165,30 +165,25 @@ CORE_FIRST = ("graph.dl",)
 
 
 def _compatible(files: list[Path]) -> tuple[set[Path], list[str]]:
-    from torchtalk.datalog import parse_file
+    """The built-in files that load together, in order (graph.dl first), and a
+    note for each one left out (it does not parse or check together with the
+    files accepted before it)."""
+    from torchtalk.datalog import parse_text
     from torchtalk.datalog.analysis.checks import check
     from torchtalk.errors import TorchTalkError
 
     order = sorted(files, key=lambda p: (p.name not in CORE_FIRST, p.name))
-    owner: dict[str, str] = {}
-    accepted: set[Path] = set()
+    accepted: list[Path] = []
     notes: list[str] = []
     for f in order:
+        text = "".join(f'#include "{p}"\n' for p in [*accepted, f])
         try:
-            prog = parse_file(f)
-            check(prog)
+            check(parse_text(text, "<library>", base=RULES_DIR))
         except TorchTalkError as exc:
             notes.append(f"rules/{f.name} left out: {exc.headline()}")
             continue
-        mine = {n: f"{d.loc.file}:{d.loc.line}" for n, d in prog.decls.items()}
-        clash = [n for n, where in mine.items() if n in owner and owner[n] != where]
-        if clash:
-            notes.append(f"rules/{f.name} left out: relation {clash[0]!r} is also declared at "
-                         f"{_short(owner[clash[0]])}")
-            continue
-        owner.update(mine)
-        accepted.add(f)
-    return accepted, notes
+        accepted.append(f)
+    return set(accepted), notes
 
 
 def _short(where: str) -> str:
