@@ -241,7 +241,8 @@ def real(tree: Path, tmp_path_factory) -> ListSink:
     from extractors import python as layer
 
     sink = ListSink()
-    cache = tmp_path_factory.mktemp("pycache") / "python"
+    # one summary cache per test session, shared with tests/test_testsx_layer.py
+    cache = tmp_path_factory.getbasetemp() / "pylayers" / "python"
     layer.extract(ExtractContext(tree, cache, 2), sink)
     return sink
 

@@ -199,7 +199,8 @@ def real(tree: Path, tmp_path_factory) -> ListSink:
     from extractors import tests as layer
 
     sink = ListSink()
-    layer.extract(ExtractContext(tree, tmp_path_factory.mktemp("tcache") / "tests", 2), sink)
+    # one summary cache per test session, shared with tests/test_python_layer.py
+    layer.extract(ExtractContext(tree, tmp_path_factory.getbasetemp() / "pylayers" / "tests", 2), sink)
     return sink
 
 
@@ -213,7 +214,9 @@ def test_real_softmax_opinfo(real: ListSink) -> None:
     assert ("softmax:with_dtype", "softmax", "op_db", CMI, 14560) in rows
     assert ("_refs.softmax", "softmax", "python_ref_db", CMI, 22671) in rows
     assert ("Linear", "torch.nn.modules.linear.Linear", "module_db",
-            "torch/testing/_internal/common_modules.py", 3721) in real.get("opinfo")
+            "torch/testing/_internal/common_modules.py", 3838) in real.get("opinfo")
+    # a factory call: make_mvlgamma_opinfo(variant_test_name='mvlgamma_p_1', ...)
+    assert ("mvlgamma:mvlgamma_p_1", "mvlgamma", "op_db", CMI, 16917) in real.get("opinfo")
 
 
 @pytest.mark.real_tree

@@ -91,7 +91,7 @@ class FileSummary:
     assigns: tuple[tuple[str, int, tuple], ...] = ()  # module level: (name, line, ir)
     defs: tuple[Def, ...] = ()
     entries: tuple[Entry, ...] = ()
-    module_calls: tuple[tuple[str, int], ...] = ()  # calls outside any def
+    module_calls: tuple[tuple[str, int], ...] = ()  # calls in module-level expression statements
     decorated_calls: tuple[tuple[Deco, tuple], ...] = field(default=())  # f(args)(fn): (deco, fn ir)
 
 
@@ -247,7 +247,8 @@ class _Summarizer:
             return
         if isinstance(stmt, ast.Assign | ast.AnnAssign | ast.AugAssign):
             self._assign(stmt)
-        self._calls_in(stmt, self.module_calls, module_level=True)
+        elif isinstance(stmt, ast.Expr):  # e.g. register_decomposition(aten.x)(fn)
+            self._calls_in(stmt, self.module_calls, module_level=True)
         self.module_calls = [c for c in self.module_calls if not c[0].startswith("~")]
 
     def _assign(self, stmt: ast.Assign | ast.AnnAssign | ast.AugAssign) -> None:
@@ -310,20 +311,33 @@ class _Summarizer:
         return Deco(self.resolve(node) or _tail(node), node.lineno)
 
     def _calls_in(self, root: ast.AST, out: list, module_level: bool = False, nested: list | None = None) -> None:
-        """Every call under `root`, not descending into nested defs (collected in `nested`)."""
+        """Every call under `root`, not descending into nested defs (collected in `nested`).
+
+        The hot loop of the layer: it skips leaf nodes (names, constants) and
+        annotations instead of using ast.iter_child_nodes.
+        """
         stack = [root]
+        fields_of = _CHILD_FIELDS
         while stack:
             node = stack.pop()
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-                if node is not root:
-                    if nested is not None:
-                        nested.append(node)
-                    continue
-            if isinstance(node, ast.Call):
+            cls = type(node)
+            if cls in _DEFS and node is not root:
+                if nested is not None:
+                    nested.append(node)
+                continue
+            if cls is ast.Call:
                 self._call(node, out, module_level)
-            elif isinstance(node, ast.Assign) and not module_level:
+            elif cls is ast.Assign and not module_level:
                 self._local_alias(node)
-            stack.extend(ast.iter_child_nodes(node))
+            fields = fields_of.get(cls)
+            if fields is None:
+                fields = fields_of[cls] = tuple(f for f in cls._fields if f not in _SKIP_FIELDS)
+            for f in fields:
+                v = getattr(node, f, None)
+                if type(v) is list:
+                    stack.extend(x for x in v if type(x) not in _LEAVES and isinstance(x, ast.AST))
+                elif v is not None and type(v) not in _LEAVES and isinstance(v, ast.AST):
+                    stack.append(v)
 
     def _local_alias(self, node: ast.Assign) -> None:
         """`func = _multi_tensor_adam` inside a def: a later `func(...)` calls it."""
@@ -390,12 +404,20 @@ class _Summarizer:
             name = first.value
         elif first is not None:
             name = self.resolve(first) or ""
+        last = fn.rpartition(".")[2]
+        if not name and last.startswith("make_") and last.endswith("_opinfo"):
+            name = last[len("make_"):-len("_opinfo")]  # make_mvlgamma_opinfo(...) → "mvlgamma"
         return Entry(
             node.lineno, fn, name,
             _str(kw.get("variant_test_name")), _str(kw.get("aten_name")),
             _str(kw.get("torch_opinfo_name")), _str(kw.get("torch_opinfo_variant_name")),
         )
 
+
+_DEFS = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef})
+_LEAVES = frozenset({ast.Name, ast.Constant, ast.Load, ast.Store, ast.Del, ast.Pass, ast.Break, ast.Continue})
+_SKIP_FIELDS = frozenset({"ctx", "annotation", "returns", "type_comment", "type_params", "id", "arg", "attr", "name", "names", "module", "level", "op", "ops", "kind", "is_async", "conversion"})
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
 
 _NOT_ENTRIES = frozenset({"DecorateInfo", "ErrorInputs", "SampleInfo", "TypeInfo", "FunctionInfo"})
 
