@@ -29,7 +29,7 @@ QUERIES = (
     "trace(softmax)",
     "kernels(softmax)",
     "kernels(add)",
-    "paths(softmax_warp_forward -> python)",
+    "paths(cunn_SoftMaxForward -> python)",
     "paths(torch.softmax -> cuda)",
     "tests(softmax)",
     "tests(matmul)",
@@ -37,7 +37,7 @@ QUERIES = (
     'search("softmax_warp")',
     "search(gemm)",
     "callers(add_stub)",
-    "impact(gelu_kernel, depth=4)",
+    "impact(host_softmax, depth=4)",
 )
 
 

@@ -61,7 +61,10 @@ def query(
     if explain:
         from torchtalk.query.explain import explain as _explain
 
-        trees = tuple(_explain(program, con, b.sig.name, r, b.facts, engine=engine)
+        from torchtalk.query.run import prune
+
+        pruned = prune(program, frozenset(b.facts))
+        trees = tuple(_explain(pruned, con, b.sig.name, r, b.facts, engine=engine)
                       for r in shown[:explain])
         result = dataclasses.replace(result, explanations=trees)
     return result

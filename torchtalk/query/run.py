@@ -161,6 +161,7 @@ def evaluate_bound(b: Bound, program, con, *, engine: str = "duckdb") -> list[tu
     """The rows of the bound relation, filtered (unsorted)."""
     from torchtalk.datalog import evaluate
 
+    program = prune(program, frozenset(b.facts))
     out = evaluate(program, con, outputs=[b.sig.name], facts=b.facts, engine=engine, checked=True)
     rows = out.get(b.sig.name, [])
     for i, allowed in b.filters:
@@ -212,3 +213,56 @@ def _notes(b: Bound) -> tuple[str, ...]:
         elif r.ids and r.ids[0] != r.text:
             notes.append(f"{r.text!r} = {r.ids[0]}")
     return tuple(notes)
+
+
+# Note [Pruning]: the rule library shares relations between queries (up_seed
+# gets a rule from impact, paths and affected), so a query would also compute,
+# on empty seeds, everything the other queries' rules need. Before evaluating,
+# the rules with a positive body atom over an argument relation this query
+# does not fill (another query's `q_arg`, `q_from`, `q_to`, `q_<opt>`) are
+# dropped, and so, in turn, are the rules over relations left without rules.
+# Such a rule derives nothing, so the answer is the same; fewer relations are
+# computed. The pruned program is cached per (library, given relations).
+_PRUNED: dict[tuple[int, frozenset], object] = {}
+
+
+def prune(program, given: frozenset):
+    """`program` without the rules that cannot fire for a query filling `given`."""
+    key = (id(program), given)
+    if key not in _PRUNED:
+        _PRUNED[key] = _prune(program, given)
+    return _PRUNED[key]
+
+
+def _prune(program, given: frozenset):
+    import dataclasses
+
+    from torchtalk.datalog import ast as A
+
+    inputs = set(program.inputs)
+    args = {n for n in inputs if _is_argument(program, n)}
+    empty = {n for n in args if n not in given}
+    rules = list(program.rules)
+    while True:
+        keep = [r for r in rules if not any(
+            isinstance(lit, A.Atom) and lit.name in empty for lit in r.body)]
+        heads = {r.head.name for r in keep}
+        newly = {r.head.name for r in rules if r.head.name not in heads and r.head.name not in inputs}
+        rules = keep
+        if not newly - empty:
+            break
+        empty |= newly
+    return dataclasses.replace(program, rules=tuple(rules))
+
+
+def _is_argument(program, rel: str) -> bool:
+    """`rel` is a seed or option input of some named query (Note [Named queries])."""
+    for suffix in ("_arg", "_from", "_to"):
+        if rel.endswith(suffix) and rel[: -len(suffix)] in program.decls:
+            return True
+    head, _, opt = rel.rpartition("_")
+    while head:
+        if head in program.decls and f"{rel}_default" in program.decls:
+            return True
+        head, _, _ = head.rpartition("_")
+    return False
