@@ -39,6 +39,7 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
     ("args", "message"),
     [
         (["--keys", "CPU,CUDAA"], "error: unknown dispatch key 'CUDAA' (no dispatch entry names it) (did you mean 'CUDA'?)"),
+        (["--keys", "CompositeImplicitAutograd"], "error: CompositeImplicitAutograd is a composite alias key, not a backend: its kernels count for every key (pick backend keys, e.g. --keys CPU,MPS)"),
         (["--tag", "cor"], "error: unknown op tag 'cor' (did you mean 'core'?)"),
         (["--format", "yml"], "error: unknown report format 'yml' (one of md, html, csv, json)"),
         (["--format", "jsn"], "error: unknown report format 'jsn' (did you mean 'json'?)"),

@@ -163,6 +163,11 @@ def _resolve_keys(con, wanted: tuple[str, ...] | None) -> tuple[str, ...]:
     if not wanted:
         return tuple(known)
     for k in wanted:
+        if k.startswith("Composite"):
+            raise InputError(
+                f"{k} is a composite alias key, not a backend: its kernels count for every key",
+                hint="pick backend keys, e.g. --keys CPU,MPS",
+            )
         if k not in known:
             raise InputError(
                 f"unknown dispatch key {k!r} (no dispatch entry names it)",
