@@ -103,15 +103,20 @@ def group_matches(matches) -> dict[str, list[Match]]:
     return dict(groups)
 
 
+# table names per open connection (a connection is kept alive by the entry)
+_TABLES: dict[int, tuple] = {}
+
+
 class Resolver:
     """Resolves names against one fact DB connection (tables may be missing)."""
 
     def __init__(self, con) -> None:
         self.con = con
-        rows = con.execute(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'"
-        ).fetchall()
-        self.tables = {r[0] for r in rows}
+        cached = _TABLES.get(id(con))
+        if cached is None or cached[0] is not con:
+            rows = con.execute("SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main'").fetchall()
+            cached = _TABLES[id(con)] = (con, {r[0] for r in rows})
+        self.tables = cached[1]
 
     def _q(self, sql: str, params, *tables: str) -> list[tuple]:
         if not all(t in self.tables for t in tables):
@@ -145,37 +150,29 @@ class Resolver:
 
     # ------------------------------------------------------------- tiers
     def _fn_tiers(self, t: str):
-        last = t.rsplit("::", 1)[-1]
+        cands = _once(lambda: self._fn_candidates(t))
         if "::" in t:  # a qualified name is first taken as the full id
-            yield "exact", False, lambda: self._fn_where("{c} = ?", [t])
-        yield "dispatch", False, lambda: self._q(
-            "SELECT DISTINCT 'function', f.fn, arg_min(f.file, (f.file, f.line)), arg_min(f.line, (f.file, f.line)) FROM func f "
-            "WHERE f.fn = 'at::native::' || ? AND EXISTS (SELECT 1 FROM dispatch d WHERE d.kernel = ?) "
-            "GROUP BY ALL",
-            [t, t], "func", "dispatch",
-        )
+            yield "exact", False, lambda: [m for m in cands() if m[1] == t]
+        # a dispatch-table kernel name: the at::native function torchgen binds it to
+        yield "dispatch", False, lambda: [
+            m for m in cands() if m[1] == "at::native::" + t
+        ] if self._q("SELECT 1 FROM dispatch WHERE kernel = ? LIMIT 1", [t], "dispatch") else []
         # an unqualified name says nothing of the namespace: `gemm` is the
         # global gemm and every X::gemm alike
-        yield "name", False, lambda: self._fn_where("({c} = ? OR suffix({c}, ?))", [t, "::" + t], last)
+        yield "name", False, lambda: [m for m in cands() if m[1] == t or m[1].endswith("::" + t)]
 
-    def _fn_where(self, cond: str, params, name: str | None = None) -> list[tuple]:
-        """Functions (kernels marked) and stubs whose id satisfies `cond` ({c} = the id column)."""
-        by_name = "name = ? AND " if name else ""
-        fparams = ([name] if name else []) + list(params)
-        kind = "'function'"
-        if "kernel" in self.tables:
-            kind = "CASE WHEN fn IN (SELECT kernel FROM kernel) THEN 'kernel' ELSE 'function' END"
+    def _fn_candidates(self, t: str) -> list[tuple]:
+        """Every function, kernel and stub whose last name component is t's (one scan)."""
+        last = t.rsplit("::", 1)[-1]
+        kernels = {r[0] for r in self._q("SELECT kernel FROM kernel WHERE name = ?", [last], "kernel")}
         rows = self._q(
-            f"SELECT {kind}, fn, arg_min(file, (file, line)), arg_min(line, (file, line)) FROM func WHERE {by_name}{cond.format(c='fn')} "
-            f"GROUP BY ALL ORDER BY 2",
-            fparams, "func",
-        )
-        rows += self._q(
-            f"SELECT 'stub', stub, arg_min(file, (file, line)), arg_min(line, (file, line)) FROM stub_decl WHERE {cond.format(c='stub')} "
-            f"GROUP BY ALL ORDER BY 2",
-            params, "stub_decl",
-        )
-        return rows
+            "SELECT fn, arg_min(file, (file, line)), arg_min(line, (file, line)) FROM func "
+            "WHERE name = ? GROUP BY fn ORDER BY fn", [last], "func")
+        out = [("kernel" if fn in kernels else "function", fn, f, ln) for fn, f, ln in rows]
+        out += self._q(
+            "SELECT 'stub', stub, arg_min(file, (file, line)), arg_min(line, (file, line)) FROM stub_decl "
+            "WHERE stub = ? OR suffix(stub, ?) GROUP BY stub ORDER BY stub", [last, "::" + last], "stub_decl")
+        return out
 
     def _op_tiers(self, t: str):
         o = t.removeprefix("aten::")
@@ -269,6 +266,18 @@ class Resolver:
         scored = [(s, i) for s, i in scored if s is not None and s >= 0.8]
         scored.sort(key=lambda x: (-x[0], x[1]))
         return list(dict.fromkeys(i for _, i in scored))[:n]
+
+
+def _once(fetch):
+    """`fetch`, called at most once."""
+    box: list = []
+
+    def get():
+        if not box:
+            box.append(fetch())
+        return box[0]
+
+    return get
 
 
 def _singular(ns: str) -> str:
