@@ -212,12 +212,12 @@ def test_trace_module_linear_reaches_the_linear_op(mcp, tree, layers):
 
 def test_test_file_info_finds_test_linalg_classes(mcp, tree, layers):
     need(layers, "tests")
-    r = mcp.call("test_file_info", path="test_linalg.py")
+    r = mcp.call("test_file_info", path="test_linalg.py")  # test/test_linalg.py before numpy_tests/'s
     assert r.data["title"] == "tests in test/test_linalg.py"
     cls = row_where(r, test="test/test_linalg.py::TestLinalg")
     assert cls["kind"] == "class" and source_line(tree, cls).startswith("class TestLinalg(")
     bad = mcp.call("test_file_info", path="test/test_linalgg.py")
-    assert bad.is_error and "did you mean 'test/test_linalg.py'?" in bad.text
+    assert bad.is_error and "(did you mean 'test/test_linalg.py', " in bad.text
 
 
 def test_list_test_utils_decorators_include_dtypes(mcp, tree, layers):
@@ -226,7 +226,7 @@ def test_list_test_utils_decorators_include_dtypes(mcp, tree, layers):
     cats = {row["category"] for row in r.rows}
     assert cats
     dec = mcp.call("list_test_utils", category="decorator")
-    dtypes = row_where(dec, name="dtypes")
+    dtypes = row_where(dec, name="torch.testing._internal.common_device_type.dtypes")
     assert dtypes["file"] == "torch/testing/_internal/common_device_type.py"
     assert re.match(r"(class|def) dtypes\b", source_line(tree, dtypes).strip())
 
@@ -235,7 +235,8 @@ def test_find_similar_tests_for_matmul(mcp, tree, layers):
     need(layers, "tests")
     r = mcp.call("find_similar_tests", query="matmul out")
     top = r.rows[0]
-    assert "matmul" in top["test"] and "out" in top["test"]
+    assert top["test"].rsplit("::", 1)[-1] == "test_matmul_out"  # whole words, shortest name first
+    assert all("dropout" not in row["test"] for row in r.rows[:10])
     assert source_line(tree, top).strip().startswith("def " + top["test"].rsplit("::", 1)[-1])
 
 

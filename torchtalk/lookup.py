@@ -180,22 +180,19 @@ def list_test_utils(con, category: str, limit: int = DEFAULT_LIMIT) -> Table:
 
 def _normalize_test_path(con, path: str) -> str:
     """`path` as a tree-relative test file of the DB, or a QueryError with candidates."""
-    files = [r[0] for r in con.execute("SELECT DISTINCT file FROM test").fetchall()]
+    rel = "test_file" if db_info(con).rows.get("test_file") else "test"
+    files = [r[0] for r in con.execute(f"SELECT DISTINCT file FROM {rel}").fetchall()]
     p = path.strip().replace("\\", "/")
-    if p in files:
-        return p
+    for exact in (p, "test/" + p.lstrip("./")):
+        if exact in files:
+            return exact
     tail = [f for f in files if p.endswith("/" + f) or f.endswith("/" + p.lstrip("./"))]
     if len(tail) == 1:
         return tail[0]
     if len(tail) > 1:
         shown = ", ".join(sorted(tail)[:5])
         raise QueryError(f"test file {path!r} is ambiguous", hint=f"one of: {shown}")
-    base = p.rsplit("/", 1)[-1]
-    by_base = {f.rsplit("/", 1)[-1]: f for f in files}
-    hint = did_you_mean(base, by_base)
-    if hint:
-        close = [by_base[c] for c in re.findall(r"'([^']+)'", hint)]
-        hint = "did you mean " + ", ".join(repr(c) for c in close) + "?"
+    hint = did_you_mean(p if "/" in p else "test/" + p, files)
     raise QueryError(f"no indexed test file {path!r}", hint=hint)
 
 
@@ -211,7 +208,13 @@ def test_file_info(con, path: str, limit: int = DEFAULT_LIMIT) -> Table:
         return Table(f"tests in {path}", ("test", "kind", "file", "line"), (), 0, notes)
     file = _normalize_test_path(con, path)
     kinds = dict(con.execute("SELECT kind, count(*) FROM test WHERE file = ? GROUP BY kind", [file]).fetchall())
-    summary = f"{file}: {kinds.get('class', 0)} classes, {kinds.get('function', 0)} test functions"
+    n_cls, n_fn = kinds.get("class", 0), kinds.get("function", 0)
+    summary = f"{file}: {n_cls} test class{'es' if n_cls != 1 else ''}, {n_fn} test function{'s' if n_fn != 1 else ''}"
+    if "test_file_uses" in tables(con):
+        sql = "SELECT util FROM test_file_uses WHERE file = ? GROUP BY util ORDER BY min(line) LIMIT 25"
+        uses = [r[0].rsplit(".", 1)[-1] for r in con.execute(sql, [file]).fetchall()]
+        if uses:
+            summary += "; imports test utilities: " + ", ".join(uses)
     cover = ()
     if "tests_cover" in tables(con):
         sql = (
@@ -236,9 +239,10 @@ def _words(query: str) -> list[str]:
 def find_similar_tests(con, query: str, limit: int = DEFAULT_LIMIT) -> Table:
     """Tests whose name or covered subjects match the words of `query`, best first.
 
-    A test scores one point per query word in its id and two per word in a
-    subject it covers (tests_cover), so `"matmul backward"` ranks the tests of
-    matmul's backward first.
+    Words match whole tokens (`out` matches test_matmul_out, not test_dropout).
+    Per query word a test scores 2 when it is a token of the test function's
+    name, 1 when it is elsewhere in its id (class, file), and 1 more when a
+    subject it covers (tests_cover) has it as a token.
 
     Example:
         >>> find_similar_tests(con, "matmul out").rows[0][0]
@@ -252,20 +256,23 @@ def find_similar_tests(con, query: str, limit: int = DEFAULT_LIMIT) -> Table:
     present = tables(con)
     if "test" not in present:
         return Table(f"tests like {query!r}", cols, (), 0, notes)
-    name_score = " + ".join("(lower(t.test) LIKE ?)::INT" for _ in words)
-    params: list[Any] = [f"%{w}%" for w in words]
-    cover_score = "0"
-    if "tests_cover" in present:
-        cover_score = " + ".join(
-            "coalesce((SELECT 2 FROM tests_cover c WHERE c.test = t.test "
-            "AND lower(c.subject) LIKE ? LIMIT 1), 0)"
-            for _ in words
+    func = "lower(regexp_extract(t.test, '[^:]+$'))"
+    terms, params = [], []
+    for w in words:
+        tok = f"(^|[^a-z0-9]){w}([^a-z0-9]|$)"
+        terms.append(
+            f"CASE WHEN regexp_matches({func}, ?) THEN 2 WHEN regexp_matches(lower(t.test), ?) THEN 1 ELSE 0 END"
         )
-        params += [f"%{w}%" for w in words]
+        params += [tok, tok]
+        if "tests_cover" in present:
+            terms.append(
+                "(t.test IN (SELECT test FROM tests_cover WHERE regexp_matches(lower(subject), ?)))::INT"
+            )
+            params.append(tok)
     sql = (
         f"SELECT test, score, file, line FROM (SELECT t.test, t.file, t.line, "
-        f"({name_score}) + ({cover_score}) AS score FROM test t WHERE t.kind = 'function') "
-        f"WHERE score > 0 ORDER BY score DESC, test"
+        f"{' + '.join(terms)} AS score FROM test t WHERE t.kind = 'function') "
+        f"WHERE score > 0 ORDER BY score DESC, length(regexp_extract(test, '[^:]+$')), test"
     )
     rows, total = _select(con, ("test",), sql, params, limit)
     return Table(f"tests like {query!r}", cols, rows, total, notes)
