@@ -101,7 +101,9 @@ def _current_digests(root: Path, rels: list[str], index: dict) -> tuple[dict, di
 
 
 def _combined(digests: dict[str, str]) -> str:
-    h = hashlib.sha1()
+    from extractors.cpp.resolve import RESOLVE_VERSION
+
+    h = hashlib.sha1(RESOLVE_VERSION.encode())
     for rel in sorted(digests):
         h.update(f"{rel}\0{digests[rel]}\n".encode())
     return h.hexdigest()

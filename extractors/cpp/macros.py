@@ -9,9 +9,10 @@ through local macros:
     }
     CREATE_UNARY_TORCH_IMPL_FUNC(acos_out, acos_stub)
 
-A `#define` of the same file whose body uses TORCH_IMPL_FUNC /
-TORCH_META_FUNC* / TORCH_PRECOMPUTE_META_FUNC* / REGISTER_*DISPATCH is
-expanded at each top-level use (parameters substituted, `##` pasted), on the
+A function-like `#define` of the same file whose body uses TORCH_IMPL_FUNC /
+TORCH_META_FUNC* / TORCH_PRECOMPUTE_META_FUNC* / REGISTER_*DISPATCH, or pastes
+tokens (`##`) into something with a body (`foreach_tensor_##op##_cuda(...) {`),
+is expanded at each use outside #define lines (parameters substituted, `##` pasted), on the
 use's line, with the use's newlines kept after it, so every later line number
 is unchanged and the expanded definition sits at the line of the use.
 
@@ -22,6 +23,7 @@ Example:
 
 from __future__ import annotations
 
+import bisect
 import re
 
 _KEYWORDS = re.compile(
@@ -57,13 +59,22 @@ def balanced_args(text: bytes, open_at: int) -> tuple[list[bytes], int] | None:
 
 
 def _macros(src: bytes) -> dict[bytes, tuple[list[bytes], bytes]]:
-    out = {}
+    """The file's function-like macros worth expanding: those defining
+    constructs or pasting names into bodies, and those using such macros."""
+    every = {}
     for m in _DEFINE_RE.finditer(src):
-        body = m.group(3).replace(b"\\\n", b" ")
-        if _KEYWORDS.search(body):
-            params = [p.strip() for p in m.group(2).split(b",") if p.strip()]
-            out[m.group(1)] = (params, body.strip())
-    return out
+        params = [p.strip() for p in m.group(2).split(b",") if p.strip()]
+        every[m.group(1)] = (params, m.group(3).replace(b"\\\n", b" ").strip())
+    chosen = {n for n, (_p, body) in every.items() if _KEYWORDS.search(body) or (b"##" in body and b"{" in body)}
+    for _ in range(3):
+        if not chosen:
+            break
+        uses = re.compile(rb"\b(?:" + b"|".join(re.escape(n) for n in chosen) + rb")\s*\(")
+        more = {n for n, (_p, body) in every.items() if n not in chosen and uses.search(body)}
+        if not more:
+            break
+        chosen |= more
+    return {n: every[n] for n in chosen}
 
 
 def _substitute(params: list[bytes], body: bytes, args: list[bytes]) -> bytes:
@@ -79,16 +90,19 @@ def _substitute(params: list[bytes], body: bytes, args: list[bytes]) -> bytes:
 
 def expand_local_macros(src: bytes) -> bytes:
     """`src` with its construct-defining local macros expanded (Note [Local macro expansion])."""
-    if b"#" not in src or not _KEYWORDS.search(src):
+    if b"#" not in src or not (_KEYWORDS.search(src) or b"##" in src):
         return src
     for _ in range(2):  # a macro using another local macro
         macros = _macros(src)
         if not macros:
             return src
-        use_re = re.compile(rb"^[ \t]*(" + b"|".join(re.escape(n) for n in macros) + rb")[ \t]*\(", re.M)
+        use_re = re.compile(rb"\b(" + b"|".join(re.escape(n) for n in macros) + rb")[ \t]*\(")
+        defines = define_spans(src)
+        starts = [d[0] for d in defines]
         out, pos, changed = [], 0, False
         for m in use_re.finditer(src):
-            if m.start() < pos:
+            i = bisect.bisect_right(starts, m.start()) - 1
+            if m.start() < pos or (i >= 0 and m.start() < defines[i][1]):
                 continue
             got = balanced_args(src, m.end() - 1)
             if got is None:

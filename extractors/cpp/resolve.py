@@ -14,7 +14,10 @@ Note [Call resolution]: a call never gets a guessed edge. In order:
      variable initialized by one: `e`'s type is the declared return type of
      the function `e` calls, resolved the same way (Note [Receiver
      expressions]); then as in 3 ("type");
-  5. other member calls: the unique method named `f` in the tree ("member").
+  5. other member calls: the unique method named `f` in the tree ("member"),
+     unless `f` is also a method of the C++ standard library (size, push_back,
+     find, get, ... see STD_METHODS): on a receiver of unknown type that could
+     be either, so no row at all (counted as "std_like_member_calls").
 Anonymous and inline namespaces are transparent for lookup. Several
 candidates give a `call_ambiguous` row with their number; none (std::,
 CUDA runtime, third-party, macros) gives nothing and is counted as external.
@@ -45,7 +48,19 @@ LAUNCH_HELPERS = frozenset({
     "opmath_jitted_gpu_kernel_with_scalars", "launch_kernel", "launch_legacy_kernel",
     "launch_vectorized_kernel", "launch_unrolled_kernel",
 })
+RESOLVE_VERSION = "resolve-2"  # bump when resolution changes (keys the resolved-rows cache)
 _HELPER_DEPTH = 8
+# Method names of the standard library's containers, strings, smart pointers,
+# optionals, atomics and streams (Note [Call resolution], step 5).
+STD_METHODS = frozenset("""
+size empty begin end cbegin cend rbegin rend front back data at push_back pop_back
+emplace_back emplace push_front pop_front insert erase clear reserve resize capacity
+find count contains lower_bound upper_bound equal_range swap assign append c_str str
+substr compare length get reset release lock unlock try_lock value has_value value_or
+load store exchange fetch_add fetch_sub wait notify_one notify_all join detach
+first second key operator() write read flush close open good fail what merge
+extract sort unique reverse fill shrink_to_fit max_size use_count expired
+""".split())
 _POINTERS = frozenset({"shared_ptr", "unique_ptr", "intrusive_ptr", "weak_intrusive_ptr", "MaybeOwned", "optional"})
 _CONTAINERS = frozenset({"vector", "SmallVector", "ArrayRef", "array", "List", "IListRef", "deque", "OptionalArrayRef"})
 
@@ -188,6 +203,8 @@ class Resolver:
             raise ValueError("RECV calls go through Resolver.receiver_call")
         if member == MEMBER:
             cands = ix.methods_by_name.get(name, set())
+            if len(cands) == 1 and name in STD_METHODS:
+                return "", 0, "std"
             return _pick(cands, "member")
         scopes = _scopes(scope_of)
         written = "::".join(parts)
@@ -337,6 +354,8 @@ def _calls_rows(f: FileFacts, rv: Resolver, rows, stats, helper_sites) -> None:
                 helper_sites.append((caller, callee, f.file, line))
         elif n > 1:
             rows["call_ambiguous"].append((caller, "::".join(parts), n, f.file, line))
+        elif via == "std":
+            stats["std_like_member_calls"] += 1
         else:
             stats["external_call_sites"] += 1
             if name in LAUNCH_HELPERS:
