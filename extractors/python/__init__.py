@@ -28,7 +28,10 @@ _PUBLIC_LEAF_SKIP = ("torch._C._VariableFunctions.", "torch._C.TensorBase.")
 
 def inputs(root: Path) -> Iterable[Path]:
     """Every `.py` under torch/ plus native_functions.yaml."""
-    yield root / NATIVE_YAML
+    from extractors.ops import find_inputs
+
+    layout = find_inputs(root)
+    yield root / (layout.native if layout else NATIVE_YAML)
     for rel in python_files(root, TOPS):
         yield root / rel
 

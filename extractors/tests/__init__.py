@@ -38,7 +38,10 @@ UTIL_PREFIX = "torch.testing._internal."
 
 def inputs(root: Path) -> Iterable[Path]:
     """Every `.py` under torch/ and test/, plus native_functions.yaml."""
-    yield root / NATIVE_YAML
+    from extractors.ops import find_inputs
+
+    layout = find_inputs(root)
+    yield root / (layout.native if layout else NATIVE_YAML)
     for rel in python_files(root, TOPS):
         yield root / rel
 
