@@ -299,3 +299,11 @@ def test_error_no_default_tree(cache, capsys, monkeypatch, tmp_path):
     monkeypatch.setenv("TORCHTALK_PYTORCH_SRC", str(tmp_path / "none"))
     code, _, err = cli(capsys, "index")
     assert (code, err) == (1, f"torchtalk: error: no PyTorch tree at {tmp_path / 'none'} (run `torchtalk fetch` or pass --source PATH)\n")
+
+
+def test_killed_index_leftovers_are_removed(small, cache):
+    db = api.index(small, layers=["ops"]).db
+    (db.parent / f".{db.name}.tmp-999999").write_bytes(b"half a db")
+    (db.parent / f".{store.facts_dir(db).name}.tmp-999999" / "layers").mkdir(parents=True)
+    api.index(small, layers=["ops"])
+    assert sorted(p.name for p in db.parent.iterdir() if p.name.startswith(".")) == []

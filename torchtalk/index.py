@@ -285,6 +285,7 @@ def index(
 
 def _index_locked(src, db_path, schema, chosen, notes, jobs, force, log, progress, t0) -> IndexReport:
     facts = store.facts_dir(db_path)
+    _remove_stale(db_path, facts)
     prev = _previous_layers(db_path, facts)
     plans = []
     for layer in chosen:
@@ -310,6 +311,17 @@ def _index_locked(src, db_path, schema, chosen, notes, jobs, force, log, progres
         return IndexReport(db_path, src.root, src.kind, True, time.perf_counter() - t0, reports, tuple(notes))
     reports = _build(src, db_path, schema, plans, prev, keep, jobs, log, progress)
     return IndexReport(db_path, src.root, src.kind, False, time.perf_counter() - t0, reports, tuple(notes))
+
+
+def _remove_stale(db_path: Path, facts: Path) -> None:
+    """Temporary files of an index that was killed (we hold the lock, so no
+    other index is writing them)."""
+    for pattern in (f".{db_path.name}.tmp-*", f".{facts.name}.tmp-*", f".{facts.name}.old-*"):
+        for p in db_path.parent.glob(pattern):
+            if p.is_dir():
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                p.unlink(missing_ok=True)
 
 
 @contextlib.contextmanager
