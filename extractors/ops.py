@@ -126,6 +126,16 @@ NATIVE_KEYS = ATTR_KEYS | frozenset({
     "python_module", "tags", "dispatch", "autogen",
 })
 UFUNC_KEYS = (DispatchKey.CPU, DispatchKey.CUDA)
+# value types torchgen asserts (NativeFunction.from_yaml)
+BOOL_KEYS = frozenset({
+    "structured", "manual_kernel_registration", "manual_cpp_binding", "device_guard",
+    "use_const_ref_for_mutable_tensors",
+})
+STR_KEYS = frozenset({
+    "variants", "structured_delegate", "structured_inherits", "python_module", "autogen",
+    "category_override", "device_check",
+})
+DEVICE_CHECKS = frozenset({"NoCheck", "ExactSame"})
 
 
 def inputs(root: Path) -> list[Path]:
@@ -191,6 +201,7 @@ def _native_rows(entry: LineMap, sig: Signature, rel: str, valid_tags, sink: Sin
     op = sig.op
     reject_unknown(entry, NATIVE_KEYS, rel, op)
     loc = lambda key: SrcLoc(rel, entry.key_line(key))  # noqa: E731
+    check_values(entry, op, rel)
     sink.add("op", op, sig.name, sig.overload, " ".join(entry["func"].split()), rel, entry.line)
     for v in str(entry.get("variants", "function")).split(","):
         sink.add("op_variant", op, Variant.parse(v.strip(), loc("variants")).value)
@@ -212,6 +223,17 @@ def _native_rows(entry: LineMap, sig: Signature, rel: str, valid_tags, sink: Sin
     for key in sorted(ATTR_KEYS & entry.keys()):
         sink.add("op_attr", op, key, attr_text(entry[key]), rel, entry.key_line(key))
     _dispatch_rows(entry, sig, rel, sink)
+
+
+def check_values(entry: LineMap, op: str, rel: str) -> None:
+    """The value types torchgen asserts, as ExtractErrors at the key's line."""
+    for key, value in entry.items():
+        want = "True or False" if key in BOOL_KEYS and not isinstance(value, bool) else (
+            "a string" if key in STR_KEYS and not isinstance(value, str) else None)
+        if key == "device_check" and want is None and value not in DEVICE_CHECKS:
+            want = " or ".join(sorted(DEVICE_CHECKS))
+        if want:
+            raise ExtractError(f"`{key}:` of {op!r} must be {want}, got {value!r}", SrcLoc(rel, entry.key_line(key)))
 
 
 def _dispatch_rows(entry: LineMap, sig: Signature, rel: str, sink: Sink) -> None:

@@ -272,3 +272,15 @@ def test_formula_calls():
     assert formula_calls(["grad.defined() ? at::sum_to(grad, self.sym_sizes()) : Tensor()", "auto_linear", "std::get<0>(f(x))"]) == [
         (0, "at::sum_to"), (0, "Tensor"), (2, "std::get"), (2, "f"),
     ]
+
+
+@pytest.mark.parametrize(("line", "message"), [
+    ("  structured: maybe\n", "`structured:` of 'foo' must be True or False, got 'maybe'"),
+    ("  device_check: Nope\n", "`device_check:` of 'foo' must be ExactSame or NoCheck, got 'Nope'"),
+    ("  python_module: [nn]\n", "`python_module:` of 'foo' must be a string, got ['nn']"),
+])
+def test_value_types_are_checked(tmp_path, line, message):
+    root = make_tree(tmp_path, "- func: foo(Tensor self) -> Tensor\n" + line)
+    with pytest.raises(ExtractError) as err:
+        run_ops(root)
+    assert str(err.value) == f"{NF}:2: extract error: {message}"
