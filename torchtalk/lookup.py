@@ -266,12 +266,20 @@ def find_similar_tests(con, query: str, limit: int = DEFAULT_LIMIT) -> Table:
         params += [tok, tok]
         if "tests_cover" in present:
             terms.append(
-                "(t.test IN (SELECT test FROM tests_cover WHERE regexp_matches(lower(subject), ?)))::INT"
+                "(t.test IN (SELECT test FROM tests_cover WHERE lower(subject) LIKE ? "
+                "AND regexp_matches(lower(subject), ?)))::INT"
             )
-            params.append(tok)
+            params += [f"%{w}%", tok]
+    # cheap prefilter: the id contains a word, or the test covers a subject that does
+    pre = " OR ".join("lower(t.test) LIKE ?" for _ in words)
+    params += [f"%{w}%" for w in words]
+    if "tests_cover" in present:
+        pre += " OR t.test IN (SELECT test FROM tests_cover WHERE " + " OR ".join(
+            "lower(subject) LIKE ?" for _ in words) + ")"
+        params += [f"%{w}%" for w in words]
     sql = (
         f"SELECT test, score, file, line FROM (SELECT t.test, t.file, t.line, "
-        f"{' + '.join(terms)} AS score FROM test t WHERE t.kind = 'function') "
+        f"{' + '.join(terms)} AS score FROM test t WHERE t.kind = 'function' AND ({pre})) "
         f"WHERE score > 0 ORDER BY score DESC, length(regexp_extract(test, '[^:]+$')), test"
     )
     rows, total = _select(con, ("test",), sql, params, limit)
