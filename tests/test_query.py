@@ -155,7 +155,11 @@ def test_callees(con):
     assert q(con, "callees(matmul)").rows == (
         ("at::native::matmul", "at::native::_matmul_impl", "qualified", LA, 2183),)
     assert q(con, "callees(_matmul_impl)").rows == (
-        ("at::native::_matmul_impl", "mm", "ambiguous", LA, 2034),)
+        ("at::native::_matmul_impl", "dot", "aten", LA, 2028),
+        ("at::native::_matmul_impl", "mm", "ambiguous", LA, 2034),
+        ("at::native::_matmul_impl", "mm_out", "aten", LA, 2034),
+        ("at::native::_matmul_impl", "mv", "aten", LA, 2030),
+    )
 
 
 def test_impact_reaches_ops_and_python(con):
