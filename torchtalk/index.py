@@ -178,6 +178,8 @@ def select_layers(src: store.Source, names: Iterable[str] | None, precise: bool)
     wanted = None
     if names is not None:
         wanted = [n.strip() for n in names if n.strip()]
+        if not wanted:
+            raise InputError(f"no layer named (layers: {', '.join(known)})")
         for n in wanted:
             if n not in known:
                 raise InputError(f"unknown layer {n!r} (layers: {', '.join(known)})", hint=did_you_mean(n, known))
