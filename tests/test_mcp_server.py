@@ -375,3 +375,24 @@ def test_indexes_in_the_background_and_answers_as_layers_land(tree, tmp_path):
         row = r.rows[0]
         assert (row["id"], row["file"], row["line"]) == ("_cast_Byte", "aten/src/ATen/native/native_functions.yaml", 9)
         assert source_line(src, row).startswith("- func: _cast_Byte(Tensor self")
+
+
+def test_query_runs_a_user_rule_from_rules_dir(db, tree, tmp_path, layers):
+    need(layers, "ops")
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    (rules / "delegates.dl").write_text(
+        "// Seed: the ops (resolved as op names).\n"
+        ".decl my_delegates_arg(op: symbol)\n.input my_delegates_arg\n"
+        "// `op` is computed by the structured kernel of `out_op`.\n"
+        ".decl my_delegates(op: symbol, out_op: symbol, file: symbol, line: number)\n"
+        "my_delegates(o, d, f, l) :- my_delegates_arg(o), structured_delegate(o, d, f, l).\n"
+    )
+    with open_session(["--db", str(db), "--rules", str(rules)]) as s:
+        r = s.call("query", dsl="my_delegates(gelu)")
+        assert not r.is_error, r.text
+        row = row_where(r, op="gelu")
+        assert row["out_op"] == "gelu.out"
+        assert source_line(tree, row).strip() == "structured_delegate: gelu.out"
+        bad = s.call("query", dsl="my_delegatez(gelu)")
+        assert bad.is_error and "did you mean 'my_delegates'" in bad.text

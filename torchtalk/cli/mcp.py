@@ -18,6 +18,8 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--port", type=int, default=8765, help="HTTP port (default 8765)")
     p.add_argument("--reindex", action="store_true",
                    help="refresh the index in the background while serving (always done when none exists)")
+    p.add_argument("--rules", type=Path, action="append", default=[], metavar="DIR",
+                   help="more .dl rule files for the `query` tool (repeatable; the config dir's rules/ is always read)")
     p.add_argument("--json", action="store_true",
                    help="print where the server listens as JSON on stderr before serving")
 
@@ -36,6 +38,9 @@ def run(args: argparse.Namespace) -> int:
         source = (args.source or default_source()).resolve()
         if not source.is_dir():
             raise InputError(f"no PyTorch tree at {source}", hint="pass --source PATH or run `torchtalk fetch`")
+    for d in args.rules:
+        if not d.is_dir():
+            raise InputError(f"rules directory not found: {d}", hint="pass a directory of .dl files")
     if not 0 < args.port < 65536:
         raise InputError(f"bad --port {args.port}", hint="a TCP port, 1-65535")
     if args.json:
@@ -46,5 +51,6 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(where), file=sys.stderr)
     from torchtalk.mcp.server import serve
 
-    serve(source, args.db, transport=args.transport, port=args.port, reindex=args.reindex)
+    serve(source, args.db, transport=args.transport, port=args.port, reindex=args.reindex,
+          rules=tuple(d.resolve() for d in args.rules))
     return 0

@@ -48,9 +48,10 @@ class App:
 
     db: FactDB
     indexer: Indexer | None
+    rules: tuple[Path, ...] = ()  # user rule dirs for `query` (besides the config dir's)
 
 
-def _lifespan(source: Path | None, db: Path | None, reindex: bool):
+def _lifespan(source: Path | None, db: Path | None, reindex: bool, rules: tuple[Path, ...]):
     @asynccontextmanager
     async def lifespan(_server: MCPServer) -> AsyncIterator[App]:
         facts = FactDB(source, db)
@@ -60,7 +61,7 @@ def _lifespan(source: Path | None, db: Path | None, reindex: bool):
             indexer = Indexer(source, db, default_log(source))
             indexer.start()
         try:
-            yield App(facts, indexer)
+            yield App(facts, indexer, rules)
         finally:
             if indexer is not None:
                 indexer.stop()
@@ -69,7 +70,9 @@ def _lifespan(source: Path | None, db: Path | None, reindex: bool):
     return lifespan
 
 
-def build_server(source: Path | None, db: Path | None, reindex: bool = False) -> MCPServer:
+def build_server(
+    source: Path | None, db: Path | None, reindex: bool = False, rules: tuple[Path, ...] = ()
+) -> MCPServer:
     """The server with every TorchTalk tool registered (see torchtalk.mcp.tools)."""
     from torchtalk import __version__
     from torchtalk.mcp.tools import register
@@ -79,7 +82,7 @@ def build_server(source: Path | None, db: Path | None, reindex: bool = False) ->
         title="TorchTalk",
         version=__version__,
         instructions=INSTRUCTIONS,
-        lifespan=_lifespan(source, db, reindex),
+        lifespan=_lifespan(source, db, reindex, rules),
         log_level="WARNING",
     )
     register(server)
@@ -137,9 +140,10 @@ def serve(
     transport: str = "stdio",
     port: int = 8765,
     reindex: bool = False,
+    rules: tuple[Path, ...] = (),
 ) -> None:
     """Serve on stdio, or streamable HTTP on 127.0.0.1:`port` (path /mcp)."""
-    server = build_server(source, db, reindex)
+    server = build_server(source, db, reindex, rules)
     if transport == "stdio":
         server.run("stdio")
     else:

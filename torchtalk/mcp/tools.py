@@ -10,6 +10,7 @@ candidates. The set of tools is `TOOL_NAMES`; the integration files
 
 from __future__ import annotations
 
+import inspect
 import re
 from typing import Annotated, Any
 
@@ -65,11 +66,12 @@ def _table(result: Any, title: str) -> Table:
     return Table(title, tuple(order), tuple(tuple(d.get(c) for c in order) for d in dicts), len(dicts))
 
 
-def _dsl(con, text: str) -> Table:
-    """Evaluate a query-DSL text through the facade."""
+def _dsl(ctx: Context, con, text: str) -> Table:
+    """Evaluate a query-DSL text through the facade (with the server's --rules dirs)."""
     from torchtalk import api
 
-    return _table(api.query(text, con=con, limit=STRUCT_ROWS), text)
+    rules = ctx.request_context.lifespan_context.rules
+    return _table(api.query(text, con=con, limit=STRUCT_ROWS, rules=rules), text)
 
 
 def _focus(table: Table, focus: str | None) -> Table:
@@ -89,7 +91,8 @@ def register(server: MCPServer) -> None:
         list_modules, find_similar_tests, list_test_utils, test_file_info, query,
         affected, coverage,
     ):
-        server.add_tool(fn, annotations=ro, structured_output=True)
+        desc = " ".join(inspect.cleandoc(fn.__doc__ or "").split())
+        server.add_tool(fn, description=desc, annotations=ro, structured_output=True)
 
 
 async def get_status(ctx: Context) -> Result:
@@ -111,7 +114,7 @@ async def trace(
     entries per backend, structured delegates, C++ kernels, dispatch stubs and CUDA
     kernels, with derivative formulas and covering tests, each step at file:line.
     Use it to understand or modify an operator."""
-    return await run_tool(ctx, "trace", lambda con: _focus(_dsl(con, f"trace({_name(name)})"), focus))
+    return await run_tool(ctx, "trace", lambda con: _focus(_dsl(ctx, con, f"trace({_name(name)})"), focus))
 
 
 async def search(
@@ -135,7 +138,7 @@ async def impact(
     """What breaks if I change X: the transitive callers of a function up to `depth`
     levels, the ops and Python APIs that reach it. Use before changing a C++
     function or kernel to see who depends on it."""
-    return await run_tool(ctx, "impact", lambda con: _dsl(con, f"impact({_name(name)}, depth={depth})"))
+    return await run_tool(ctx, "impact", lambda con: _dsl(ctx, con, f"impact({_name(name)}, depth={depth})"))
 
 
 async def calls(
@@ -144,7 +147,7 @@ async def calls(
 ) -> Result:
     """What X calls: the direct callees of a C++/CUDA function, each at its call
     site file:line. Use to walk down the call graph one step at a time."""
-    return await run_tool(ctx, "calls", lambda con: _dsl(con, f"callees({_name(name)})"))
+    return await run_tool(ctx, "calls", lambda con: _dsl(ctx, con, f"callees({_name(name)})"))
 
 
 async def called_by(
@@ -153,7 +156,7 @@ async def called_by(
 ) -> Result:
     """Who calls X: the direct callers of a C++/CUDA function, each at its call site
     file:line. Use to walk up the call graph; `impact` follows it transitively."""
-    return await run_tool(ctx, "called_by", lambda con: _dsl(con, f"callers({_name(name)})"))
+    return await run_tool(ctx, "called_by", lambda con: _dsl(ctx, con, f"callers({_name(name)})"))
 
 
 async def cuda_kernels(
@@ -170,7 +173,7 @@ async def cuda_kernels(
             return api.cuda_kernels(None, con=con)
         n = _name(name)
         table = api.cuda_kernels(n, con=con)
-        return table if table.total else _dsl(con, f"kernels({n})")
+        return table if table.total else _dsl(ctx, con, f"kernels({n})")
 
     return await run_tool(ctx, "cuda_kernels", work)
 
@@ -242,7 +245,7 @@ async def query(
         text = (dsl or "").strip()
         if not text:
             raise QueryError("empty query", hint="e.g. 'callers(gemm)'")
-        return _dsl(con, text)
+        return _dsl(ctx, con, text)
 
     return await run_tool(ctx, "query", work)
 
@@ -254,7 +257,7 @@ async def affected(
     """Which ops, Python APIs and tests are affected by a change to these functions
     (e.g. the functions of a diff). Use to pick the tests to run after a change."""
     def work(con) -> Table:
-        return _dsl(con, "affected(" + ", ".join(_name(f, "function") for f in functions) + ")")
+        return _dsl(ctx, con, "affected(" + ", ".join(_name(f, "function") for f in functions) + ")")
 
     return await run_tool(ctx, "affected", work)
 
