@@ -37,12 +37,51 @@ class Grounding:
 
 
 def injected(agg: A.Aggregate, rule: A.Rule) -> frozenset[str]:
-    """Variables of `agg` that also occur in `rule` outside `agg`."""
-    inside: set[str] = set()
-    outside: set[str] = set()
-    for name, enclosing in _occurrences(rule):
-        (inside if any(e is agg for e in enclosing) else outside).add(name)
-    return frozenset(inside & outside)
+    """Variables of `agg` that also occur in a scope enclosing `agg`.
+
+    A sibling aggregate is a scope of its own: `v` in `count : { w(n, v) }`
+    and in `min v : { w(n, v) }` are two local variables.
+    """
+    occ = _occurrences(rule)
+    parents = next((enc[:-1] for _, enc in occ if enc and enc[-1] is agg), None)
+    if parents is None:
+        parents = _parents_of(agg, rule)
+    inside = {n for n, enc in occ if any(e is agg for e in enc)}
+    visible = {n for n, enc in occ if len(enc) <= len(parents) and all(a is b for a, b in zip(enc, parents))}
+    return frozenset(inside & visible)
+
+
+def _parents_of(agg: A.Aggregate, rule: A.Rule) -> tuple[A.Aggregate, ...]:
+    """The aggregates enclosing `agg` (for an aggregate without variables)."""
+    found: list[tuple[A.Aggregate, ...]] = []
+
+    def term(t, enc) -> None:
+        if t is agg:
+            found.append(enc)
+        if isinstance(t, A.Aggregate):
+            for lit in t.body:
+                for sub in _literal_terms(lit):
+                    term(sub, (*enc, t))
+            if t.target is not None:
+                term(t.target, (*enc, t))
+        elif isinstance(t, A.BinOp):
+            term(t.left, enc)
+            term(t.right, enc)
+        elif isinstance(t, A.Neg):
+            term(t.operand, enc)
+
+    for lit in (rule.head, *rule.body):
+        for t in _literal_terms(lit):
+            term(t, ())
+    return found[0] if found else ()
+
+
+def _literal_terms(lit) -> tuple:
+    if isinstance(lit, A.Atom):
+        return lit.args
+    if isinstance(lit, A.Negation):
+        return _literal_terms(lit.target)
+    return (lit.left, lit.right)
 
 
 def ground_rule(rule: A.Rule) -> Grounding:
@@ -50,7 +89,17 @@ def ground_rule(rule: A.Rule) -> Grounding:
     g = ground_body(rule.body, frozenset(), rule)
     extra = [v for t in rule.head.args for v in A.term_vars(t) if v.name not in g.bound]
     extra += [v for t in rule.head.args for agg in A.term_aggregates(t) for v in _agg_missing(agg, g.bound, rule)]
-    return Grounding(g.bound, g.assignments, g.conditions, _first_each(list(g.ungrounded) + extra))
+    missing = list(g.ungrounded) + extra
+    # `n = count : {...}` blocked by an ungrounded `z` inside: report `z`, not `n` too
+    blocked = {
+        v.name
+        for c in g.conditions
+        if c.op is A.CmpOp.EQ
+        for v, other in ((c.left, c.right), (c.right, c.left))
+        if isinstance(v, A.Var) and not isinstance(other, A.Var)
+    }
+    root = [v for v in missing if v.name not in blocked]
+    return Grounding(g.bound, g.assignments, g.conditions, _first_each(root or missing))
 
 
 def ground_body(body: tuple[A.Literal, ...], outer: frozenset[str], rule: A.Rule) -> Grounding:

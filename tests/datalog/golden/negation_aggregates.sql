@@ -1,0 +1,6 @@
+CREATE TEMP TABLE "_tt_node" ("n" VARCHAR);
+INSERT INTO temp.main."_tt_node" SELECT t0."a" AS "n" FROM "edge" AS t0 UNION SELECT t0."b" AS "n" FROM "edge" AS t0;
+-- output leaf
+SELECT DISTINCT t0."n" AS "n" FROM temp.main."_tt_node" AS t0 WHERE NOT EXISTS (SELECT 1 FROM "edge" AS t_n1 WHERE t_n1."a" = t0."n");
+-- output stats
+SELECT DISTINCT t0."n" AS "n", (SELECT count(*) FROM (SELECT DISTINCT t_a1_0."a" AS _c0_0, t_a1_0."b" AS _c0_1 FROM "edge" AS t_a1_0 WHERE t_a1_0."a" = t0."n")) AS "fan", coalesce((SELECT sum(_v) FROM (SELECT DISTINCT t_a2_0."a" AS _c0_0, t_a2_0."v" AS _c0_1, (t_a2_0."v" * 2) AS _v FROM "w" AS t_a2_0 WHERE t_a2_0."a" = t0."n")), 0) AS "total", ((SELECT min(_v) FROM (SELECT DISTINCT t_a3_0."a" AS _c0_0, t_a3_0."v" AS _c0_1, t_a3_0."v" AS _v FROM "w" AS t_a3_0 WHERE t_a3_0."a" = t0."n" AND t_a3_0."v" > 0)) + 1) AS "lo" FROM temp.main."_tt_node" AS t0 WHERE (SELECT min(_v) FROM (SELECT DISTINCT t_a3_0."a" AS _c0_0, t_a3_0."v" AS _c0_1, t_a3_0."v" AS _v FROM "w" AS t_a3_0 WHERE t_a3_0."a" = t0."n" AND t_a3_0."v" > 0)) IS NOT NULL AND (SELECT count(*) FROM (SELECT DISTINCT t_a1_0."a" AS _c0_0, t_a1_0."b" AS _c0_1 FROM "edge" AS t_a1_0 WHERE t_a1_0."a" = t0."n")) >= 1;

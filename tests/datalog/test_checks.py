@@ -1,0 +1,95 @@
+"""Semantic checks: the exact message and location of each error."""
+
+from __future__ import annotations
+
+import pytest
+
+from torchtalk.datalog import check, parse_text
+from torchtalk.datalog.analysis.checks import check_errors
+from torchtalk.datalog.analysis.strata import strata
+from torchtalk.errors import ErrorList
+
+HEAD = """.decl e(a: number, b: symbol)
+.decl p(a: number, n: number)
+.decl q(a: symbol)
+"""  # rules below start on line 4
+
+CASES = [
+    ("p(x, 1) :- ee(x, _).", "<text>:4:12: semantic error: relation 'ee' is not declared (did you mean 'e'?)"),
+    ("p(x) :- e(x, _).", "<text>:4:1: semantic error: 'p' has 2 columns but is used with 1 argument"),
+    ("q(y) :- e(1, y, 2).", "<text>:4:9: semantic error: 'e' has 2 columns but is used with 3 arguments"),
+    ("p(x, y) :- e(x, y).", "<text>:4:17: semantic error: variable 'y' is a symbol here (column 'b' of 'e') but a number as column 'n' of 'p' at <text>:4:6"),
+    ('q("a") :- e("b", "c").', "<text>:4:13: semantic error: column 'a' of 'e' is a number, got the symbol \"b\""),
+    ("q(y) :- e(1, y), y < 3.", "<text>:4:18: semantic error: '<' compares numbers, got a symbol"),
+    ('q(y) :- e(x, y), x = y.', "<text>:4:18: semantic error: '=' compares a number with a symbol"),
+    ("p(x, n) :- e(x, y), n = y + 1.", "<text>:4:25: semantic error: arithmetic on the symbol y"),
+    ("q(y) :- e(x, y), contains(x, y).", "<text>:4:27: semantic error: 'contains' takes symbols, got the number x"),
+    ("p(x, n) :- e(x, s), n = sum s : { e(x, s) }.", "<text>:4:29: semantic error: 'sum' aggregates numbers, got the symbol s"),
+    ("p(x, y) :- e(x, _).", "<text>:4:6: semantic error: variable 'y' is not grounded (bind it in a positive atom of the body)"),
+    ("p(x, 1) :- e(x, _), !q(z).", "<text>:4:24: semantic error: variable 'z' is not grounded (bind it in a positive atom of the body)"),
+    ("p(x, 1) :- e(x, _), y > 2.", "<text>:4:21: semantic error: variable 'y' is not grounded (bind it in a positive atom of the body)"),
+    ("p(x, n) :- e(x, _), n = count : { e(z, _) }, z > 1.", "<text>:4:46: semantic error: variable 'z' is not grounded (bind it in a positive atom of the body)"),
+    ("p(x, n) :- e(x, _), n = max k : { e(j, _) }.", "<text>:4:29: semantic error: variable 'k' is not grounded (bind it in a positive atom of the body)"),
+    ("p(_, 1) :- e(1, _).", "<text>:4:3: semantic error: '_' in the head of a rule for 'p'"),
+    ("p(x, 1) :- e(x, y), x < _.", "<text>:4:25: semantic error: '_' in a comparison (use a variable)"),
+    ("p(x, n) :- e(x, _), n = count : { x > 1 }.", "<text>:4:25: semantic error: 'count' aggregate body needs a positive atom"),
+    ("p(x, count : { e(x, _) }) :- e(x, _).", "<text>:4:6: semantic error: an aggregate in the head of a rule is outside the subset (bind it in the body)"),
+    (".output r", "<text>:4:1: semantic error: '.output' of undeclared relation 'r'"),
+    ("q(y) :- e(1, y), !q(y).", "<text>:4:19: semantic error: 'q' reads 'q' under negation or aggregation, but 'q' depends on 'q' (cycle q -> q): not stratifiable"),
+]
+
+
+@pytest.mark.parametrize("rule,message", CASES, ids=[c[0] for c in CASES])
+def test_check_message(rule, message):
+    errors = check_errors(parse_text(HEAD + rule))
+    assert [e.headline() for e in errors] == [message]
+
+
+def test_unstratifiable_cycle_through_aggregate():
+    src = HEAD + ".decl r(a: symbol)\nq(y) :- e(1, y), n = count : { r(y) }, n = 0.\nr(y) :- q(y).\n"
+    with pytest.raises(ErrorList) as ei:
+        check(parse_text(src))
+    assert ei.value.headline() == (
+        "<text>:5:32: semantic error: 'q' reads 'r' under negation or aggregation, but 'r' depends "
+        "on 'q' (cycle q -> r -> q): not stratifiable"
+    )
+
+
+def test_errors_sorted_and_rendered_with_caret():
+    src = HEAD + "p(x, y) :- e(x, _).\nq(y) :- zz(y).\n"
+    with pytest.raises(ErrorList) as ei:
+        check(parse_text(src, "r.dl"))
+    assert ei.value.render().splitlines() == [
+        "r.dl:4:6: semantic error: variable 'y' is not grounded (bind it in a positive atom of the body)",
+        "    p(x, y) :- e(x, _).",
+        "         ^",
+        "r.dl:5:9: semantic error: relation 'zz' is not declared",
+        "    q(y) :- zz(y).",
+        "            ^",
+    ]
+    assert ei.value.headline().endswith("(and 1 more)")
+
+
+def test_sibling_aggregates_have_their_own_locals():
+    src = HEAD + "p(x, n) :- e(x, _), n = count : { e(x, v) }, m = min k : { e(k, v) }, m < n.\n"
+    assert check_errors(parse_text(src)) == []
+
+
+def test_strata_order_and_recursion_kinds():
+    prog = parse_text(
+        """.decl e(a: number, b: number)
+        .decl tc(a: number, b: number)
+        .decl a(x: number)
+        .decl b(x: number)
+        .decl lin(a: number, b: number)
+        .decl top(a: number)
+        tc(x, z) :- tc(x, y), tc(y, z).
+        tc(x, y) :- e(x, y).
+        a(x) :- b(x). b(x) :- a(x). a(x) :- e(x, _).
+        lin(x, y) :- e(x, y). lin(x, z) :- lin(x, y), e(y, z).
+        top(x) :- a(x), !tc(x, x), !lin(x, x)."""
+    )
+    got = [(s.relations, s.recursive, s.linear) for s in strata(prog)]
+    assert got[0] == (("e",), False, False)
+    assert set(got[1:4]) == {(("tc",), True, False), (("a", "b"), True, False), (("lin",), True, True)}
+    assert got[4] == (("top",), False, False)

@@ -1,0 +1,194 @@
+"""The embedded engine on hand-written programs: exact rows, read-only DBs,
+outputs-only evaluation, cleanup, given facts, errors; Soufflé cross-check."""
+
+from __future__ import annotations
+
+import shutil
+
+import duckdb
+import pytest
+
+from torchtalk.datalog import evaluate, parse_text
+from torchtalk.datalog.compile import compile_program
+from torchtalk.datalog.engines.souffle import souffle_text
+from torchtalk.errors import EngineError, ErrorList, InputError
+
+GRAPH = """
+.decl edge(a: symbol, b: symbol)
+.input edge
+.decl seed(fn: symbol)
+.input seed
+// transitive callers of the seeds (linear recursion -> WITH RECURSIVE)
+.decl up(fn: symbol)
+.output up
+up(c) :- seed(f), edge(c, f).
+up(c) :- up(f), edge(c, f).
+// all pairs, non-linear recursion (semi-naive fixpoint)
+.decl tc(a: symbol, b: symbol)
+.output tc
+tc(x, y) :- edge(x, y).
+tc(x, z) :- tc(x, y), tc(y, z).
+// mutual recursion: odd / even distance from "a"
+.decl odd(n: symbol)
+.decl even(n: symbol)
+.output odd, even
+even("a").
+odd(y) :- even(x), edge(x, y).
+even(y) :- odd(x), edge(x, y).
+// negation and aggregates over lower strata
+.decl leaf(n: symbol)
+.output leaf
+leaf(y) :- edge(_, y), !edge(y, _).
+.decl fanout(n: symbol, k: number)
+.output fanout
+fanout(x, k) :- edge(x, _), k = count : { edge(x, _) }.
+.decl reach_count(n: symbol, k: number)
+.output reach_count
+reach_count(x, k) :- edge(x, _), k = count : { tc(x, _) }, k >= 2.
+"""
+
+EDGES = [("a", "b"), ("b", "c"), ("c", "a"), ("c", "d"), ("e", "a")]
+
+
+@pytest.fixture
+def db(tmp_path):
+    path = tmp_path / "facts.duckdb"
+    con = duckdb.connect(str(path))
+    con.execute("CREATE TABLE edge (a VARCHAR, b VARCHAR)")
+    con.executemany("INSERT INTO edge VALUES (?, ?)", EDGES + [("a", "b")])  # a duplicate row
+    con.close()
+    return path
+
+
+def test_exact_rows_on_read_only_db(db):
+    con = duckdb.connect(str(db), read_only=True)
+    out = evaluate(parse_text(GRAPH), con, facts={"seed": [("d",)]})
+    assert sorted(out["up"]) == [("a",), ("b",), ("c",), ("e",)]
+    nodes = "abcde"
+    reach = {"a": "abcd", "b": "abcd", "c": "abcd", "d": "", "e": "abcd"}
+    assert sorted(out["tc"]) == sorted((x, y) for x in nodes for y in reach[x])
+    assert sorted(out["even"]) == [("a",), ("b",), ("c",), ("d",)]
+    assert sorted(out["odd"]) == [("a",), ("b",), ("c",), ("d",)]
+    assert sorted(out["leaf"]) == [("d",)]
+    assert sorted(out["fanout"]) == [("a", 1), ("b", 1), ("c", 2), ("e", 1)]
+    assert sorted(out["reach_count"]) == [("a", 4), ("b", 4), ("c", 4), ("e", 4)]
+    # nothing left behind in the temp catalog
+    assert con.execute("SELECT count(*) FROM duckdb_tables() WHERE temporary").fetchone() == (0,)
+
+
+def test_outputs_only_compiles_needed_strata():
+    prog = parse_text(GRAPH)
+    sql = compile_program(prog, ["leaf"], {"edge": ['"edge"']}).render()
+    assert "tc" not in sql and "odd" not in sql and "up" not in sql
+    assert sql == (
+        "-- output leaf\n"
+        'SELECT DISTINCT t0."b" AS "n" FROM "edge" AS t0 WHERE NOT EXISTS '
+        '(SELECT 1 FROM "edge" AS t_n1 WHERE t_n1."a" = t0."b");\n'
+    )
+
+
+def test_missing_input_table_is_empty_and_facts_add_rows(db):
+    con = duckdb.connect(str(db), read_only=True)
+    out = evaluate(parse_text(GRAPH), con, outputs=["up"])  # no seed table, no seed facts
+    assert out == {"up": []}
+    more = evaluate(parse_text(GRAPH), con, outputs=["leaf"], facts={"edge": [("d", "z")]})
+    assert sorted(more["leaf"]) == [("z",)]
+
+
+def test_many_given_facts_go_through_a_temp_table(db):
+    con = duckdb.connect(str(db), read_only=True)
+    seeds = [(f"n{i}",) for i in range(1500)] + [("d",)]
+    out = evaluate(parse_text(GRAPH), con, outputs=["up"], facts={"seed": seeds})
+    assert sorted(out["up"]) == [("a",), ("b",), ("c",), ("e",)]
+    assert con.execute("SELECT count(*) FROM duckdb_tables() WHERE temporary").fetchone() == (0,)
+
+
+def test_symbols_with_quotes_and_builtins():
+    prog = parse_text(
+        """.decl s(x: symbol)
+        .decl m(x: symbol)
+        .output m
+        s("it's"). s("a\\"b"). s("torch.nn.Linear"). s("torch.optim.SGD").
+        m(x) :- s(x), contains("nn", x).
+        m(x) :- s(x), match("it.*", x).
+        m(x) :- s(x), !contains(".", x), !match("it.*", x)."""
+    )
+    assert sorted(evaluate(prog, None)["m"]) == [('a"b',), ("it's",), ("torch.nn.Linear",)]
+
+
+def test_arithmetic_truncates_like_c():
+    prog = parse_text(
+        """.decl n(x: number)
+        .decl r(a: number, q: number, m: number)
+        .output r
+        n(-7). n(7).
+        r(x, x / 2, x % 2) :- n(x)."""
+    )
+    assert sorted(evaluate(prog, None)["r"]) == [(-7, -3, -1), (7, 3, 1)]
+
+
+def test_min_over_nothing_yields_no_row_sum_yields_zero():
+    prog = parse_text(
+        """.decl k(x: symbol)
+        .decl w(x: symbol, v: number)
+        .decl lo(x: symbol, v: number)
+        .decl tot(x: symbol, v: number)
+        .output lo, tot
+        k("a"). k("b"). w("a", 3). w("a", 5).
+        lo(x, v) :- k(x), v = min c : { w(x, c) }.
+        tot(x, v) :- k(x), v = sum c : { w(x, c) }."""
+    )
+    out = evaluate(prog, None)
+    assert sorted(out["lo"]) == [("a", 3)]
+    assert sorted(out["tot"]) == [("a", 8), ("b", 0)]
+
+
+def test_table_with_other_columns_is_an_engine_error(tmp_path):
+    con = duckdb.connect()
+    con.execute("CREATE TABLE edge (src VARCHAR, dst VARCHAR)")
+    with pytest.raises(EngineError) as ei:
+        evaluate(parse_text(GRAPH, "g.dl"), con, outputs=["leaf"])
+    assert ei.value.message == (
+        "table 'edge' of the fact database has columns (src VARCHAR, dst VARCHAR), "
+        "but its .decl at g.dl:2:1 says (a: symbol, b: symbol)"
+    )
+
+
+def test_user_errors():
+    prog = parse_text(GRAPH)
+    with pytest.raises(InputError, match=r"unknown relation 'lef' \(did you mean 'leaf'\?\)"):
+        evaluate(prog, None, outputs=["lef"])
+    with pytest.raises(InputError, match=r"row 1 of 'seed' has 2 values, its .decl has 1 columns"):
+        evaluate(prog, None, outputs=["up"], facts={"seed": [("a", "b")]})
+    with pytest.raises(InputError, match=r"row 1 of 'seed': column 'fn' is a symbol, got 3"):
+        evaluate(prog, None, outputs=["up"], facts={"seed": [(3,)]})
+    with pytest.raises(ErrorList):
+        evaluate(parse_text(".decl p(x: number)\n.output p\np(x) :- q(x)."), None)
+
+
+def test_souffle_missing_is_a_clear_error(monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(EngineError) as ei:
+        evaluate(parse_text(GRAPH), None, engine="souffle")
+    assert ei.value.headline() == (
+        "engine error: souffle is not on PATH "
+        "(install Soufflé (https://souffle-lang.github.io) or use --engine duckdb)"
+    )
+
+
+def test_souffle_program_text_is_flat_and_reparses():
+    prog = parse_text(GRAPH)
+    text = souffle_text(prog, ["leaf"])
+    again = parse_text(text)
+    assert again.outputs == ("leaf",) and again.inputs == ("edge", "seed")
+    assert again.rules == prog.rules and again.decls == prog.decls
+
+
+@pytest.mark.souffle
+@pytest.mark.skipif(shutil.which("souffle") is None, reason="souffle is not on PATH (not installable here)")
+def test_cross_engine_same_rows(db):
+    con = duckdb.connect(str(db), read_only=True)
+    prog = parse_text(GRAPH)
+    a = evaluate(prog, con, facts={"seed": [("d",)]})
+    b = evaluate(prog, con, facts={"seed": [("d",)]}, engine="souffle")
+    assert {k: sorted(v) for k, v in a.items()} == {k: sorted(v) for k, v in b.items()}
