@@ -432,3 +432,27 @@ def test_receivers_fields_subscripts_and_constructor_chains():
         ("at::Tester::mr", f, 6, "type"),
         ("at::Tester::test", f, 6, "type"),
     ]
+
+
+def test_macro_expansion_with_multiline_arguments_keeps_line_numbers():
+    src = (
+        "namespace torch {\n"
+        "#define CTOR(NAME, SIG)  \\\n"
+        "  static PyObject* THPVariable_##NAME(PyObject* a) {  \\\n"
+        "    return NAME##_ctor(a);  \\\n"
+        "  }\n"
+        "PyObject* tensor_ctor(PyObject* a) { return a; }\n"
+        "CTOR(\n    tensor,\n    ({\"tensor(a)\",\n      \"tensor(b)\"}))\n"
+        "void later() { tensor_ctor(nullptr); }\n"
+        "}\n"
+    )
+    rows = rows_of({"torch/csrc/x.cpp": src})
+    assert sorted(rows["func"]) == [
+        ("torch::THPVariable_tensor", "THPVariable_tensor", "torch/csrc/x.cpp", 7, "cpp"),
+        ("torch::later", "later", "torch/csrc/x.cpp", 11, "cpp"),
+        ("torch::tensor_ctor", "tensor_ctor", "torch/csrc/x.cpp", 6, "cpp"),
+    ]
+    assert rows["calls"] == [
+        ("torch::THPVariable_tensor", "torch::tensor_ctor", "torch/csrc/x.cpp", 7, "scope"),
+        ("torch::later", "torch::tensor_ctor", "torch/csrc/x.cpp", 11, "scope"),
+    ]

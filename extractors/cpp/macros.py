@@ -111,10 +111,14 @@ def expand_local_macros(src: bytes) -> bytes:
             params, body = macros[m.group(1)]
             newlines = src.count(b"\n", m.start(), end)
             out.append(src[pos : m.start()])
-            out.append(_substitute(params, body, args) + b"\n" * newlines)
+            expansion = _substitute(params, body, args).replace(b"\n", b" ")
+            out.append(expansion + b"\n" * newlines)
             pos, changed = end, True
         if not changed:
             return src
         out.append(src[pos:])
-        src = b"".join(out)
+        expanded = b"".join(out)
+        if expanded.count(b"\n") != src.count(b"\n"):  # never shift a line number
+            return src
+        src = expanded
     return src
