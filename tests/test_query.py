@@ -157,6 +157,7 @@ def test_callees(con):
     assert q(con, "callees(_matmul_impl)").rows == (
         ("at::native::_matmul_impl", "dot", "aten", LA, 2028),
         ("at::native::_matmul_impl", "mm", "ambiguous", LA, 2034),
+        ("at::native::_matmul_impl", "mm", "aten", LA, 2036),
         ("at::native::_matmul_impl", "mm_out", "aten", LA, 2034),
         ("at::native::_matmul_impl", "mv", "aten", LA, 2030),
     )
@@ -338,3 +339,11 @@ def test_list_queries_describes_usage():
     assert by_name["paths"]["usage"] == "paths(NODE -> B, depth=8)"
     assert (by_name["callers"]["file"], by_name["callers"]["columns"]) == (
         "rules/calls.dl", ["fn", "caller", "via", "file", "line"])
+
+
+def test_impact_crosses_calls_of_aten_ops(con):
+    # _matmul_impl calls at::mm (calls_op), whose structured kernel reaches gemm
+    r = q(con, "impact(cpublas::gemm)")
+    got = {(row[1], row[2], row[3], row[4], row[6]) for row in r.rows}
+    assert ("function", "at::native::_matmul_impl", "at::native::structured_mm_out_cpu::impl", 3, 2036) in got
+    assert ("python", "torch.matmul", "matmul", 6, 3775) in got
