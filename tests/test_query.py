@@ -267,12 +267,11 @@ def test_user_rules_are_queries(con, tmp_path):
     d = tmp_path / "myrules"
     d.mkdir()
     (d / "mine.dl").write_text(
-        '#include "%s/rules/graph.dl"\n'
+        f'#include "{ROOT}/rules/graph.dl"\n'
         "// Seed of my query.\n.decl cuda_callers_arg(fn: symbol)\n.input cuda_callers_arg\n"
         "// Callers of a function that are written in CUDA.\n"
         ".decl cuda_callers(fn: symbol, caller: symbol, file: symbol, line: number)\n"
         'cuda_callers(f, c, file, l) :- cuda_callers_arg(f), call_edge(c, f, _, file, l), func(c, _, _, _, "cuda").\n'
-        % ROOT
     )
     r = q(con, "cuda_callers(host_softmax)", rules=(d,))
     assert r.rows == (("at::native::(anonymous)::host_softmax", "at::native::softmax_cuda",

@@ -37,8 +37,8 @@ def query(
         >>> query("impact(cpublas::gemm, depth=2)", con, limit=5).total
         153
     """
-    from torchtalk.query.dsl import parse_query
     from torchtalk.errors import QueryError
+    from torchtalk.query.dsl import parse_query
     from torchtalk.query.library import load_library_notes
     from torchtalk.query.resolve import Resolver
     from torchtalk.query.run import Result, bind, evaluate_bound, sort_rows
@@ -60,7 +60,6 @@ def query(
                     b.resolutions, (*left_out, *_notes(b)))
     if explain:
         from torchtalk.query.explain import explain as _explain
-
         from torchtalk.query.run import prune
 
         pruned = prune(program, frozenset(b.facts))

@@ -82,7 +82,7 @@ class _Explainer:
         names = list(types)
         eqs = tuple(
             A.Comparison(A.CmpOp.EQ, t, A.Num(v) if isinstance(v, int) else A.Str(v))
-            for t, v in zip(rule.head.args, row)
+            for t, v in zip(rule.head.args, row, strict=True)
         )
         head = A.Atom(WITNESS, tuple(A.Var(n) for n in names))
         cols = tuple(A.Column(n.lstrip("_") or "w", A.ColType(types[n])) for n in names)
@@ -97,7 +97,7 @@ class _Explainer:
         rows = sorted(rows.get(WITNESS, []), key=lambda r: tuple((isinstance(v, str), v) for v in r))
         if not rows:
             return None
-        return dict(zip(names, rows[0])), atoms
+        return dict(zip(names, rows[0], strict=True)), atoms
 
 
 def _fresh_wildcards(body):
@@ -120,7 +120,7 @@ def _var_types(program, body) -> dict[str, str]:
     for lit in body:
         if isinstance(lit, A.Atom):
             decl = program.decls[lit.name]
-            for t, col in zip(lit.args, decl.columns):
+            for t, col in zip(lit.args, decl.columns, strict=True):
                 if isinstance(t, A.Var):
                     types.setdefault(t.name, str(col.type))
         elif isinstance(lit, A.Comparison) and lit.op is A.CmpOp.EQ:

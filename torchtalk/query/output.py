@@ -16,7 +16,7 @@ def to_json(result) -> str:
     (`file` and `line` included where the row has evidence)."""
     records = result.records()
     if getattr(result, "explanations", None):
-        for rec, tree in zip(records, result.explanations):
+        for rec, tree in zip(records, result.explanations, strict=False):
             rec["explain"] = tree
     return json.dumps(records, indent=1)
 
@@ -24,7 +24,7 @@ def to_json(result) -> str:
 def _cells(result, row) -> list[str]:
     cols = result.columns
     out = []
-    for c, v in zip(cols, row):
+    for c, v in zip(cols, row, strict=True):
         if c == "line" and "file" in cols:
             continue
         if c == "file" and "line" in cols:

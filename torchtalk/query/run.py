@@ -54,7 +54,7 @@ class Result:
 
     def records(self) -> list[dict]:
         """One dict per row keyed by column name (the `--json` form)."""
-        return [dict(zip(self.columns, r)) for r in self.rows]
+        return [dict(zip(self.columns, r, strict=True)) for r in self.rows]
 
 
 def _err(q: Query, v: Value | None, message: str, hint: str | None = None) -> QueryError:
