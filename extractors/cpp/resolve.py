@@ -48,7 +48,7 @@ LAUNCH_HELPERS = frozenset({
     "opmath_jitted_gpu_kernel_with_scalars", "launch_kernel", "launch_legacy_kernel",
     "launch_vectorized_kernel", "launch_unrolled_kernel",
 })
-RESOLVE_VERSION = "resolve-2"  # bump when resolution changes (keys the resolved-rows cache)
+RESOLVE_VERSION = "resolve-3"  # bump when resolution changes (keys the resolved-rows cache)
 _HELPER_DEPTH = 8
 # Method names of the standard library's containers, strings, smart pointers,
 # optionals, atomics and streams (Note [Call resolution], step 5).
@@ -166,24 +166,30 @@ class Resolver:
         return self.method_of(self.cls(parts[:-1], scope_of), parts[-1])
 
     def method_of(self, cls: str | None, name: str) -> tuple[str, int, str]:
-        """Method `name` of class `cls` or of its bases (nearest first)."""
-        parts = (name,)
+        """Method `name` of class `cls` or of its bases: the nearest level of
+        the base-class graph that has one; several there is ambiguous."""
+        hits = self._in_class_graph(cls, lambda c: self.ix.by_key.get(f"{c}::{name}"))
+        return _pick(set().union(*hits), "type") if hits else ("", 0, "type")
+
+    def _in_class_graph(self, cls: str | None, probe) -> list:
+        """probe(c) results, non-empty, for the classes of the first level
+        (cls, then its bases, then theirs...) where any is non-empty."""
         seen, frontier = set(), [cls] if cls else []
         for _ in range(8):
-            nxt = []
-            for c in frontier:
-                if c in seen:
-                    continue
+            found, nxt = [], []
+            for c in sorted(set(frontier) - seen):
                 seen.add(c)
-                hit = self.ix.by_key.get(f"{c}::{parts[-1]}")
+                hit = probe(c)
                 if hit:
-                    return _pick(hit, "type")
-                for base in self.ix.bases.get(c, ()):
+                    found.append(hit)
+                for base in sorted(self.ix.bases.get(c, ())):
                     b = self.cls(base, f"{c}::_")
                     if b:
                         nxt.append(b)
+            if found:
+                return found
             frontier = nxt
-        return "", 0, "type"
+        return []
 
     def function(self, parts: tuple[str, ...], member: int, scope_of: str) -> tuple[str, int, str]:
         """(callee, candidate count, via) for a call written `parts` inside
@@ -270,19 +276,13 @@ class Resolver:
         return (ret[0], ret[1], fn) if ret else None
 
     def _field_type(self, cls: str | None, name: str) -> tuple | None:
-        seen, frontier = set(), [cls] if cls else []
-        for _ in range(8):
-            nxt = []
-            for c in frontier:
-                if c in seen:
-                    continue
-                seen.add(c)
-                hit = self.ix.fields.get(c, {}).get(name)
-                if hit:
-                    return hit[0], hit[1], f"{c}::_"
-                nxt.extend(b for b in (self.cls(base, f"{c}::_") for base in self.ix.bases.get(c, ())) if b)
-            frontier = nxt
-        return None
+        """(type parts, template arg parts, scope) of field `name` of `cls` or
+        of its nearest base that has one (several there: unknown)."""
+        hits = self._in_class_graph(cls, lambda c: (c, self.ix.fields[c][name]) if name in self.ix.fields.get(c, {}) else None)
+        if len({h[1] for h in hits}) != 1:
+            return None
+        c, (parts, inner) = hits[0]
+        return parts, inner, f"{c}::_"
 
     def named(self, table: dict[str, set[str]], by_name: dict[str, set[str]],
               parts: tuple[str, ...], scope_of: str) -> str:
