@@ -45,7 +45,11 @@ def main() -> None:
     ap.add_argument("--cold", action="store_true")
     ap.add_argument("--cache", default=None)
     ap.add_argument("--layers", default="python,tests")
+    ap.add_argument("--oracle", action="store_true",
+                    help="index the installed torch (site-packages) and compare with it at run time")
     args = ap.parse_args()
+    if args.oracle:
+        return oracle(args)
     cache_root = Path(tempfile.mkdtemp(prefix="tt-bench-")) if args.cold else Path(
         args.cache or Path(tempfile.gettempdir()) / "tt-bench-cache"
     )
@@ -76,6 +80,39 @@ def main() -> None:
                   f"subjects: {len({r[1] for r in sink.rows['tests_cover']})}")
         for w in sink.warnings[:5]:
             print(f"  warning {w[0]}:{w[1]}: {w[2]}")
+
+
+def oracle(args) -> None:
+    """Python layer over the installed torch vs. the same torch at run time."""
+    import json
+
+    import torch
+
+    from extractors import python as layer
+    from extractors.python.oracle import compare
+
+    root = Path(torch.__file__).resolve().parents[1]
+    cache_root = Path(tempfile.mkdtemp(prefix="tt-oracle-")) if args.cold else Path(
+        args.cache or Path(tempfile.gettempdir()) / "tt-bench-cache"
+    ) / "wheel"
+    sink = CountingSink()
+    t0 = time.perf_counter()
+    layer.extract(ExtractContext(root, cache_root / "python", args.jobs), sink)
+    print(f"python layer over torch {torch.__version__} at {root}: {time.perf_counter() - t0:.1f} s, "
+          f"{sum(len(r) for r in sink.rows.values())} rows")
+    report = compare({k: set(v) for k, v in sink.rows.items()})
+    for what in ("decomp", "nn_modules"):
+        r = report[what]
+        print(f"  {what:10s} ours {r['ours']}, runtime {r['runtime']}, both {r['both']}: "
+              f"precision {r['precision']:.3f}, recall {r['recall']:.3f}")
+        print(f"    missed e.g. {r['missed'][:8]}")
+        print(f"    extra  e.g. {r['extra'][:8]}")
+    a = report["alias"]
+    print(f"  alias binds agreeing with the runtime object: {a['ok']}/{a['checked']}")
+    for b in a["bad"][:5]:
+        print(f"    differs: {b}")
+    if args.cache:
+        Path(args.cache, "oracle.json").write_text(json.dumps(report, indent=1))
 
 
 def rel_has(sink: CountingSink, rel: str) -> bool:

@@ -36,6 +36,10 @@ NATIVE = """\
 
 - func: add_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)
   variants: method
+
+- func: abs_(Tensor(a!) self) -> Tensor(a!)
+  variants: function, method
+  autogen: abs_.out
 """
 
 
@@ -147,6 +151,16 @@ SNIPPETS = {
         def later(a):
             return a
         register_decomposition(aten.abs)(later)
+        def register_inplace(aten_op, outplace_op):
+            pass
+        register_inplace(aten.add_, aten.add)
+    """,
+    "torch/_refs/__init__.py": """\
+        def _make_inplace(fn):
+            return fn
+        def abs(a):
+            return a
+        abs_ = _make_inplace(abs)
     """,
     "torch/_meta_registrations.py": """\
         from torch._ops import ops
@@ -210,6 +224,10 @@ def test_snippets_decompositions(tmp_path: Path) -> None:
         ("softmax.int", "torch._decomp.decompositions.add_or_softmax", f, 4),  # a packet: every overload
         ("gelu", "torch._decomp.decompositions.gelu", f, 7),  # .default is the empty overload
         ("abs", "torch._decomp.decompositions.later", f, 12),  # decorator applied by hand
+        ("add_.Tensor", "torch._decomp.decompositions.register_inplace", f, 15),
+        # abs_ = _make_inplace(abs): the abs_ packet, with its autogen'd abs_.out
+        ("abs_", "torch._refs.abs_", "torch/_refs/__init__.py", 5),
+        ("abs_.out", "torch._refs.abs_", "torch/_refs/__init__.py", 5),
     }
     assert s.get("py_op_impl") == {
         ("torch._meta_registrations.meta_linear", "linear", "register_meta", "torch/_meta_registrations.py", 3)

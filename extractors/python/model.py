@@ -38,7 +38,7 @@ DECOMP_REGISTRARS = frozenset(
     {
         "register_decomposition", "register_decomposition_for_jvp",
         "maybe_register_decomposition", "register_rng_decomposition",
-        "register_noop_decomp",
+        "register_noop_decomp", "register_inplace", "_make_inplace",
     }
 )
 REF_MAKERS = frozenset({"_make_elementwise_unary_reference", "_make_elementwise_binary_reference"})
@@ -195,6 +195,18 @@ class Model:
                 for deco in d.decorators:
                     for op in self._deco_ops(s, d, deco):
                         yield deco.target.rpartition(".")[2], op, rename(f"{s.module}.{d.qual}"), s.file, deco.line
+            for name, line, ir in s.assigns:
+                if ir[0] == "call" and ir[1].rpartition(".")[2] == "_make_inplace" and ir[2] and ir[2][0][0] == "ref":
+                    # sin_ = _make_inplace(sin): registers a decomposition of the aten.sin_ packet
+                    inplace = ir[2][0][1].rpartition(".")[2] + "_"
+                    for op in self.native.by_name.get(inplace, ()):
+                        yield "_make_inplace", op, rename(f"{s.module}.{name}"), s.file, line
+            for deco in s.module_registrations:
+                if deco.target.rpartition(".")[2] == "register_inplace" and deco.args:
+                    # register_inplace(aten.addmm_, aten.addmm): a decomposition made by that function
+                    py = rename(self.idx.resolve(deco.target)[0])
+                    for op in self._ir_ops(deco.args[:1]):
+                        yield "register_inplace", op, py, s.file, deco.line
             for deco, fn in s.decorated_calls:
                 if fn[0] != "ref":
                     continue

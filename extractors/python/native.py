@@ -10,6 +10,7 @@ native_functions.yaml, loaded by the ops layer's loader (extractors/ops_yaml.py)
                                           → torch._C._linalg.X, torch._C._fft.X, ...
     any op                                → torch.ops.aten.X (all overloads),
                                             torch.ops.aten.X.overload (one)
+    an `autogen:` op (add.Scalar_out)     → torch.ops.aten.X and .overload only
 
 Note [Overloads of a leaf]: a leaf such as `torch.add` reaches every overload
 of `add` that has its variant (`add.Tensor`, `add.Scalar`, `add.out`, ...);
@@ -89,8 +90,22 @@ def load_native(root: Path) -> NativeOps:
         out.ops[n.op] = n
         out.by_name[n.name].append(n.op)
         _add_leaves(out, n)
+        for gen in str(entry.get("autogen", "")).split(","):
+            _add_autogen(out, gen.strip(), n.line)
     out.methods = frozenset(n.name for n in out.ops.values() if "method" in n.variants)
     return out
+
+
+def _add_autogen(out: NativeOps, op: str, line: int) -> None:
+    """An op made by `autogen:` (e.g. "add.Scalar_out"): an overload of its packet
+    (torch.ops.aten.add) with no Python binding of its own."""
+    if not op or op in out.ops:
+        return
+    name, _, overload = op.partition(".")
+    out.ops[op] = NativeOp(op, name, line, (), "")
+    out.by_name[name].append(op)
+    out.leaves[f"torch.ops.aten.{name}"].append(op)
+    out.leaves[f"torch.ops.aten.{name}.{overload or 'default'}"].append(op)
 
 
 def _add_leaves(out: NativeOps, n: NativeOp) -> None:

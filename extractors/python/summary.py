@@ -93,6 +93,7 @@ class FileSummary:
     entries: tuple[Entry, ...] = ()
     module_calls: tuple[tuple[str, int], ...] = ()  # calls in module-level expression statements
     decorated_calls: tuple[tuple[Deco, tuple], ...] = field(default=())  # f(args)(fn): (deco, fn ir)
+    module_registrations: tuple[Deco, ...] = ()  # module-level register*(args) calls
 
 
 def module_name(rel: str) -> str:
@@ -128,6 +129,7 @@ class _Summarizer:
         self.entries: list[Entry] = []
         self.module_calls: list[tuple[str, int]] = []
         self.decorated_calls: list[tuple[Deco, tuple]] = []
+        self.module_registrations: list[Deco] = []
         self._locals: dict[str, list[str]] = {}
 
     def run(self, tree: ast.Module, lines: int) -> FileSummary:
@@ -137,7 +139,7 @@ class _Summarizer:
         return FileSummary(
             self.rel, self.mod, lines, None, tuple(self.imports), tuple(self.stars),
             tuple(self.assigns), tuple(self.defs), tuple(self.entries),
-            tuple(self.module_calls), tuple(self.decorated_calls),
+            tuple(self.module_calls), tuple(self.decorated_calls), tuple(self.module_registrations),
         )
 
     # ---------------------------------------------------------------- names
@@ -249,6 +251,11 @@ class _Summarizer:
             self._assign(stmt)
         elif isinstance(stmt, ast.Expr):  # e.g. register_decomposition(aten.x)(fn)
             self._calls_in(stmt, self.module_calls, module_level=True)
+            call = stmt.value
+            if isinstance(call, ast.Call) and call.args and not isinstance(call.func, ast.Call):
+                deco = self._deco(call)
+                if deco.target.rpartition(".")[2].startswith("register"):
+                    self.module_registrations.append(deco)  # register_inplace(aten.addmm_, aten.addmm)
         self.module_calls = [c for c in self.module_calls if not c[0].startswith("~")]
 
     def _assign(self, stmt: ast.Assign | ast.AnnAssign | ast.AugAssign) -> None:
