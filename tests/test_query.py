@@ -346,3 +346,15 @@ def test_impact_crosses_calls_of_aten_ops(con):
     got = {(row[1], row[2], row[3], row[4], row[6]) for row in r.rows}
     assert ("function", "at::native::_matmul_impl", "at::native::structured_mm_out_cpu::impl", 3, 2036) in got
     assert ("python", "torch.matmul", "matmul", 6, 3775) in got
+
+
+def test_coverage_query_uses_the_report_model(con):
+    r = q(con, "coverage(cpu)")
+    assert {(row[1], row[2], row[3]) for row in r.rows} == {
+        ("matmul", "covered", "composite"), ("matmul.out", "covered", "composite"),
+        ("mm", "covered", "delegate"), ("mm.out", "covered", "direct"),
+        ("softmax.int", "covered", "composite"), ("_softmax", "covered", "direct"),
+    }
+    r = q(con, "coverage(CUDA, tag=core)")
+    assert {(row[1], row[2], row[3]) for row in r.rows} == {
+        ("mm", "covered", "delegate"), ("_softmax", "covered", "direct")}
