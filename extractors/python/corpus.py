@@ -51,7 +51,10 @@ def summarize_tree(
     root: Path, files: Sequence[str], cache_dir: Path, jobs: int = 1, progress=None
 ) -> list[FileSummary]:
     """Summaries of `files` (relative to `root`), from the cache where unchanged."""
-    cache_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        pass  # no cache: every file is parsed, nothing is stored (see _store)
     results: dict[str, FileSummary] = {}
     todo: list[tuple[str, str]] = []
     for rel in files:
