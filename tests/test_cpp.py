@@ -456,3 +456,26 @@ def test_macro_expansion_with_multiline_arguments_keeps_line_numbers():
         ("torch::THPVariable_tensor", "torch::tensor_ctor", "torch/csrc/x.cpp", 7, "scope"),
         ("torch::later", "torch::tensor_ctor", "torch/csrc/x.cpp", 11, "scope"),
     ]
+
+
+def test_local_dispatch_macro_keeps_lambda_call_lines_and_comments_do_not_leak():
+    src = (
+        "namespace {\n"
+        "#define MY_DISPATCH(TYPE, NAME, ...) \\\n"
+        "  AT_DISPATCH_ALL_TYPES(TYPE, NAME, __VA_ARGS__)\n"
+        "void helper(int) {}\n"
+        "void run(const Tensor& self) {\n"
+        "  MY_DISPATCH(self.scalar_type(), \"run\", [&] {\n"
+        "    // a comment { with a brace\n"
+        "    helper(1);\n"
+        "  });\n"
+        "}\n"
+        "} // namespace\n"
+        "namespace at::native { void after() { run(x); } }\n"
+    )
+    rows = rows_of({"aten/src/ATen/native/C.cpp": src})
+    f = "aten/src/ATen/native/C.cpp"
+    assert rows["calls"] == [
+        ("(anonymous)::run", "(anonymous)::helper", f, 8, "macro-scope"),
+        ("at::native::after", "(anonymous)::run", f, 12, "scope"),
+    ]

@@ -1,4 +1,4 @@
-"""Expand a file's own function-like macros that define PyTorch constructs.
+"""Expand a file's own function-like macros, as the preprocessor would.
 
 Note [Local macro expansion]: files such as UnaryOps.cpp define kernels
 through local macros:
@@ -9,10 +9,12 @@ through local macros:
     }
     CREATE_UNARY_TORCH_IMPL_FUNC(acos_out, acos_stub)
 
-A function-like `#define` of the same file whose body uses TORCH_IMPL_FUNC /
-TORCH_META_FUNC* / TORCH_PRECOMPUTE_META_FUNC* / REGISTER_*DISPATCH, or pastes
-tokens (`##`) into something with a body (`foreach_tensor_##op##_cuda(...) {`),
-is expanded at each use outside #define lines (parameters substituted, `##` pasted), on the
+Every function-like `#define` of the same file (these define kernels, as
+above, families of functions with pasted names such as
+`foreach_tensor_##op##_cuda`, and launch code such as Indexing.cu's
+`SMALL_INDEX(scalar_t, index_t, unsigned int, 1, 1, -2)`, whose type
+arguments tree-sitter cannot parse as a call) is expanded at each use outside
+#define lines (parameters substituted, `##` pasted), on the
 use's line, with the use's newlines kept after it, so every later line number
 is unchanged and the expanded definition sits at the line of the use.
 
@@ -26,9 +28,8 @@ from __future__ import annotations
 import bisect
 import re
 
-_KEYWORDS = re.compile(
-    rb"\b(?:TORCH_IMPL_FUNC|TORCH_META_FUNC2?|TORCH_PRECOMPUTE_META_FUNC2?|REGISTER_\w*DISPATCH)\s*\("
-)
+from extractors.cpp.preprocess import strip_comments
+
 _DEFINE_RE = re.compile(
     rb"^[ \t]*#[ \t]*define[ \t]+(\w+)\(([^)]*)\)((?:[^\n]*\\\n)*[^\n]*)", re.M
 )
@@ -59,39 +60,48 @@ def balanced_args(text: bytes, open_at: int) -> tuple[list[bytes], int] | None:
 
 
 def _macros(src: bytes) -> dict[bytes, tuple[list[bytes], bytes]]:
-    """The file's function-like macros worth expanding: those defining
-    constructs or pasting names into bodies, and those using such macros."""
+    """The file's function-like macros (the last definition of each name),
+    bodies joined on one line with comments blanked."""
     every = {}
     for m in _DEFINE_RE.finditer(src):
         params = [p.strip() for p in m.group(2).split(b",") if p.strip()]
-        every[m.group(1)] = (params, m.group(3).replace(b"\\\n", b" ").strip())
-    chosen = {n for n, (_p, body) in every.items() if _KEYWORDS.search(body) or (b"##" in body and b"{" in body)}
-    for _ in range(3):
-        if not chosen:
-            break
-        uses = re.compile(rb"\b(?:" + b"|".join(re.escape(n) for n in chosen) + rb")\s*\(")
-        more = {n for n, (_p, body) in every.items() if n not in chosen and uses.search(body)}
-        if not more:
-            break
-        chosen |= more
-    return {n: every[n] for n in chosen}
+        body = strip_comments(m.group(3).replace(b"\\\n", b" ")).replace(b"\n", b" ")
+        every[m.group(1)] = (params, body.strip())
+    return every
 
 
 def _substitute(params: list[bytes], body: bytes, args: list[bytes]) -> bytes:
     if params:
+        if params[-1].endswith(b"..."):  # variadic: __VA_ARGS__ (or the named pack)
+            named = params[-1][:-3].strip() or b"__VA_ARGS__"
+            fixed = len(params) - 1
+            args = [*args[:fixed], b", ".join(args[fixed:])]
+            params = [*params[:-1], named]
         table = dict(zip(params, args, strict=False))
         alt = b"|".join(re.escape(p) for p in params)
         # `#param` stringifies the argument; `a ## b` pastes
-        body = re.sub(rb"(?<!#)#\s*(" + alt + rb")\b", lambda m: b'"' + table.get(m.group(1), b"") + b'"', body)
-        pat = re.compile(rb"\b(" + alt + rb")\b")
-        body = pat.sub(lambda m: table.get(m.group(1), b""), body)
+        body = re.sub(rb"(?<!#)#\s*(" + alt + rb")\b",
+                      lambda m: b'"' + table.get(m.group(1), b"").replace(b"\n", b" ") + b'"', body)
+        used: set[bytes] = set()
+
+        def arg(m: re.Match[bytes]) -> bytes:
+            # the first use keeps the argument's newlines (so a multi-line
+            # lambda's calls stay on their lines), later uses are joined
+            value = table.get(m.group(1), b"")
+            if m.group(1) in used:
+                return value.replace(b"\n", b" ")
+            used.add(m.group(1))
+            return value
+
+        body = re.sub(rb"\b(" + alt + rb")\b", arg, body)
     return _PASTE_RE.sub(b"", body)
 
 
 def expand_local_macros(src: bytes) -> bytes:
     """`src` with its construct-defining local macros expanded (Note [Local macro expansion])."""
-    if b"#" not in src or not (_KEYWORDS.search(src) or b"##" in src):
+    if b"#" not in src or not _DEFINE_RE.search(src):
         return src
+    src = strip_comments(src)  # arguments are joined onto lines: no `//` may swallow the rest
     for _ in range(2):  # a macro using another local macro
         macros = _macros(src)
         if not macros:
@@ -111,8 +121,11 @@ def expand_local_macros(src: bytes) -> bytes:
             params, body = macros[m.group(1)]
             newlines = src.count(b"\n", m.start(), end)
             out.append(src[pos : m.start()])
-            expansion = _substitute(params, body, args).replace(b"\n", b" ")
-            out.append(expansion + b"\n" * newlines)
+            expansion = _substitute(params, body, args)
+            extra = newlines - expansion.count(b"\n")
+            if extra < 0:
+                expansion, extra = expansion.replace(b"\n", b" "), newlines
+            out.append(expansion + b"\n" * extra)
             pos, changed = end, True
         if not changed:
             return src

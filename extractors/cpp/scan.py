@@ -478,13 +478,14 @@ class _Scanner:
         return self.defs[idx][0].rpartition("::")[0]
 
 
+_DIRECTIVE_LINES = re.compile(rb"^[ \t]*#(?:[^\n]*\\\n)*[^\n]*", re.M)
 _NS_RE = re.compile(rb"\b(inline\s+)?namespace\s+([\w:]*)\s*\{|[{}]")
 
 
 def _text_namespaces(text: bytes) -> list[tuple[int, int, list[str]]]:
     """(start, end, parts) of each namespace block, by brace matching on the
     masked text (see Note [Textual namespaces]); inline namespaces give no parts."""
-    masked = mask(text)
+    masked = _DIRECTIVE_LINES.sub(lambda m: re.sub(rb"[^\n]", b" ", m.group(0)), mask(text))  # braces in #defines
     stack: list[tuple[int, list[str]] | None] = []
     spans: list[tuple[int, int, list[str]]] = []
     for m in _NS_RE.finditer(masked):
