@@ -137,6 +137,13 @@ SNIPPETS = {
             return fn(fn(a, b), b)
         def _private(a):
             return torch.ops.aten.abs.default(a)
+        from torch._jit_internal import boolean_dispatch
+        def _pool(x):
+            return torch.abs(x)
+        def pool_with_indices(x):
+            return torch.matmul(x, x)
+        pool = boolean_dispatch(arg_name="return_indices", default=False,
+                                if_true=pool_with_indices, if_false=_pool)
     """,
     "torch/_decomp/decompositions.py": """\
         import torch
@@ -188,6 +195,13 @@ def test_snippets_bindings_and_apis(tmp_path: Path) -> None:
     # private functions are no API, but their call edges are kept
     assert not [r for r in api if r[0] == "torch.nn.functional._private"]
     assert ("torch.nn.functional._private", "torch.ops.aten.abs.default", "torch/nn/functional.py", 11) in s.get("py_calls")
+    # boolean_dispatch(if_true=..., if_false=...) binds both
+    f = "torch/nn/functional.py"
+    assert {r for r in binds if r[0] == "torch.nn.functional.pool"} == {
+        ("torch.nn.functional.pool", "torch.nn.functional.pool_with_indices", "alias", f, 17),
+        ("torch.nn.functional.pool", "torch.nn.functional._pool", "alias", f, 17),
+    }
+    assert {r[1:3] for r in api if r[0] == "torch.nn.functional.pool"} == {("abs", "wrapper"), ("matmul", "wrapper")}
     # leaves from the yaml
     assert ("torch._C._nn.gelu", "gelu", "python_module", "aten/src/ATen/native/native_functions.yaml", 1) in api
     assert ("torch.Tensor.add", "add.Scalar", "variant", "aten/src/ATen/native/native_functions.yaml", 7) in api

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from extractors.python.summary import FileSummary, summarize
 
-SUMMARY_VERSION = b"pysum-9"
+SUMMARY_VERSION = b"pysum-10"
 
 
 def shared_cache_dir(layer_cache: Path) -> Path:

@@ -76,10 +76,11 @@ class Model:
         self.native = native
         self.idx = Index(self.summaries)
         self._classified: dict[str, tuple[str, str] | None] = {}
-        self.aliases: dict[str, tuple[str, str, int]] = {}  # internal → (raw target, file, line)
+        self.aliases: dict[str, tuple[list[str], str, int]] = {}  # internal → (raw targets, file, line)
         for s in self.summaries:
-            for name, (target, line) in self.idx.modules[s.module].aliases.items():
-                self.aliases[f"{s.module}.{name}"] = (target, s.file, line)
+            mod = self.idx.modules[s.module]
+            for name, (_, line) in mod.aliases.items():
+                self.aliases[f"{s.module}.{name}"] = (mod.alias_all[name], s.file, line)
         self.edges: dict[str, list[Edge]] = {}
         for s in self.summaries:
             if not s.file.startswith(edge_prefix):
@@ -87,10 +88,10 @@ class Model:
             for d in s.defs:
                 if d.kind != "class":
                     self.edges[f"{s.module}.{d.qual}"] = list(self._def_edges(s, d))
-        for name, (target, file, line) in self.aliases.items():
-            hit = self.classify(target)
-            if hit is not None:
-                self.edges[name] = [Edge(name, hit[0], hit[1], file, line)]
+        for name, (targets, file, line) in self.aliases.items():
+            hits = [h for h in map(self.classify, targets) if h is not None]
+            if hits:
+                self.edges[name] = [Edge(name, h[0], h[1], file, line) for h in hits]
 
     # ---------------------------------------------------------------- edges
     def classify(self, dotted: str) -> tuple[str, str] | None:

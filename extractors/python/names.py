@@ -42,28 +42,36 @@ def _unvf(name: str) -> str:
     return name
 
 
-def alias_target(ir: tuple) -> str | None:
-    """The dotted target of `X = a.b` or `X = _add_docstr(a.b, ...)`, else None."""
+def alias_targets(ir: tuple) -> list[str]:
+    """The dotted targets of `X = a.b`, `X = _add_docstr(a.b, ...)` or
+    `X = boolean_dispatch(if_true=a, if_false=b, ...)` (both), else []."""
     if ir[0] == "ref":
-        return ir[1]
-    if ir[0] == "call" and ir[1].rpartition(".")[2] in _ALIAS_WRAPPERS and ir[2] and ir[2][0][0] == "ref":
-        return ir[2][0][1]
-    return None
+        return [ir[1]]
+    if ir[0] != "call":
+        return []
+    last = ir[1].rpartition(".")[2]
+    if last in _ALIAS_WRAPPERS and ir[2] and ir[2][0][0] == "ref":
+        return [ir[2][0][1]]
+    if last == "boolean_dispatch" and len(ir) > 3:
+        return [v[1] for k, v in ir[3] if k in ("if_true", "if_false")]
+    return []
 
 
 class _Module:
-    __slots__ = ("summary", "defs", "top", "imports", "aliases", "stars")
+    __slots__ = ("summary", "defs", "top", "imports", "aliases", "alias_all", "stars")
 
     def __init__(self, s: FileSummary) -> None:
         self.summary = s
         self.defs: dict[str, Def] = {d.qual: d for d in s.defs}
         self.top = {d.qual for d in s.defs if "." not in d.qual}
         self.imports = {local: target for local, target, _ in s.imports}
-        self.aliases: dict[str, tuple[str, int]] = {}
+        self.aliases: dict[str, tuple[str, int]] = {}  # name → (first target, line)
+        self.alias_all: dict[str, list[str]] = {}  # name → every target
         for name, line, ir in s.assigns:
-            t = alias_target(ir)
-            if t is not None and name not in self.aliases:
-                self.aliases[name] = (t, line)
+            ts = alias_targets(ir)
+            if ts and name not in self.aliases:
+                self.aliases[name] = (ts[0], line)
+                self.alias_all[name] = ts
         self.stars = s.star_imports
 
 

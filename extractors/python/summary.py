@@ -30,7 +30,8 @@ from dataclasses import dataclass, field
 #   ("add", ir, ir)            a + b
 #   ("comp", src_ir, conds)    [x for x in src if ...] / filter(lambda x: ..., src)
 #   ("entry", index)           an OpInfo-like call, index into FileSummary.entries
-#   ("call", dotted, (ir, ...))  any other call (first args only)
+#   ("call", dotted, (ir, ...), ((kw, ("ref", d)), ...))  any other call (first
+#                              positional args; keyword args that are names)
 #   ("other",)                 anything else
 # conds: ("isinstance", dotted) | ("name_in", names) | ("name_not_in", names) | ("unknown",)
 
@@ -401,7 +402,11 @@ class _Summarizer:
             return ("comp", self.ir(node.args[1], depth + 1), conds)
         if last in ("list", "tuple", "set", "sorted") and len(node.args) == 1:
             return self.ir(node.args[0], depth + 1)
-        return ("call", fn, tuple(self.ir(a, depth + 1) for a in node.args[:3]))
+        kwargs = tuple(
+            (k.arg, ("ref", r)) for k in node.keywords[:8]
+            if k.arg and isinstance(k.value, ast.Name | ast.Attribute) and (r := self.resolve(k.value))
+        )
+        return ("call", fn, tuple(self.ir(a, depth + 1) for a in node.args[:3]), kwargs)
 
     def _entry(self, node: ast.Call, fn: str) -> Entry:
         kw = {k.arg: k.value for k in node.keywords if k.arg}
