@@ -41,6 +41,7 @@ _BLANK_RE = re.compile(
 # Strings and comments, so that macro scans skip comments.
 _COMMENT_RE = re.compile(rb'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|//[^\n]*|/\*.*?\*/', re.S)
 _NOT_NL = re.compile(rb"[^\n]")
+_NOT_NL_BS = re.compile(rb"[^\n\\]")
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,7 @@ def clean(src: bytes) -> Cleaned:
         tok = m.group(0)
         if tok.startswith(b"<<<"):
             launches.append(m.start())
+            return _NOT_NL_BS.sub(b" ", tok)  # keep `\` line continuations of #defines
         elif tok == b"__global__":
             globals_.append(m.start())
         return _NOT_NL.sub(b" ", tok)
