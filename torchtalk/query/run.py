@@ -170,14 +170,12 @@ def evaluate_bound(b: Bound, program, con, *, engine: str = "duckdb") -> list[tu
 
 
 def sort_rows(sig: Signature, rows) -> list[tuple]:
-    """Rows by depth (when there is one), then column by column."""
-    depth = sig.columns.index("depth") if "depth" in sig.columns else None
-
-    def key(r):
-        k = tuple((0, v, "") if isinstance(v, int) else (1, 0, str(v)) for v in r)
-        return ((r[depth],) if depth is not None else ()) + k
-
-    return sorted(set(rows), key=key)
+    """Rows by depth (when there is one), then column by column (each column
+    has one type, so tuples compare)."""
+    if "depth" in sig.columns:
+        i = sig.columns.index("depth")
+        return sorted(set(rows), key=lambda r: (r[i], r))
+    return sorted(set(rows))
 
 
 def run_query(
