@@ -310,6 +310,10 @@ def test_cli_json_and_errors(tmp_path):
         "(did you mean 'at::native::matmul', 'torch::jit::tensorexpr::matmul', "
         "'at::native::_matmul_impl'?)")
     assert "Traceback" not in bad.stderr
+    why = _cli("--explain", "callers(cpublas::gemm)", "--db", str(db), env_extra=env)
+    assert why.returncode == 0, why.stderr
+    assert "why row 1:" in why.stdout
+    assert f"[{LA}:1533]" in why.stdout
 
 
 # ------------------------------------------------------------------ library
@@ -335,7 +339,7 @@ def test_list_queries_describes_usage():
 
     by_name = {d["name"]: d for d in describe_queries(load_library(user=False))}
     assert by_name["impact"]["usage"] == "impact(FN, depth=6)"
-    assert by_name["paths"]["usage"] == "paths(NODE -> B, depth=8)"
+    assert by_name["paths"]["usage"] == "paths(NODE -> NODE, depth=8)"
     assert (by_name["callers"]["file"], by_name["callers"]["columns"]) == (
         "rules/calls.dl", ["fn", "caller", "via", "file", "line"])
 

@@ -21,8 +21,10 @@ def register(p: argparse.ArgumentParser) -> None:
                    help="add the .dl files of DIR (repeatable)")
     p.add_argument("--all", action="store_true", dest="all_matches",
                    help="answer for every match of an ambiguous name")
-    p.add_argument("--explain", nargs="?", type=int, const=1, default=None, metavar="N",
-                   help="show how the first N rows (default 1) were derived")
+    p.add_argument("--explain", action="store_true",
+                   help="show how the first row was derived (rules and facts, with file:line)")
+    p.add_argument("--explain-rows", type=int, default=1, metavar="N",
+                   help="with --explain: how many rows to explain (default 1)")
     p.add_argument("--list", action="store_true", help="list the named queries and exit")
 
 
@@ -38,7 +40,8 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("no query given", hint='e.g. torchtalk query "impact(gemm)"')
     result = api.query(
         args.query, source=args.source, db=args.db, limit=args.limit, rules=args.rules,
-        engine=args.engine, all_matches=args.all_matches, explain=args.explain,
+        engine=args.engine, all_matches=args.all_matches,
+        explain=max(1, args.explain_rows) if args.explain else None,
     )
     from torchtalk.query import output
 

@@ -309,7 +309,8 @@ def describe_queries(program) -> list[dict]:
         if sig.arg is not None:
             usage = f"{name}({sig.arg.column.upper()}"
         else:
-            usage = f"{name}({(sig.src.column if sig.src else 'A').upper()} -> B"
+            src, dst = (sig.src.column if sig.src else "a"), (sig.dst.column if sig.dst else "b")
+            usage = f"{name}({src.upper()} -> {dst.upper()}"
         usage += "".join(f", {k}={v}" for k, v in opts.items()) + ")"
         out.append({
             "name": name, "columns": list(sig.columns),
