@@ -68,7 +68,8 @@ def _defs(model: Model, sink: Sink) -> None:
 
 def _calls_and_binds(model: Model, sink: Sink) -> None:
     seen: set[tuple[str, str]] = set()
-    for caller, edges in model.edges.items():
+    for caller in model.callers():
+        edges = model.edges(caller)
         is_alias = caller in model.aliases
         for e in edges:
             src, dst = rename(caller), rename(e.callee)

@@ -81,17 +81,39 @@ class Model:
             mod = self.idx.modules[s.module]
             for name, (_, line) in mod.aliases.items():
                 self.aliases[f"{s.module}.{name}"] = (mod.alias_all[name], s.file, line)
-        self.edges: dict[str, list[Edge]] = {}
+        # Call edges of torch/ functions and aliases, computed on first use
+        # (the tests layer needs only the few its tests reach).
+        self._edge_src: dict[str, tuple[FileSummary, Def] | None] = {}
         for s in self.summaries:
             if not s.file.startswith(edge_prefix):
-                continue  # call edges of torch/ only; tests use classify() directly
+                continue  # tests use classify() directly
             for d in s.defs:
                 if d.kind != "class":
-                    self.edges[f"{s.module}.{d.qual}"] = list(self._def_edges(s, d))
-        for name, (targets, file, line) in self.aliases.items():
-            hits = [h for h in map(self.classify, targets) if h is not None]
-            if hits:
-                self.edges[name] = [Edge(name, h[0], h[1], file, line) for h in hits]
+                    self._edge_src[f"{s.module}.{d.qual}"] = (s, d)
+        for name in self.aliases:
+            self._edge_src[name] = None
+        self._edges: dict[str, list[Edge]] = {}
+
+    def edges(self, caller: str) -> list[Edge]:
+        """The call edges of a function or alias (internal name); [] for others."""
+        hit = self._edges.get(caller)
+        if hit is None:
+            hit = self._edges[caller] = self._compute_edges(caller)
+        return hit
+
+    def callers(self) -> list[str]:
+        """Every function and alias with edges, in source order."""
+        return list(self._edge_src)
+
+    def _compute_edges(self, caller: str) -> list[Edge]:
+        if caller not in self._edge_src:
+            return []
+        src = self._edge_src[caller]
+        if src is not None:
+            return list(self._def_edges(*src))
+        targets, file, line = self.aliases[caller]
+        hits = [h for h in map(self.classify, targets) if h is not None]
+        return [Edge(caller, h[0], h[1], file, line) for h in hits]
 
     # ---------------------------------------------------------------- edges
     def classify(self, dotted: str) -> tuple[str, str] | None:
@@ -158,7 +180,7 @@ class Model:
         code), "method_guess" (the path uses an untyped Tensor method call).
         """
         out: dict[str, tuple[str, str, int]] = {}
-        first = self.edges.get(api, ())
+        first = self.edges(api)
         queue = deque((e, 1, e.kind == "guess", e) for e in first)
         seen = {api}
         while queue:
@@ -172,7 +194,7 @@ class Model:
             if e.callee in seen or depth >= API_DEPTH or e.callee.startswith(_NO_FOLLOW):
                 continue
             seen.add(e.callee)
-            for nxt in self.edges.get(e.callee, ()):
+            for nxt in self.edges(e.callee):
                 queue.append((nxt, depth + 1, guessed or nxt.kind == "guess", hop))
         return out
 
@@ -206,6 +228,8 @@ class Model:
                 if deco.target.rpartition(".")[2] == "register_inplace" and deco.args:
                     # register_inplace(aten.addmm_, aten.addmm): a decomposition made by that function
                     py = rename(self.idx.resolve(deco.target)[0])
+                    if not py.startswith("torch._decomp."):
+                        continue  # torch._inductor.lowering.register_inplace makes lowerings
                     for op in self._ir_ops(deco.args[:1]):
                         yield "register_inplace", op, py, s.file, deco.line
             for deco, fn in s.decorated_calls:
