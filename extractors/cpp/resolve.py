@@ -48,7 +48,7 @@ LAUNCH_HELPERS = frozenset({
     "opmath_jitted_gpu_kernel_with_scalars", "launch_kernel", "launch_legacy_kernel",
     "launch_vectorized_kernel", "launch_unrolled_kernel",
 })
-RESOLVE_VERSION = "resolve-3"  # bump when resolution changes (keys the resolved-rows cache)
+RESOLVE_VERSION = "resolve-4"  # bump when resolution changes (keys the resolved-rows cache)
 _HELPER_DEPTH = 8
 # Method names of the standard library's containers, strings, smart pointers,
 # optionals, atomics and streams (Note [Call resolution], step 5).
@@ -314,7 +314,7 @@ def resolve(facts: list[FileFacts]) -> tuple[dict[str, list[tuple]], dict[str, i
         stats["files"] += 1
         stats["files_with_errors"] += f.errors > 0
     _helper_launches(helper_sites, rows, rv)
-    for rel in ("calls", "call_ambiguous", "stub_call", "launches"):
+    for rel in list(rows):  # a macro expanded twice on one line repeats its rows
         rows[rel] = sorted(set(rows[rel]))
     for rel, rs in rows.items():
         stats[rel] = len(rs)
