@@ -215,8 +215,16 @@ def test_paths_both_ways(con):
 
 def test_tests_of_op(con):
     r = q(con, "tests(softmax)")
-    assert r.rows == (("softmax.int", "test/test_nn.py::TestNN::test_softmax", "call",
+    assert r.columns == ("subject", "test", "op", "how", "depth", "file", "line")
+    assert r.rows == (("softmax.int", "test/test_nn.py::TestNN::test_softmax", "softmax.int", "call", 0,
                        "test/test_nn.py", 205),)
+
+
+def test_tests_of_function_walk_up_to_ops(con):
+    r = q(con, "tests(cpublas::gemm)")
+    assert r.rows == (("at::native::cpublas::gemm", "test/test_linalg.py::TestLinalg::test_matmul_small",
+                       "matmul", "name", 5, "test/test_linalg.py", 4000),)
+    assert q(con, "tests(cpublas::gemm, depth=3)").rows == ()
 
 
 def test_affected(con):

@@ -40,7 +40,7 @@ SCHEMA = ROOT / "facts" / "schema.dl"
 CACHE_VERSION = "3"
 
 # namespaces of seed columns (Note [Named queries]); others take text as typed
-NAMESPACES = ("fn", "op", "py", "node", "test", "key", "kernel")
+NAMESPACES = ("fn", "op", "py", "node", "subject", "test", "key", "kernel")
 # column names that denote a namespace's ids (for filters and seeds)
 NAMESPACE_OF = {
     **{ns: ns for ns in NAMESPACES},

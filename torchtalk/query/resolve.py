@@ -14,6 +14,7 @@ what kind of thing a name must denote:
          ("at::native::matmul": the ops whose dispatch table names it).
   py     Python definition or API: exact, then any id ending in ".<name>".
   node   fn or py, whichever matches.
+  subject  op first (names, ids, Python APIs), else fn.
   test   test id, exact or ending in "::<name>".
   key    dispatch key, case-insensitively.
 
@@ -135,6 +136,7 @@ class Resolver:
             "op": self._op_tiers,
             "py": self._py_tiers,
             "node": self._node_tiers,
+            "subject": self._subject_tiers,
             "test": self._test_tiers,
             "key": self._key_tiers,
             "kernel": self._kernel_tiers,
@@ -208,6 +210,11 @@ class Resolver:
             if fetches:
                 yield tier, False, lambda fs=fetches: [r for f in fs for r in f()]
 
+    def _subject_tiers(self, t: str):
+        """An op (or the ops a Python API reaches) first, else a C++ function."""
+        yield from self._op_tiers(t)
+        yield from self._fn_tiers(t)
+
     def _test_tiers(self, t: str):
         yield "exact", False, lambda: self._q(
             "SELECT 'test', test, file, line FROM test WHERE test = ?", [t], "test")
@@ -240,6 +247,7 @@ class Resolver:
     def missing_tables(self, ns: str) -> list[str]:
         """The tables namespace `ns` needs that are absent or empty (layer not indexed)."""
         need = {"fn": ["func"], "op": ["op"], "py": ["py_def"], "node": ["func", "py_def"],
+                "subject": ["op", "func"],
                 "test": ["test"], "key": ["dispatch"], "kernel": ["kernel"]}.get(ns, [])
         return [t for t in need if not self._q(f"SELECT 1 FROM {t} LIMIT 1", [], t)]
 
@@ -252,6 +260,7 @@ class Resolver:
             "op": [("op", "op", "op"), ("py_api", "api", "api")],
             "py": [("py_def", "py", "py"), ("py_api", "api", "api")],
             "node": [("func", "fn", "name"), ("py_api", "api", "api")],
+            "subject": [("op", "op", "op"), ("func", "fn", "name")],
             "test": [("test", "test", "test")],
             "key": [("dispatch", "key", "key")],
         }.get(ns, [])
@@ -282,5 +291,6 @@ def _once(fetch):
 
 def _singular(ns: str) -> str:
     return {"fn": "C++ function", "op": "ATen op", "py": "Python name", "node": "function or Python name",
+            "subject": "op or C++ function",
             "test": "test", "key": "dispatch key", "kernel": "CUDA kernel"}.get(ns, "thing")
 
