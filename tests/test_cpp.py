@@ -479,3 +479,20 @@ def test_local_dispatch_macro_keeps_lambda_call_lines_and_comments_do_not_leak()
         ("(anonymous)::run", "(anonymous)::helper", f, 8, "macro-scope"),
         ("at::native::after", "(anonymous)::run", f, 12, "scope"),
     ]
+
+
+def test_cache_drops_entries_of_old_file_contents(tmp_path: Path):
+    from extractors.cpp import cache
+
+    root, cache_dir = tmp_path / "tree", tmp_path / "cache"
+    (root / "c10").mkdir(parents=True)
+    (root / "c10" / "a.cpp").write_text("void a() {}\n")
+    ctx = ExtractContext(root=root, cache_dir=cache_dir, jobs=1)
+    cpp.run(ctx)
+    old = cache.entry_path(cache_dir, cache.digest_of(b"void a() {}\n"))
+    assert old.is_file()
+    os.utime(old, (1, 1))  # an entry from long ago
+    (root / "c10" / "a.cpp").write_text("void a2() {}\n")
+    cpp.run(ctx)
+    assert not old.exists()
+    assert cache.entry_path(cache_dir, cache.digest_of(b"void a2() {}\n")).is_file()

@@ -137,6 +137,7 @@ def run(ctx: ExtractContext, sink: Sink | None = None) -> Run:
     timings["resolve"] = time.perf_counter() - t1
     cache.write_atomic(cdir / "resolved.pkl", (combined, rows, stats))
     cache.write_atomic(cdir / "index.pkl", (cache.VERSION, new_index))
+    cache.drop_unused(cdir, set(digests.values()), older_than=time.time() - (time.perf_counter() - t0) - 60)
     timings["total"] = time.perf_counter() - t0
     return Run(rows, stats, timings, scanned, warnings)
 

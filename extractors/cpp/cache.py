@@ -57,3 +57,24 @@ def read(path: Path) -> Any | None:
 
 def entry_path(cache_dir: Path, digest: str) -> Path:
     return cache_dir / "files" / f"{digest}.pkl"
+
+
+def drop_unused(cache_dir: Path, keep: set[str], older_than: float) -> int:
+    """Delete per-file entries whose digest is not in `keep` (old versions of
+    files, old scanner versions) and that predate this run; returns how many."""
+    dropped = 0
+    try:
+        entries = list(os.scandir(cache_dir / "files"))
+    except OSError:
+        return 0
+    for entry in entries:
+        digest = entry.name.removesuffix(".pkl")
+        if digest in keep or entry.name.startswith(".tmp-"):
+            continue
+        try:
+            if entry.stat().st_mtime < older_than:
+                os.unlink(entry.path)
+                dropped += 1
+        except OSError:
+            pass
+    return dropped
