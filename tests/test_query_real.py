@@ -111,3 +111,16 @@ def test_paths_from_python_down_to_cuda_kernels(con, tree):
 def test_paths_from_softmax_warp_forward_to_python(con):
     rows = q(con, "paths(softmax_warp_forward -> python)", all_matches=True).rows
     assert any(r[1] == "torch._softmax" for r in rows)
+
+
+def test_tests_of_matmul_include_test_linalg(con, tree):
+    rows = q(con, "tests(matmul)").rows
+    hit = {r[2:] for r in rows if r[1] == "test/test_linalg.py::TestLinalg::test_matmul_45724"}
+    assert ("matmul", "name", 0, "test/test_linalg.py", 6411) in hit
+    assert "def test_matmul_45724" in (tree / "test/test_linalg.py").read_text().splitlines()[6411 - 1]
+
+
+def test_tests_of_a_function_go_through_its_ops(con):
+    rows = q(con, "tests(cpublas::gemm, depth=3)").rows
+    assert {r[2] for r in rows} >= {"mm", "mm.out"}
+    assert all(r[4] == 3 for r in rows if r[2] == "mm")
