@@ -220,11 +220,17 @@ def _cache_path(key: str) -> Path | None:
         return None
 
 
+KEEP_CACHED = 8  # parsed libraries kept (one per set of rule files and mtimes)
+
+
 def _write_atomic(path: Path, data: bytes) -> None:
     tmp = path.with_suffix(f".tmp{os.getpid()}")
     try:
         tmp.write_bytes(data)
         os.replace(tmp, path)
+        old = sorted(path.parent.glob("library-*.pickle"), key=lambda p: p.stat().st_mtime)
+        for stale in old[:-KEEP_CACHED]:
+            stale.unlink(missing_ok=True)
     except OSError:
         tmp.unlink(missing_ok=True)
 
