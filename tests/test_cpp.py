@@ -496,3 +496,27 @@ def test_cache_drops_entries_of_old_file_contents(tmp_path: Path):
     cpp.run(ctx)
     assert not old.exists()
     assert cache.entry_path(cache_dir, cache.digest_of(b"void a2() {}\n")).is_file()
+
+
+def test_objective_c_chunks_keep_later_definitions():
+    src = (
+        "namespace at::native {\n"
+        "static void run_graph(MPSStream* stream) {\n"
+        "  NSDictionary* feeds = @{ key : value };\n"
+        "  [stream executeMPSGraph:graph feeds:feeds results:results];\n"
+        "  auto block = ^(MPSGraph* g) { return [g identity]; };\n"
+        "}\n"
+        "TORCH_IMPL_FUNC(relu_out_mps)(const Tensor& self, const Tensor& out) {\n"
+        "  run_graph(getCurrentMPSStream());\n"
+        "}\n"
+        "Tensor cdist_mps(const Tensor& x) { return x; }\n"
+        "}\n"
+    )
+    rows = rows_of({"aten/src/ATen/native/mps/operations/R.mm": src})
+    f = "aten/src/ATen/native/mps/operations/R.mm"
+    assert sorted(r[:4] for r in rows["func"]) == [
+        ("at::native::cdist_mps", "cdist_mps", f, 10),
+        ("at::native::run_graph", "run_graph", f, 2),
+        ("at::native::structured_relu_out_mps::impl", "impl", f, 7),
+    ]
+    assert ("at::native::structured_relu_out_mps::impl", "at::native::run_graph", f, 8, "scope") in rows["calls"]

@@ -171,6 +171,9 @@ class _Scanner:
         self.src = src = expand_local_macros(src)
         self.cleaned: Cleaned = clean(src)
         self.tree = _PARSER.parse(self.cleaned.text)
+        self.trees = [self.tree]
+        if rel.endswith(".mm") and self.tree.root_node.has_error:
+            self.trees = [self.tree, *_chunk_trees(self.cleaned.text)]
         # Note [Textual namespaces]: where tree-sitter met ERROR nodes, a
         # namespace's braces may not survive in the tree; then namespaces come
         # from brace matching on the text, classes still from the tree.
@@ -184,7 +187,7 @@ class _Scanner:
         self.out = constructs.Constructs()
 
     def run(self) -> FileFacts:
-        caps = ts.QueryCursor(_QUERY).captures(self.tree.root_node)
+        caps = _captures(self.trees)
         self._collect_defs(caps.get("def", []))
         self.blocks.sort()
         self._collect_vars(caps.get("var", []))
@@ -279,7 +282,7 @@ class _Scanner:
                 self.defs[hit] = (q, n, line, flags | KERNEL)
 
     def _collect_classes(self) -> None:
-        for node in _iter_class_bodies(self.tree.root_node):
+        for node in (n for tree in self.trees for n in _iter_class_bodies(tree.root_node)):
             name = node.child_by_field_name("name")
             if name is None:
                 continue
@@ -476,6 +479,54 @@ class _Scanner:
     def scope_of_def(self, idx: int) -> str:
         """The enclosing scope of def `idx` (its qualified name minus the last part)."""
         return self.defs[idx][0].rpartition("::")[0]
+
+
+_RAW_STRING_RE = re.compile(rb'R"([^(\s]*)\((.*?)\)\1"', re.S)
+# A line starting a top-level declaration (not a brace, directive, comment, ObjC @).
+_CHUNK_START_RE = re.compile(rb"^(?=[A-Za-z_~])", re.M)
+
+
+def _captures(trees: list[ts.Tree]) -> dict[str, list[ts.Node]]:
+    """The query's captures over `trees` (the whole file, then its chunks):
+    one node per (capture, start offset), the shortest (a chunk's def ends
+    where it should, the whole file's may have swallowed what followed)."""
+    if len(trees) == 1:
+        return ts.QueryCursor(_QUERY).captures(trees[0].root_node)
+    best: dict[tuple[str, int], ts.Node] = {}
+    for tree in reversed(trees):  # chunks first: on a tie their node (not nested in a swallowing def) wins
+        for name, nodes in ts.QueryCursor(_QUERY).captures(tree.root_node).items():
+            for n in nodes:
+                key = (name, n.start_byte)
+                if key not in best or n.end_byte < best[key].end_byte:
+                    best[key] = n
+    caps: dict[str, list[ts.Node]] = {}
+    for (name, _start), n in best.items():
+        caps.setdefault(name, []).append(n)
+    return caps
+
+
+def _chunk_trees(text: bytes) -> list[ts.Tree]:
+    """Note [Objective-C++ chunks]: the C++ grammar cannot parse Objective-C
+    message sends and blocks, and in a .mm file one error swallows the rest of
+    the file. Each top-level chunk (from one line starting at column 0 with a
+    name to the next) is parsed on its own (tree-sitter's included ranges), so
+    offsets and lines stay those of the file."""
+    masked = _RAW_STRING_RE.sub(lambda m: re.sub(rb"[^\n]", b" ", m.group(0)), mask(text))
+    starts = [m.start() for m in _CHUNK_START_RE.finditer(masked)] + [len(text)]
+    trees = []
+    line = 0
+    prev = 0
+    parser = ts.Parser(_LANG)
+    for a, b in zip(starts, starts[1:], strict=False):
+        if b <= a:
+            continue
+        line += text.count(b"\n", prev, a)
+        prev = a
+        end_line = line + text.count(b"\n", a, b)
+        end_col = b - (text.rfind(b"\n", 0, b) + 1)
+        parser.included_ranges = [ts.Range((line, 0), (end_line, end_col), a, b)]
+        trees.append(parser.parse(text))
+    return trees or [_PARSER.parse(text)]
 
 
 _DIRECTIVE_LINES = re.compile(rb"^[ \t]*#(?:[^\n]*\\\n)*[^\n]*", re.M)
