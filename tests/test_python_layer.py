@@ -40,6 +40,8 @@ NATIVE = """\
 - func: abs_(Tensor(a!) self) -> Tensor(a!)
   variants: function, method
   autogen: abs_.out
+
+- func: ones(SymInt[] size, *, ScalarType? dtype=None) -> Tensor
 """
 
 
@@ -301,6 +303,17 @@ def test_real_linear_module(real: ListSink) -> None:
 
 
 @pytest.mark.real_tree
+def test_real_max_pool_boolean_dispatch(real: ListSink) -> None:
+    f = "torch/nn/functional.py"
+    assert {r for r in real.get("binds") if r[0] == "torch.nn.functional.max_pool2d"} == {
+        ("torch.nn.functional.max_pool2d", "torch.nn.functional.max_pool2d_with_indices", "alias", f, 833),
+        ("torch.nn.functional.max_pool2d", "torch.nn.functional._max_pool2d", "alias", f, 833),
+    }
+    ops = {r[1] for r in real.get("py_api") if r[0] == "torch.nn.modules.pooling.MaxPool2d.forward"}
+    assert {"max_pool2d", "max_pool2d_with_indices"} <= ops
+
+
+@pytest.mark.real_tree
 def test_real_adam(real: ListSink) -> None:
     assert ("torch.optim.adam.Adam", "optim", "torch/optim/adam.py", 34) in real.get("module_class")
     assert ("torch.optim.adam.Adam", "torch.optim.optimizer.Optimizer", "torch/optim/adam.py", 34) in real.get("class_base")
@@ -315,6 +328,10 @@ def test_real_decompositions(real: ListSink) -> None:
     assert ("gelu", "torch._refs.nn.functional.gelu", "torch/_refs/nn/functional/__init__.py", 1042) in decomp
     # the packet aten.addmm gives every overload
     assert {r[0] for r in decomp if r[1] == "torch._decomp.decompositions.addmm"} == {"addmm", "addmm.out"}
+    # register_inplace(aten.addmm_, aten.addmm) and sin_ = _make_inplace(sin)
+    assert ("addmm_", "torch._decomp.decompositions.register_inplace", "torch/_decomp/decompositions.py", 5195) in decomp
+    assert ("sin_", "torch._refs.sin_", "torch/_refs/__init__.py", 6410) in decomp
+    assert not [r for r in decomp if r[1].startswith("torch._inductor.lowering.")]
     # a torch._refs unary reference registers the op of its own name
     assert {r for r in decomp if r[1] == "torch._refs.abs"} == {
         ("abs", "torch._refs.abs", "torch/_refs/__init__.py", 549),

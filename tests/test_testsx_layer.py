@@ -166,7 +166,7 @@ def test_snippet_covers(tmp_path: Path) -> None:
     assert covers(s, t + "test_unary") == {("abs", "opinfo", f, 17)}
     assert covers(s, t + "test_filtered") == {(x, "opinfo_maybe", f, 21) for x in everything}
     assert covers(s, t + "test_calls") == {
-        # torch.ones: no such op in this small yaml, so no subject
+        # torch.ones(3): an input factory, evidence only in a test named for it
         ("torch.nn.functional.gelu", "call", f, 30),  # import torch.nn.functional as F
         ("torch.Tensor.add_", "method", f, 31),  # x.add_ on an untyped receiver
         ("torch.nn.modules.linear.Linear", "call", f, 32),  # from torch import nn; nn.Linear

@@ -12,7 +12,9 @@ Note [Test cover subjects]: tests_cover.subject is
     torch.Tensor.add_);
   - a module class for how "moduleinfo" and for "call" of a module class
     (`nn.Linear(...)` → torch.nn.modules.linear.Linear).
-One row per (test, subject): the first evidence found, in that order.
+One row per (test, subject): the first evidence found, in that order. Calls
+of input factories (torch.randn, torch.ones, ...: SETUP_APIS) count only when
+the test's name mentions them.
 
 Example:
     >>> list(covers(model, dbs, summary, d, "test/test_linalg.py::TestLinalg::test_matmul_out"))
@@ -34,7 +36,14 @@ METHOD_STOP = frozenset(
     "requires_grad_ cpu cuda double float half long int bool tolist".split()
 )
 # Test-name words that are op names but say nothing about an op.
-NAME_STOP = frozenset({"t", "to", "is", "data", "item", "type", "set", "new", "any", "all", "one", "sum_to"})
+NAME_STOP = frozenset({"t", "to", "is", "data", "item", "type", "set", "new", "any", "all", "one", "sum_to", "trace"})
+# Tensor factories that tests call to make their inputs: a call of one is
+# evidence only when the test's name mentions it (test_randn_like → randn_like).
+SETUP_APIS = frozenset(
+    f"torch.{n}" for n in
+    "randn rand randint ones zeros empty full arange tensor as_tensor from_numpy eye linspace "
+    "randn_like rand_like randint_like ones_like zeros_like empty_like full_like manual_seed".split()
+)
 
 
 class CoverFinder:
@@ -54,11 +63,14 @@ class CoverFinder:
             if row[0] not in seen:
                 seen.add(row[0])
                 yield row
+        name = d.qual.rpartition(".")[2]
         for row in self._from_calls(s, d):
+            if row[0] in SETUP_APIS and row[0][len("torch."):] not in name:
+                continue
             if row[0] not in seen:
                 seen.add(row[0])
                 yield row
-        op = self.name_op(d.qual.rpartition(".")[2])
+        op = self.name_op(name)
         if op and op not in seen:
             yield op, "name", s.file, d.line
 
