@@ -36,7 +36,7 @@ DEFAULT_DIRS = ("aten/src/ATen", "c10")
 TU_SUFFIXES = (".cpp", ".cc")
 SKIPPED_SUFFIXES = (".cu",)
 HEADER_SUFFIXES = (".h", ".hpp", ".cuh", ".in", ".yaml")
-EXCLUDED_PARTS = frozenset({"test", "tests", "benchmark", "benchmarks"})
+EXCLUDED_PARTS = frozenset({"test", "tests", "bench", "benchmark", "benchmarks"})
 TIMEOUT_S = 300.0
 
 

@@ -50,7 +50,12 @@ DEFINES = (
     f"-DCPU_CAPABILITY={CPU_CAPABILITY}",
     f"-DCPU_CAPABILITY_{CPU_CAPABILITY}",
 )
-INCLUDE_DIRS = ("aten/src", ".", "torch/csrc/api/include", "third_party")
+INCLUDE_DIRS = (
+    "aten/src", ".", "torch/csrc/api/include", "third_party",
+    # QNNPACK's own headers, as its CMake target exports them to the quantized kernels
+    "aten/src/ATen/native/quantized/cpu/qnnpack/include",
+    "aten/src/ATen/native/quantized/cpu/qnnpack/src",
+)
 
 # Where a tree keeps its compilation database, if it was built.
 COMPILE_DB_PLACES = ("compile_commands.json", "build/compile_commands.json")
