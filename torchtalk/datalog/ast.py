@@ -13,6 +13,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Union
@@ -296,7 +297,14 @@ class Program:
 
     def rules_for(self, name: str) -> tuple[Rule, ...]:
         """The rules and facts whose head is relation `name`."""
-        return tuple(r for r in self.rules if r.head.name == name)
+        return self._rules_by_head.get(name, ())
+
+    @functools.cached_property
+    def _rules_by_head(self) -> dict[str, tuple[Rule, ...]]:
+        out: dict[str, list[Rule]] = {}
+        for r in self.rules:
+            out.setdefault(r.head.name, []).append(r)
+        return {k: tuple(v) for k, v in out.items()}
 
     def source_line(self, loc: SrcLoc | None) -> str | None:
         """The text of the line at `loc`, if its file was read."""

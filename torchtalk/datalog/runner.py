@@ -13,6 +13,7 @@ Example:
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -20,6 +21,10 @@ from torchtalk.datalog.analysis.checks import check
 from torchtalk.datalog.ast import Program
 from torchtalk.datalog.engines import get_engine
 from torchtalk.errors import InputError, did_you_mean
+
+# Programs that passed check(): the query layer evaluates one parsed library
+# many times, and checking it costs more than most queries.
+_CHECKED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def evaluate(
@@ -40,8 +45,9 @@ def evaluate(
     facts:   extra input rows by relation (e.g. query seeds).
     checked: skip `check(program)` when the caller already did it.
     """
-    if not checked:
+    if not checked and program not in _CHECKED:
         check(program)
+        _CHECKED[program] = True
     wanted = list(program.outputs if outputs is None else outputs)
     for rel in wanted:
         if rel not in program.decls:

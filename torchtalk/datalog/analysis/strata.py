@@ -84,12 +84,12 @@ def strata(program: A.Program, relations: Iterable[str] | None = None) -> list[S
     for e in edges:
         if e.strict and comp_of[e.head] == comp_of[e.body]:
             raise _unstratifiable(e, comps[comp_of[e.head]], edges)
-    return [_stratum(program, comp, edges) for comp in comps]
+    self_loops = {e.head for e in edges if e.head == e.body}
+    return [_stratum(program, comp, self_loops) for comp in comps]
 
 
-def _stratum(program: A.Program, comp: tuple[str, ...], edges: list[Edge]) -> Stratum:
-    members = set(comp)
-    recursive = len(comp) > 1 or any(e.head == e.body and e.head in members for e in edges)
+def _stratum(program: A.Program, comp: tuple[str, ...], self_loops: set[str]) -> Stratum:
+    recursive = len(comp) > 1 or comp[0] in self_loops
     linear = False
     if recursive and len(comp) == 1:
         linear = all(
