@@ -328,7 +328,13 @@ class _RuleSQL:
                     later.append((ref, arg))
         g = ground_body(body, frozenset(self.env), self.rule)
         for a in g.assignments:
-            sql = self.expr(a.expr)
+            if isinstance(a.expr, A.Aggregate) and from_:
+                # computed once per row, as a LATERAL join, however often `a.var` is used
+                alias = f"{self.scope}_l{self._next()}"
+                from_.append(f"LATERAL ({self.aggregate(a.expr, column=True)}) AS {alias}")
+                sql = f"{alias}.v"
+            else:
+                sql = self.expr(a.expr)
             self.env[a.var] = sql
             conds += self.not_null(a.expr, sql)
         conds += [f"{ref} = {self.expr(arg)}" for ref, arg in later]
@@ -385,8 +391,9 @@ class _RuleSQL:
             return self.aggregate(term)
         raise SemanticError(f"'{term}' has no value here", term.loc)
 
-    def aggregate(self, agg: A.Aggregate) -> str:
-        """Correlated scalar subquery over the distinct matches of the body."""
+    def aggregate(self, agg: A.Aggregate, column: bool = False) -> str:
+        """Correlated scalar subquery over the distinct matches of the body
+        (`column`: a one-row SELECT with the value as column `v`)."""
         inner = _RuleSQL(self.comp, self.rule, self.table, f"{self.scope}_a{self._next()}_")
         inj = injected(agg, self.rule)
         inner.env = {k: v for k, v in self.env.items() if k in inj}
@@ -395,11 +402,15 @@ class _RuleSQL:
         if agg.target is not None:
             cols.append(f"{inner.expr(agg.target)} AS _v")
         sub = _assemble(f"SELECT DISTINCT {', '.join(cols)}", from_, conds)
-        if agg.func is A.AggFunc.COUNT:
-            return f"(SELECT count(*) FROM ({sub}))"
-        fn = {A.AggFunc.SUM: "sum", A.AggFunc.MIN: "min", A.AggFunc.MAX: "max"}[agg.func]
-        value = f"(SELECT {fn}(_v) FROM ({sub}))"
-        return f"coalesce({value}, 0)" if agg.func is A.AggFunc.SUM else value
+        value = {
+            A.AggFunc.COUNT: "count(*)",
+            A.AggFunc.SUM: "coalesce(sum(_v), 0)",
+            A.AggFunc.MIN: "min(_v)",
+            A.AggFunc.MAX: "max(_v)",
+        }[agg.func]
+        if column:
+            return f"SELECT {value} AS v FROM ({sub})"
+        return f"(SELECT {value} FROM ({sub}))"
 
 
 def _star_cols(inner: _RuleSQL, body, from_: list[str]) -> list[str]:
