@@ -520,3 +520,27 @@ def test_objective_c_chunks_keep_later_definitions():
         ("at::native::structured_relu_out_mps::impl", "impl", f, 7),
     ]
     assert ("at::native::structured_relu_out_mps::impl", "at::native::run_graph", f, 8, "scope") in rows["calls"]
+
+
+def test_inline_namespaces_are_named_as_written_and_transparent_for_lookup():
+    rows = rows_of({
+        "aten/src/ATen/native/cpu/K.cpp": (
+            "namespace at::native {\ninline namespace CPU_CAPABILITY {\nnamespace {\n"
+            "void pow_kernel(TensorIteratorBase& iter) {}\n"
+            "}\n"
+            "void other() { pow_kernel(it); }\n"
+            "}\n"
+            "REGISTER_DISPATCH(pow_stub, &pow_kernel)\n"
+            "}\n"
+        ),
+        "aten/src/ATen/native/P.cpp": "namespace at::native {\nDECLARE_DISPATCH(fn, pow_stub)\nvoid use() { at::native::other(); }\n}\n",
+    })
+    assert sorted(r[0] for r in rows["func"]) == [
+        "at::native::CPU_CAPABILITY::(anonymous)::pow_kernel", "at::native::CPU_CAPABILITY::other", "at::native::use"]
+    assert rows["calls"] == [
+        ("at::native::CPU_CAPABILITY::other", "at::native::CPU_CAPABILITY::(anonymous)::pow_kernel",
+         "aten/src/ATen/native/cpu/K.cpp", 6, "scope"),
+        ("at::native::use", "at::native::CPU_CAPABILITY::other", "aten/src/ATen/native/P.cpp", 3, "qualified"),
+    ]
+    assert rows["stub_register"] == [("at::native::pow_stub", "CPU", "at::native::CPU_CAPABILITY::(anonymous)::pow_kernel",
+                                      "aten/src/ATen/native/cpu/K.cpp", 8)]

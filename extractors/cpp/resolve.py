@@ -48,7 +48,7 @@ LAUNCH_HELPERS = frozenset({
     "opmath_jitted_gpu_kernel_with_scalars", "launch_kernel", "launch_legacy_kernel",
     "launch_vectorized_kernel", "launch_unrolled_kernel",
 })
-RESOLVE_VERSION = "resolve-4"  # bump when resolution changes (keys the resolved-rows cache)
+RESOLVE_VERSION = "resolve-5"  # bump when resolution changes (keys the resolved-rows cache)
 _HELPER_DEPTH = 8
 # Method names of the standard library's containers, strings, smart pointers,
 # optionals, atomics and streams (Note [Call resolution], step 5).
@@ -65,17 +65,28 @@ _POINTERS = frozenset({"shared_ptr", "unique_ptr", "intrusive_ptr", "weak_intrus
 _CONTAINERS = frozenset({"vector", "SmallVector", "ArrayRef", "array", "List", "IListRef", "deque", "OptionalArrayRef"})
 
 
-def _lookup_key(qual: str) -> str:
-    """`qual` with anonymous-namespace parts removed (they are transparent)."""
-    if ANON not in qual:
-        return qual
-    return "::".join(p for p in qual.split("::") if p != ANON)
+class LookupKey:
+    """`qual` without its transparent parts: anonymous and inline namespaces
+    (`at::native::CPU_CAPABILITY::(anonymous)::f` is looked up as `at::native::f`)."""
+
+    def __init__(self, inline: Iterable[str] = ()) -> None:
+        self.transparent = frozenset({ANON, *inline})
+        self.memo: dict[str, str] = {}
+
+    def __call__(self, qual: str) -> str:
+        hit = self.memo.get(qual)
+        if hit is None:
+            parts = qual.split("::")
+            hit = "::".join(p for p in parts if p not in self.transparent) if self.transparent & set(parts) else qual
+            self.memo[qual] = hit
+        return hit
 
 
 class Index:
     """Definitions of the tree by lookup key and by short name."""
 
-    def __init__(self, facts: Iterable[FileFacts]) -> None:
+    def __init__(self, facts: list[FileFacts]) -> None:
+        self.key = _lookup_key = LookupKey(n for f in facts for n in f.inline_ns)
         self.by_key: dict[str, set[str]] = defaultdict(set)
         self.free_by_name: dict[str, set[str]] = defaultdict(set)
         self.methods_by_name: dict[str, set[str]] = defaultdict(set)
@@ -116,9 +127,9 @@ class Index:
         self.classes = classes
 
 
-def _scopes(caller: str) -> list[str]:
+def _scopes(caller: str, key: LookupKey) -> list[str]:
     """Enclosing scopes of `caller`'s body, innermost first, ending with ""."""
-    parts = _lookup_key(caller).split("::")[:-1]
+    parts = key(caller).split("::")[:-1]
     return ["::".join(parts[:k]) for k in range(len(parts), -1, -1)]
 
 
@@ -130,9 +141,9 @@ def _by_scope(table: dict[str, set[str]], scopes: list[str], name: str) -> set[s
     return None
 
 
-def _suffix(cands: set[str], written: str) -> set[str]:
+def _suffix(cands: set[str], written: str, key: LookupKey) -> set[str]:
     tail = "::" + written
-    return {q for q in cands if _lookup_key(q).endswith(tail) or _lookup_key(q) == written}
+    return {q for q in cands if key(q).endswith(tail) or key(q) == written}
 
 
 class Resolver:
@@ -150,7 +161,7 @@ class Resolver:
             return self.class_memo[key]
         written = "::".join(parts)
         found = None
-        for s in _scopes(scope_of):
+        for s in _scopes(scope_of, self.ix.key):
             k = f"{s}::{written}" if s else written
             if k in self.ix.classes:
                 found = k
@@ -212,14 +223,14 @@ class Resolver:
             if len(cands) == 1 and name in STD_METHODS:
                 return "", 0, "std"
             return _pick(cands, "member")
-        scopes = _scopes(scope_of)
+        scopes = _scopes(scope_of, self.ix.key)
         written = "::".join(parts)
         hit = _by_scope(ix.by_key, scopes, written)
         if hit:
             return _pick(hit, "qualified" if len(parts) > 1 else "scope")
         if len(parts) > 1:
             cands = ix.free_by_name.get(name, set()) | ix.methods_by_name.get(name, set())
-            return _pick(_suffix(cands, written), "qualified")
+            return _pick(_suffix(cands, written, ix.key), "qualified")
         return _pick(ix.free_by_name.get(name, set()), "unique")
 
     def receiver_call(self, name: str, recv: tuple, caller: str) -> tuple[str, int, str]:
@@ -249,7 +260,7 @@ class Resolver:
             return None
         kind = enc[0]
         if kind == "this":
-            container = _lookup_key(caller).rpartition("::")[0]
+            container = self.ix.key(caller).rpartition("::")[0]
             return (tuple(container.split("::")), (), "") if container in self.ix.classes else None
         if kind == "v":
             return enc[1], enc[2], caller
@@ -288,9 +299,9 @@ class Resolver:
               parts: tuple[str, ...], scope_of: str) -> str:
         """A kernel or stub written `parts` inside `scope_of`, or ""."""
         written = "::".join(parts)
-        hit = _by_scope(table, _scopes(scope_of), written)
+        hit = _by_scope(table, _scopes(scope_of, self.ix.key), written)
         if not hit:
-            hit = _suffix(by_name.get(parts[-1], set()), written)
+            hit = _suffix(by_name.get(parts[-1], set()), written, self.ix.key)
         return next(iter(hit)) if hit and len(hit) == 1 else ""
 
 

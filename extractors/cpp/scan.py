@@ -89,6 +89,7 @@ class FileFacts:
     stub_decls / stub_defines: (stub, line)
     stub_regs: (stub parts, key, fn parts, line, scope)
     errors:   tree-sitter ERROR nodes in the file
+    inline_ns: names of the inline namespaces the file declares (CPU_CAPABILITY)
     """
 
     file: str
@@ -105,6 +106,7 @@ class FileFacts:
     stub_defines: tuple[tuple[str, int], ...]
     stub_regs: tuple[tuple[tuple[str, ...], str, tuple[str, ...], int, str], ...]
     errors: int
+    inline_ns: tuple[str, ...] = ()
 
 
 def lang_of(rel: str) -> str:
@@ -114,8 +116,8 @@ def lang_of(rel: str) -> str:
 
 def scope_of(node: ts.Node, classes: bool = True, namespaces: bool = True) -> tuple[list[str], bool]:
     """The enclosing namespaces (and classes) of `node`, outermost first, and
-    whether `node` sits inside a function body. Inline namespaces are
-    transparent; anonymous ones are `(anonymous)`."""
+    whether `node` sits inside a function body. Inline namespaces are kept
+    (CPU_CAPABILITY, as written; lookup skips them); anonymous ones are `(anonymous)`."""
     out: list[str] = []
     nested = False
     p = node.parent
@@ -125,7 +127,7 @@ def scope_of(node: ts.Node, classes: bool = True, namespaces: bool = True) -> tu
             name = p.child_by_field_name("name")
             if name is None:
                 out.append(ANON)
-            elif p.children[0].type != "inline":
+            else:  # inline namespaces too: the resolver treats them as transparent
                 out.extend(reversed(name.text.decode(errors="replace").replace(" ", "").split("::")))
         elif classes and t in ("class_specifier", "struct_specifier", "union_specifier"):
             name = p.child_by_field_name("name")
@@ -200,6 +202,7 @@ class _Scanner:
             tuple(self.calls), tuple(o.binds), tuple(o.lib_defs), tuple(o.lib_impls),
             tuple(o.impl_funcs), tuple(o.stub_decls), tuple(o.stub_defines), tuple(o.stub_regs),
             len(caps.get("err", [])),
+            tuple(sorted(set(_INLINE_NS_RE.findall(self.cleaned.text.decode(errors="replace"))))),
         )
 
     def _collect_defs(self, defs: list[ts.Node]) -> None:
@@ -481,6 +484,7 @@ class _Scanner:
         return self.defs[idx][0].rpartition("::")[0]
 
 
+_INLINE_NS_RE = re.compile(r"\binline\s+namespace\s+(\w+)")
 _RAW_STRING_RE = re.compile(rb'R"([^(\s]*)\((.*?)\)\1"', re.S)
 # A line starting a top-level declaration (not a brace, directive, comment, ObjC @).
 _CHUNK_START_RE = re.compile(rb"^(?=[A-Za-z_~])", re.M)
@@ -535,7 +539,7 @@ _NS_RE = re.compile(rb"\b(inline\s+)?namespace\s+([\w:]*)\s*\{|[{}]")
 
 def _text_namespaces(text: bytes) -> list[tuple[int, int, list[str]]]:
     """(start, end, parts) of each namespace block, by brace matching on the
-    masked text (see Note [Textual namespaces]); inline namespaces give no parts."""
+    masked text (see Note [Textual namespaces])."""
     masked = _DIRECTIVE_LINES.sub(lambda m: re.sub(rb"[^\n]", b" ", m.group(0)), mask(text))  # braces in #defines
     stack: list[tuple[int, list[str]] | None] = []
     spans: list[tuple[int, int, list[str]]] = []
@@ -550,7 +554,7 @@ def _text_namespaces(text: bytes) -> list[tuple[int, int, list[str]]]:
             stack.append(None)
         else:
             name = m.group(2).decode(errors="replace")
-            parts = [] if m.group(1) else ([p for p in name.split("::") if p] or [ANON])
+            parts = [p for p in name.split("::") if p] or [ANON]
             stack.append((m.start(), parts))
     for top in stack:  # unclosed at end of file
         if top is not None:
