@@ -51,8 +51,10 @@ def query(
 
         hint = did_you_mean(q.name, query_names(program)) or left_out[0]
         raise QueryError(f"no query or relation named {q.name!r}", hint=hint)
-    b = bind(q, program, Resolver(con), all_matches=all_matches)
-    rows = sort_rows(b.sig, evaluate_bound(b, program, con, engine=engine))
+    resolver = Resolver(con)
+    b = bind(q, program, resolver, all_matches=all_matches)
+    tables = frozenset(resolver.tables)
+    rows = sort_rows(b.sig, evaluate_bound(b, program, con, engine=engine, tables=tables))
     shown = rows if limit is None else rows[:limit]
     from torchtalk.query.run import _notes
 
@@ -62,7 +64,7 @@ def query(
         from torchtalk.query.explain import explain as _explain
         from torchtalk.query.run import prune
 
-        pruned = prune(program, frozenset(b.facts))
+        pruned = prune(program, frozenset(b.facts), tables)
         trees = tuple(_explain(pruned, con, b.sig.name, r, b.facts, engine=engine)
                       for r in shown[:explain])
         result = dataclasses.replace(result, explanations=trees)
