@@ -12,6 +12,7 @@ Example:
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -44,6 +45,17 @@ class Stratum:
 
 def dependency_edges(program: A.Program) -> list[Edge]:
     """Every (head relation, body relation) edge, with its strictness."""
+    cached = _EDGES.get(program)
+    if cached is None:
+        cached = _EDGES[program] = _edges(program)
+    return cached
+
+
+# A parsed library is evaluated many times (one query each): its edges once.
+_EDGES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _edges(program: A.Program) -> list[Edge]:
     edges = []
     for rule in program.rules:
         for lit in rule.body:

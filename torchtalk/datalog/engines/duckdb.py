@@ -93,16 +93,20 @@ def _execute(con, plan: Plan) -> dict[str, list[tuple]]:
 
 
 def db_tables(con, names: list[str]) -> dict[str, list[tuple[str, str]]]:
-    """Those of `names` that are tables of the connection's default schema -> [(column, type)]."""
-    rows = con.execute(
-        "SELECT table_name, column_name, data_type FROM duckdb_columns() "
-        "WHERE database_name = current_database() AND schema_name = current_schema() "
-        f"AND table_name IN ({', '.join('?' * len(names))}) ORDER BY table_name, column_index",
-        names,
-    ).fetchall()
+    """Those of `names` the connection can read as tables -> [(column, type)].
+
+    Probes `SELECT * FROM name LIMIT 0` (about 0.2 ms each, missing or not):
+    much cheaper than the catalog functions on a DB with many tables.
+    """
+    import duckdb
+
     out: dict[str, list[tuple[str, str]]] = {}
-    for table, col, typ in rows:
-        out.setdefault(table, []).append((col, typ))
+    for name in names:
+        try:
+            desc = con.execute(f"SELECT * FROM {q(name)} LIMIT 0").description
+        except duckdb.CatalogException:
+            continue
+        out[name] = [(col[0], str(col[1])) for col in desc]
     return out
 
 
