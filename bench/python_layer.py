@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import resource
 import sys
 import tempfile
 import time
@@ -57,11 +59,12 @@ def main() -> None:
         mod = importlib.import_module(f"extractors.{layer}")
         sink = CountingSink()
         ctx = ExtractContext(Path(args.source), cache_root / layer, args.jobs)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), _cpu()
         mod.extract(ctx, sink)
-        dt = time.perf_counter() - t0
+        dt, cpu = time.perf_counter() - t0, _cpu() - c0
         total = sum(len(r) for r in sink.rows.values())
-        print(f"layer {layer}: {dt:.1f} s, {total} rows, {len(sink.warnings)} warnings "
+        print(f"layer {layer}: {dt:.1f} s wall, {cpu:.1f} s CPU (this process + workers; "
+              f"load {os.getloadavg()[0]:.1f}), {total} rows, {len(sink.warnings)} warnings "
               f"({'cold' if args.cold else 'cache ' + str(cache_root)}, jobs={args.jobs})")
         for rel, rows in sorted(sink.rows.items()):
             extra = ""
@@ -113,6 +116,13 @@ def oracle(args) -> None:
         print(f"    differs: {b}")
     if args.cache:
         Path(args.cache, "oracle.json").write_text(json.dumps(report, indent=1))
+
+
+def _cpu() -> float:
+    """User+system CPU seconds of this process and its finished workers: a
+    figure the other jobs on a shared machine do not inflate."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def rel_has(sink: CountingSink, rel: str) -> bool:
