@@ -100,10 +100,18 @@ class Databases:
 
     def _op_subject(self, name: str, aten_name: str) -> str:
         by_name = self.model.native.by_name
-        for cand in (aten_name, name, name.replace(".", "_"), name.rpartition(".")[2] if name.startswith("nn.functional.") else ""):
+        aten = name[len("torch.ops.aten."):].split(".")[0] if name.startswith("torch.ops.aten.") else ""
+        tail = name.rpartition(".")[2] if name.startswith("nn.functional.") else ""
+        for cand in (aten_name, name, name.replace(".", "_"), tail, aten):
             if cand and cand in by_name:
                 return cand
-        return f"torch.{aten_name or name}"
+        if name.startswith("torch."):
+            api = name
+        elif name.startswith("__"):
+            api = f"torch.Tensor.{name}"  # OpInfo('__radd__', op=torch.Tensor.__radd__)
+        else:
+            api = f"torch.{name}"
+        return self.idx.canon(api)
 
     # ---------------------------------------------------------------- values
     def value(self, dotted: str) -> tuple[frozenset, bool]:
