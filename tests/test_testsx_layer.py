@@ -48,7 +48,7 @@ FILES = {
             OpInfo('nn.functional.dropout2d'),
             make_something_else(),
         ]
-        extra_db = [OpInfo('add')]
+        extra_db = [OpInfo('add'), OpInfo('__radd__'), OpInfo('torch.ops.aten.abs.default')]
         op_db += extra_db
         unary_ufuncs = [op for op in op_db if isinstance(op, UnaryUfuncInfo)]
     """,
@@ -153,6 +153,8 @@ def test_snippet_opinfo_entries(tmp_path: Path) -> None:
         ("linalg.vector_norm", "torch.linalg.vector_norm", "op_db", f, 7),  # no such op in this yaml
         ("nn.functional.dropout2d", "torch.nn.functional.dropout2d", "op_db", f, 8),
         ("add", "add", "extra_db", f, 11),
+        ("__radd__", "torch.Tensor.__radd__", "extra_db", f, 11),
+        ("torch.ops.aten.abs.default", "abs", "extra_db", f, 11),
     }
 
 
@@ -160,7 +162,8 @@ def test_snippet_covers(tmp_path: Path) -> None:
     s = run(tmp_path)
     t = "test/test_things.py::TestThings::"
     f = "test/test_things.py"
-    everything = {"abs", "softmax", "gelu", "torch.linalg.vector_norm", "torch.nn.functional.dropout2d", "add"}
+    everything = {"abs", "softmax", "gelu", "torch.linalg.vector_norm", "torch.nn.functional.dropout2d", "add",
+                  "torch.Tensor.__radd__"}
     assert covers(s, t + "test_all") == {(x, "opinfo", f, 9) for x in everything}
     assert covers(s, t + "test_some") == {("softmax", "opinfo", f, 13), ("add", "opinfo", f, 13)}
     assert covers(s, t + "test_unary") == {("abs", "opinfo", f, 17)}
