@@ -163,8 +163,9 @@ def test_ambiguous_name_yields_call_ambiguous_not_a_guess(real: cpp.Run):
     assert row in real.rows["call_ambiguous"]
     assert [r[1] for r in real.rows["calls"] if (r[0], r[2], r[3]) == (row[0], f, 1552)] == [
         "at::TensorBase::options"]  # `self.options()`: self is a `const Tensor&`
-    methods = {"at::native::(anonymous)::Dist::pow", "at::vec::Vectorized16::pow", "at::vec::Vectorized::pow",
-               "at::vec::VectorizedN::pow", "c10::NestedIntSymNodeImpl::pow", "c10::SymNodeImpl::pow",
+    methods = {"at::native::(anonymous)::Dist::pow", "at::vec::CPU_CAPABILITY::Vectorized16::pow",
+               "at::vec::CPU_CAPABILITY::Vectorized::pow",
+               "at::vec::CPU_CAPABILITY::VectorizedN::pow", "c10::NestedIntSymNodeImpl::pow", "c10::SymNodeImpl::pow",
                "torch::impl::PythonSymNodeImpl::pow"}
     assert methods <= {r[0] for r in real.rows["func"] if r[1] == "pow"}
     # line 1549: `at::pow(2.0, other)` is generated code (not in the tree): no row at all
