@@ -544,3 +544,15 @@ def test_inline_namespaces_are_named_as_written_and_transparent_for_lookup():
     ]
     assert rows["stub_register"] == [("at::native::pow_stub", "CPU", "at::native::CPU_CAPABILITY::(anonymous)::pow_kernel",
                                       "aten/src/ATen/native/cpu/K.cpp", 8)]
+
+
+def test_kernel_with_launch_bounds_inside_an_if_group():
+    src = (
+        "namespace at::native {\ntemplate <typename T>\n__global__ void\n#if !defined(USE_ROCM)\n"
+        "C10_LAUNCH_BOUNDS_1(at::cuda::detail::CUDA_NUM_THREADS)\n#endif\nconv_kernel(T* x) {}\n"
+        "void host() { conv_kernel<5> <<<grid, block, 0, stream>>>(p); }\n}\n"
+    )
+    rows = rows_of({"aten/src/ATen/native/cuda/D.cu": src})
+    assert rows["kernel"] == [("at::native::conv_kernel", "conv_kernel", "aten/src/ATen/native/cuda/D.cu", 7)]
+    assert rows["launches"] == [
+        ("at::native::host", "at::native::conv_kernel", "aten/src/ATen/native/cuda/D.cu", 8, "<<<>>>")]

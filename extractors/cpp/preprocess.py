@@ -73,10 +73,15 @@ def clean(src: bytes) -> Cleaned:
 
     text = _BLANK_RE.sub(sub, src)
     if b"#" in text:
+        text = _EMPTY_IF_RE.sub(_blank, text)  # `__global__ void #if .. LAUNCH_BOUNDS #endif name(`
         text = balance_conditionals(text)
     return Cleaned(text, tuple(launches), tuple(globals_))
 
 
+# An #if group left empty by the blanking (it only held attribute macros).
+_EMPTY_IF_RE = re.compile(
+    rb"^[ \t]*#[ \t]*if[^\n]*\n(?:[ \t]*\n)*(?:[ \t]*#[ \t]*else[^\n]*\n(?:[ \t]*\n)*)?[ \t]*#[ \t]*endif[^\n]*", re.M
+)
 _DIRECTIVE_RE = re.compile(rb"^[ \t]*#[ \t]*(if|ifdef|ifndef|elif|else|endif)\b[^\n]*", re.M)
 
 
