@@ -556,3 +556,20 @@ def test_kernel_with_launch_bounds_inside_an_if_group():
     assert rows["kernel"] == [("at::native::conv_kernel", "conv_kernel", "aten/src/ATen/native/cuda/D.cu", 7)]
     assert rows["launches"] == [
         ("at::native::host", "at::native::conv_kernel", "aten/src/ATen/native/cuda/D.cu", 8, "<<<>>>")]
+
+
+def test_names_containing_template_keep_it():
+    rows = rows_of({
+        "aten/src/ATen/native/E.cpp": (
+            "namespace at::native {\ntemplate<typename scalar_t>\n"
+            "Tensor backward_cpu_template(const Tensor& g) { return g; }\n"
+            "Tensor backward_cpu(const Tensor& g) {\n  return backward_cpu_template<float>(g);\n}\n"
+            "struct S { template <typename T> T* get() { return nullptr; } };\n"
+            "void user(S& s) { s.template get<int>(); }\n}\n"
+        ),
+    })
+    f = "aten/src/ATen/native/E.cpp"
+    assert rows["calls"] == [
+        ("at::native::backward_cpu", "at::native::backward_cpu_template", f, 5, "scope"),
+        ("at::native::user", "at::native::S::get", f, 8, "type"),
+    ]

@@ -12,6 +12,7 @@ import re
 ANON = "(anonymous)"
 _MACRO_RE = re.compile(r"^[A-Z][A-Z0-9_]*[A-Z0-9]$")
 _WS_RE = re.compile(r"\s+")
+_TEMPLATE_KW = re.compile(r"\btemplate\b\s*")  # `x.template f<T>()`, `a::template b<T>`
 _PART_RE = re.compile(r"^(?:~?[A-Za-z_]\w*|operator.+)$")
 
 
@@ -37,10 +38,15 @@ def strip_templates(text: str) -> str:
     return "".join(out) + sep + op
 
 
+def member_name(text: str) -> str:
+    """The name of a member access's field: `template f<T>` -> `f`."""
+    return strip_templates(_TEMPLATE_KW.sub("", text)).strip()
+
+
 def name_parts(text: str) -> tuple[str, ...]:
     """The `::`-separated parts of a (possibly templated, global-qualified)
     name, or () when `text` is not a plain name (a lambda call, a cast...)."""
-    text = _WS_RE.sub("", strip_templates(text)).replace("template", "")
+    text = _WS_RE.sub("", strip_templates(_TEMPLATE_KW.sub("", text)))
     parts = tuple(p for p in text.split("::") if p)
     if not parts or not all(_PART_RE.match(p) for p in parts):
         return ()

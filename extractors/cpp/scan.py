@@ -23,7 +23,7 @@ import tree_sitter_cpp as tsc
 
 from extractors.cpp import constructs
 from extractors.cpp.macros import expand_local_macros
-from extractors.cpp.names import ANON, is_macro_name, name_parts, strip_templates
+from extractors.cpp.names import ANON, is_macro_name, member_name, name_parts, strip_templates
 from extractors.cpp.preprocess import Cleaned, clean, mask
 
 KERNEL = 2  # FileFacts.defs flag: a CUDA __global__ function
@@ -381,7 +381,7 @@ class _Scanner:
             sub = self._recv(fn.child_by_field_name("argument"), idx, depth + 1)
             if field is None or sub is None:
                 return None
-            name = strip_templates(field.text.decode(errors="replace")).replace("template", "").strip()
+            name = member_name(field.text.decode(errors="replace"))
             return ("c", (name,), RECV, (_is_arrow(fn), sub)) if name.isidentifier() else None
         if fn.type in ("identifier", "qualified_identifier", "template_function"):
             text = fn.text.decode(errors="replace")
@@ -433,7 +433,7 @@ class _Scanner:
         field = fn.child_by_field_name("field")
         if field is None:
             return
-        name = strip_templates(field.text.decode(errors="replace")).replace("template", "").strip()
+        name = member_name(field.text.decode(errors="replace"))
         if name in ("def", "def_static", "impl"):
             scope = self._scope_text(call) if block is None or block[2] < 0 else None
             constructs.member_construct(self, call, fn, name, block, scope)
