@@ -230,6 +230,7 @@ def test_snippets_modules_and_methods(tmp_path: Path) -> None:
     assert ("torch.nn.modules.linear.Tiny.forward", "softmax.int", "method_guess", "torch/nn/modules/linear.py", 9) in api
     assert ("torch.nn.modules.module.Module.__call__", "torch.nn.modules.module.Module.forward", "torch/nn/modules/module.py", 3) not in calls
     assert ("torch.nn.modules.linear.Linear.forward", "method", "torch/nn/modules/linear.py", 4) in s.get("py_def")
+    assert ("torch.nn.functional.gelu", "alias", "torch/nn/functional.py", 3) in s.get("py_def")
 
 
 def test_snippets_decompositions(tmp_path: Path) -> None:

@@ -64,6 +64,9 @@ def _defs(model: Model, sink: Sink) -> None:
     for s in model.summaries:
         for d in s.defs:
             sink.add("py_def", rename(f"{s.module}.{d.qual}"), d.kind, s.file, d.line)
+    for name, (_targets, file, line) in model.aliases.items():
+        if model.edges(name):  # gelu = _add_docstr(torch._C._nn.gelu, ...): a name users call
+            sink.add("py_def", rename(name), "alias", file, line)
 
 
 def _calls_and_binds(model: Model, sink: Sink) -> None:
