@@ -178,6 +178,8 @@ SNIPPETS = {
         def meta_linear(x):
             return x
     """,
+    "torch/masked/__init__.py": "from torch.masked._ops import amax\n",
+    "torch/masked/_ops.py": "import torch\ndef amax(x):\n    return torch.abs(x)\n",
     "torch/broken.py": "def f(:\n    pass\n",
 }
 
@@ -194,6 +196,9 @@ def test_snippets_bindings_and_apis(tmp_path: Path) -> None:
     assert ("torch.functional.my_lstm", "lstm.input", "wrapper", "torch/functional.py", 4) in api
     # a local alias of torch.add, one row per overload of the name
     assert {r[1] for r in api if r[0] == "torch.nn.functional.add_twice"} == {"add.Tensor", "add.Scalar"}
+    # a private module's function re-exported by a public package is an API by its public name
+    assert ("torch.masked.amax", "abs", "wrapper", "torch/masked/_ops.py", 3) in api
+    assert not [r for r in api if r[0] == "torch.masked._ops.amax"]
     # private functions are no API, but their call edges are kept
     assert not [r for r in api if r[0] == "torch.nn.functional._private"]
     assert ("torch.nn.functional._private", "torch.ops.aten.abs.default", "torch/nn/functional.py", 11) in s.get("py_calls")

@@ -98,6 +98,9 @@ def _apis(model: Model, sink: Sink) -> None:
     for api, _file, _line in model.public_apis():
         for op, (how, file, line) in sorted(model.api_ops(api).items()):
             sink.add("py_api", rename(api), op, how, file, line)
+    for public, internal in model.public_reexports():
+        for op, (how, file, line) in sorted(model.api_ops(internal).items()):
+            sink.add("py_api", public, op, how, file, line)
 
 
 def _classes(model: Model, sink: Sink) -> None:

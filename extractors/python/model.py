@@ -210,6 +210,19 @@ class Model:
             if file.startswith("torch/") and is_public(rename(name)):
                 yield name, file, line
 
+    def public_reexports(self) -> Iterator[tuple[str, str]]:
+        """(public name, internal name) for a public package's `__init__.py` importing a
+        function defined in a private module: `torch.masked.amax` is torch.masked._ops.amax."""
+        for s in self.summaries:
+            if not (s.file.startswith("torch/") and s.file.endswith("__init__.py") and is_public(s.module)):
+                continue
+            for local, target, _line in s.imports:
+                if local.startswith("_"):
+                    continue
+                internal, found = self.idx.resolve(target)
+                if found and not is_public(rename(internal)) and internal in self._edge_src:
+                    yield f"{s.module}.{local}", internal
+
     # ---------------------------------------------------------------- registrations
     def registrations(self) -> Iterator[tuple[str, str, str, str, int]]:
         """(registry, op, py, file, line) for decorators naming ATen ops."""
