@@ -21,6 +21,7 @@ import pickle
 import tempfile
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 from extractors.python.summary import FileSummary, summarize
@@ -84,9 +85,16 @@ def _run(root: Path, cache_dir: Path, todo: list[tuple[str, str]], jobs: int):
         return
     # Biggest files first so no worker is left with a huge file at the end.
     args.sort(key=lambda a: -(Path(a[0]) / a[2]).stat().st_size)
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
-        for a, summary in zip(args, pool.map(_work, args, chunksize=4), strict=True):
-            yield a[2], summary
+    done = 0
+    try:
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            for a, summary in zip(args, pool.map(_work, args, chunksize=4), strict=True):
+                done += 1
+                yield a[2], summary
+    except (OSError, AssertionError, BrokenProcessPool):
+        # no worker processes here (e.g. inside a daemonic process): go on in this one
+        for a in args[done:]:
+            yield a[2], _work(a)
 
 
 def _work(arg: tuple[str, str, str, str]) -> FileSummary:
