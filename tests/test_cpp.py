@@ -21,7 +21,7 @@ from extractors.cpp.scan import scan_file
 
 def rows_of(files: dict[str, str]) -> dict[str, list[tuple]]:
     facts = [scan_file(rel, text.encode()) for rel, text in sorted(files.items())]
-    rows, _stats = resolve(facts)
+    rows, _stats, _per_file = resolve(facts)
     return rows
 
 
@@ -573,3 +573,23 @@ def test_names_containing_template_keep_it():
         ("at::native::backward_cpu", "at::native::backward_cpu_template", f, 5, "scope"),
         ("at::native::user", "at::native::S::get", f, 8, "type"),
     ]
+
+
+def test_incremental_resolution_reuses_unchanged_files_and_sees_new_definitions(tmp_path: Path):
+    root, cache_dir = tmp_path / "tree", tmp_path / "cache"
+    (root / "aten").mkdir(parents=True)
+    (root / "aten" / "a.cpp").write_text("namespace at { void a() { b(); c(); } }\n")
+    (root / "aten" / "b.cpp").write_text("namespace at { void b() {} }\n")
+    ctx = ExtractContext(root=root, cache_dir=cache_dir, jobs=1)
+    assert cpp.run(ctx).rows["calls"] == [("at::a", "at::b", "aten/a.cpp", 1, "scope")]
+    # a body-only edit: same interface, a.cpp's rows are reused
+    (root / "aten" / "b.cpp").write_text("namespace at { void b() { b(); } }\n")
+    second = cpp.run(ctx)
+    assert second.rows["calls"] == [("at::a", "at::b", "aten/a.cpp", 1, "scope"),
+                                    ("at::b", "at::b", "aten/b.cpp", 1, "scope")]
+    # a new definition changes the interface: unchanged a.cpp now reaches c
+    (root / "aten" / "b.cpp").write_text("namespace at { void b() { b(); }\nvoid c() {} }\n")
+    third = cpp.run(ctx)
+    assert ("at::a", "at::c", "aten/a.cpp", 1, "scope") in third.rows["calls"]
+    fresh = cpp.run(ExtractContext(root=root, cache_dir=tmp_path / "fresh", jobs=1))
+    assert fresh.rows == third.rows and fresh.stats == third.stats

@@ -48,7 +48,7 @@ def results():
     from torchtalk.datalog.runner import evaluate
 
     facts = [scan_file(rel, text.encode()) for rel, text in sorted(TREE.items())]
-    rows, _ = resolve(facts)
+    rows, _, _ = resolve(facts)
     rows["dispatch"] = [
         ("exp.out", "CPU", "exp_out", YAML, 10),
         ("exp.out", "CUDA", "exp_out", YAML, 10),

@@ -133,9 +133,10 @@ def run(ctx: ExtractContext, sink: Sink | None = None) -> Run:
     from extractors.cpp.resolve import resolve
 
     t1 = time.perf_counter()
-    rows, stats = resolve(facts)
+    previous = resolved[3] if resolved and len(resolved) > 3 else None
+    rows, stats, per_file = resolve(facts, digests, previous)
     timings["resolve"] = time.perf_counter() - t1
-    cache.write_atomic(cdir / "resolved.pkl", (combined, rows, stats))
+    cache.write_atomic(cdir / "resolved.pkl", (combined, rows, stats, per_file))
     cache.write_atomic(cdir / "index.pkl", (cache.VERSION, new_index))
     cache.drop_unused(cdir, set(digests.values()), older_than=time.time() - (time.perf_counter() - t0) - 60)
     timings["total"] = time.perf_counter() - t0

@@ -3,7 +3,8 @@
 Note [cpp cache layout] (in the layer's `ctx.cache_dir`):
   files/<sha1 of content + scanner version>.pkl   one FileFacts per file content
   index.pkl    (VERSION, {rel path: (size, mtime_ns, digest)}) of the last run
-  resolved.pkl (digest of RESOLVE_VERSION and all file digests, rows, stats) of the last run
+  resolved.pkl (digest of RESOLVE_VERSION and all file digests, rows, stats,
+               per-file rows for Note [Incremental resolution]) of the last run
 Every write goes to a temp file first and is renamed into place, so a killed
 run never leaves a half-written entry. Entries are per file content, so a
 changed file costs one re-scan and an unchanged tree costs stats only.

@@ -25,13 +25,15 @@ CUDA runtime, third-party, macros) gives nothing and is counted as external.
 call sits inside a macro argument (an AT_DISPATCH_* lambda, TORCH_CHECK...).
 
 Example:
-    >>> rows, stats = resolve([scan_file("a.cpp", b"namespace at { void g(){} void f(){ g(); } }")])
+    >>> rows, stats, _ = resolve([scan_file("a.cpp", b"namespace at { void g(){} void f(){ g(); } }")])
     >>> rows["calls"]
     [('at::f', 'at::g', 'a.cpp', 1, 'scope')]
 """
 
 from __future__ import annotations
 
+import hashlib
+import pickle
 from collections import defaultdict
 from collections.abc import Iterable
 
@@ -48,7 +50,7 @@ LAUNCH_HELPERS = frozenset({
     "opmath_jitted_gpu_kernel_with_scalars", "launch_kernel", "launch_legacy_kernel",
     "launch_vectorized_kernel", "launch_unrolled_kernel",
 })
-RESOLVE_VERSION = "resolve-5"  # bump when resolution changes (keys the resolved-rows cache)
+RESOLVE_VERSION = "resolve-6"  # bump when resolution changes (keys the resolved-rows cache)
 _HELPER_DEPTH = 8
 # Method names of the standard library's containers, strings, smart pointers,
 # optionals, atomics and streams (Note [Call resolution], step 5).
@@ -311,25 +313,64 @@ def _pick(cands: set[str], via: str) -> tuple[str, int, str]:
     return "", len(cands), via
 
 
-def resolve(facts: list[FileFacts]) -> tuple[dict[str, list[tuple]], dict[str, int]]:
-    """All rows of the cpp layer (relation -> rows) and counts for the report."""
+def interface_of(facts: list[FileFacts]) -> str:
+    """Digest of everything resolution reads from other files: definitions,
+    return types, classes, stubs, inline namespaces (not the calls)."""
+    h = hashlib.sha1(RESOLVE_VERSION.encode())
+    for f in facts:
+        h.update(pickle.dumps((f.file, f.defs, f.returns, f.classes, f.stub_decls, f.stub_defines, f.inline_ns), 4))
+    return h.hexdigest()
+
+
+def resolve(facts: list[FileFacts], digests: dict[str, str] | None = None,
+            previous: dict | None = None) -> tuple[dict[str, list[tuple]], dict[str, int], dict]:
+    """All rows of the cpp layer (relation -> rows), counts for the report,
+    and the per-file results to pass as `previous` next time.
+
+    Note [Incremental resolution]: a file's rows depend on its own facts and
+    on the tree's interface (interface_of). When the interface is unchanged
+    (an edit inside function bodies), a file whose content digest is unchanged
+    keeps its rows from `previous`; only changed files are resolved again.
+    Helper launches, which follow call edges across files, are always redone.
+    """
     ix = Index(facts)
     rv = Resolver(ix)
+    iface = interface_of(facts)
+    old = previous["files"] if previous and previous.get("iface") == iface else {}
+    files: dict[str, tuple] = {}
+    for f in facts:
+        digest = (digests or {}).get(f.file)
+        hit = old.get(f.file)
+        files[f.file] = hit if hit is not None and digest is not None and hit[0] == digest else (
+            digest, *_file_rows(f, rv))
     rows: dict[str, list[tuple]] = defaultdict(list)
     stats: dict[str, int] = defaultdict(int)
     helper_sites: list[tuple[str, str, str, int]] = []
-    for f in facts:
-        _defs_rows(f, rows)
-        _calls_rows(f, rv, rows, stats, helper_sites)
-        _construct_rows(f, rv, rows)
-        stats["files"] += 1
-        stats["files_with_errors"] += f.errors > 0
+    for _digest, frows, fstats, fsites in files.values():
+        for rel, rs in frows.items():
+            rows[rel].extend(rs)
+        for k, v in fstats.items():
+            stats[k] += v
+        helper_sites.extend(fsites)
     _helper_launches(helper_sites, rows, rv)
     for rel in list(rows):  # a macro expanded twice on one line repeats its rows
         rows[rel] = sorted(set(rows[rel]))
     for rel, rs in rows.items():
         stats[rel] = len(rs)
-    return dict(rows), dict(stats)
+    return dict(rows), dict(stats), {"iface": iface, "files": files}
+
+
+def _file_rows(f: FileFacts, rv: Resolver) -> tuple[dict, dict, list]:
+    """(rows by relation, counts, launch-helper call sites) of one file."""
+    rows: dict[str, list[tuple]] = defaultdict(list)
+    stats: dict[str, int] = defaultdict(int)
+    helper_sites: list[tuple[str, str, str, int]] = []
+    _defs_rows(f, rows)
+    _calls_rows(f, rv, rows, stats, helper_sites)
+    _construct_rows(f, rv, rows)
+    stats["files"] += 1
+    stats["files_with_errors"] += f.errors > 0
+    return dict(rows), dict(stats), helper_sites
 
 
 def _defs_rows(f: FileFacts, rows) -> None:
