@@ -56,6 +56,13 @@ int caller() {
 }
 }  // namespace ns
 int top = ns::fail();
+struct B { B& x(int) { return *this; } B& y() { return *this; } };
+int chain() {
+  B b;
+  b.x(1)
+      .y();
+  return 0;
+}
 """
 
 B_CPP = """\
@@ -115,7 +122,7 @@ def _run(root: Path, cache: Path, names: list[str], **kw):
 
 def test_snippet_exact_edges(snippet: Path, tmp_path: Path) -> None:
     sink, stats = _run(snippet, tmp_path / "cache", ["a.cpp", "b.cpp"])
-    assert sorted(sink.rows) == [
+    assert sorted(sink.rows) == sorted([
         ("ns::caller", "ns::(anonymous)::hidden", "a.cpp", 24),  # inside a lambda
         ("ns::caller", "ns::S::m", "a.cpp", 18),  # method, defined out of line
         ("ns::caller", "ns::S::s", "a.cpp", 19),  # static method
@@ -125,11 +132,14 @@ def test_snippet_exact_edges(snippet: Path, tmp_path: Path) -> None:
         ("ns::caller", "ns::fail", "a.cpp", 25),  # macro body: the line of the use
         ("ns::caller", "ns::twice", "a.cpp", 20),  # template specialization
         ("ns::twice", "ns::f", "a.cpp", 10),  # dependent call, one overload name
+        ("chain", "B::x", "a.cpp", 34),
+        ("chain", "B::y", "a.cpp", 35),  # a call chain: the line of the member's name
         ("other::h", "other::g", "b.cpp", 3),
-    ]
+    ])
     assert (stats.tus, stats.ok, stats.fatal, stats.cached) == (2, 2, 0, 0)
-    # operator+, the constructors of S and std::vector, vector::push_back, the global initializer
-    assert stats.dropped == {"operator": 2, "constructor": 2, "external": 1, "outside_function": 1}
+    # operator+ and operator() of the lambda, the constructors of S, std::vector and B,
+    # vector::push_back, the global initializer
+    assert stats.dropped == {"operator": 2, "constructor": 3, "external": 1, "outside_function": 1}
     assert sink.warnings == []
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from extractors.clang.worker import TuResult
 
-VERSION = 2  # bump when the walk's output changes
+VERSION = 3  # bump when the walk's output changes
 
 
 class FileHashes:

@@ -42,6 +42,8 @@ SCOPE_KINDS = frozenset({
     K.NAMESPACE, K.CLASS_DECL, K.STRUCT_DECL, K.UNION_DECL, K.CLASS_TEMPLATE,
     K.CLASS_TEMPLATE_PARTIAL_SPECIALIZATION, K.ENUM_DECL,
 })
+# The callee expression of a call whose location is the callee's name.
+NAME_KINDS = frozenset({K.MEMBER_REF_EXPR, K.DECL_REF_EXPR, K.OVERLOADED_DECL_REF})
 # Cursors whose subtree cannot contain a call made by a function body we keep.
 SKIP_KINDS = frozenset({
     K.TYPE_REF, K.TEMPLATE_REF, K.NAMESPACE_REF, K.TYPEDEF_DECL, K.TYPE_ALIAS_DECL,
@@ -206,7 +208,14 @@ class Walker:
         self.facts.edges.add(Edge(caller, self.namer.qualname(ref), self.rel, self._line(call)))
 
     def _line(self, call: ci.Cursor) -> int:
+        """The line of the callee's name: `.set_dim(` in a chain that starts
+        lines above, `f` of `ns::f(`; its own line inside a macro argument."""
         loc = call.location
+        head = next(iter(call.get_children()), None)
+        while head is not None and head.kind == K.UNEXPOSED_EXPR:
+            head = next(iter(head.get_children()), None)
+        if head is not None and head.kind in NAME_KINDS:
+            loc = head.location
         name, line = spelling_line(loc)
         if name == self.main:
             return line
