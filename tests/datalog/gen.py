@@ -88,10 +88,13 @@ def _rule(draw, head: str, layer_no: int, negation: bool, aggregates: bool, arit
         rel = draw(st.sampled_from(_lower(layer_no, strict=True)))
         args = [draw(_arg(bound_only=bound)) for _ in range(ARITY[rel])]
         body.append(f"!{rel}({', '.join(args)})")
-    if aggregates and draw(st.integers(0, 3)) == 0:
+    aggregated = aggregates and draw(st.integers(0, 2)) == 0
+    if aggregated:
         body.append(draw(_aggregate(layer_no, bound)))
         values.append("n")
     head_args = [draw(st.sampled_from(values)) if values and draw(st.integers(0, 4)) else str(draw(st.integers(0, 3))) for _ in range(ARITY[head])]
+    if aggregated:
+        head_args[-1] = "n"  # so the aggregate's value shows in the output
     return f"{head}({', '.join(head_args)}) :- {', '.join(body)}."
 
 

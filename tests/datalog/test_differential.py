@@ -4,7 +4,10 @@ programs (recursion, mutual recursion, negation, arithmetic, aggregates)."""
 from __future__ import annotations
 
 import itertools
+import json
 import re
+import subprocess
+import sys
 
 import duckdb
 import pytest
@@ -47,28 +50,45 @@ def test_engine_matches_naive_oracle(text, edb, via_db):
         assert got[rel] == want[rel], f"relation {rel} differs\n{text}\nfacts: {edb}"
 
 
-def _pydatalog(text: str, edb: dict[str, set[tuple]]) -> dict[str, set[tuple]]:
-    """The same program run by pyDatalog (variables upper-cased, ~ for negation)."""
-    from pyDatalog import pyDatalog
-
+def _pydatalog(text: str, edb: dict[str, set[tuple]]) -> dict[str, set[tuple]] | None:
+    """The same program run by pyDatalog (variables upper-cased, ~ for negation),
+    in a subprocess: pyDatalog never returns on some programs, so after
+    PYD_TIMEOUT seconds the example is skipped (None)."""
     program = parse_text(text)
     lines = [f"+ {rel}({', '.join(map(str, row))})" for rel, rows in edb.items() for row in rows]
     for rule in program.rules:
         body = " & ".join(_pyd_literal(str(lit)) for lit in rule.body)
         lines.append(f"{_pyd_terms(str(rule.head))} <= {body}")
-    pyDatalog.clear()
     # relations with no facts and no rules must exist for pyDatalog
     for rel, decl in program.decls.items():
         if not any(r.head.name == rel for r in program.rules) and not edb.get(rel):
-            lines.append(f"{rel}({', '.join('X' + str(i) for i in range(decl.arity))}) <= {' & '.join('(X' + str(i) + ' == -99)' for i in range(decl.arity))}")
-    pyDatalog.load("\n".join(lines))
-    out = {}
-    for rel in program.outputs:
-        arity = program.decls[rel].arity
-        ans = pyDatalog.ask(f"{rel}({', '.join('Q' + str(i) for i in range(arity))})")
-        out[rel] = set() if ans is None else {tuple(a) for a in ans.answers}
-    pyDatalog.clear()
-    return out
+            head = ", ".join(f"X{i}" for i in range(decl.arity))
+            lines.append(f"{rel}({head}) <= {' & '.join(f'(X{i} == -99)' for i in range(decl.arity))}")
+    asks = {rel: f"{rel}({', '.join('Q' + str(i) for i in range(program.decls[rel].arity))})" for rel in program.outputs}
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", _PYD_WORKER],
+            input=json.dumps({"code": "\n".join(lines), "asks": asks}),
+            capture_output=True, text=True, timeout=PYD_TIMEOUT, check=True,
+        )
+    except subprocess.TimeoutExpired:
+        return None
+    return {rel: {tuple(r) for r in rows} for rel, rows in json.loads(proc.stdout).items()}
+
+
+PYD_TIMEOUT = 5
+
+_PYD_WORKER = """
+import json, sys
+from pyDatalog import pyDatalog
+job = json.load(sys.stdin)
+pyDatalog.load(job["code"])
+out = {}
+for rel, ask in job["asks"].items():
+    ans = pyDatalog.ask(ask)
+    out[rel] = [] if ans is None else [list(a) for a in ans.answers]
+print(json.dumps(out))
+"""
 
 
 def _pyd_terms(s: str) -> str:
@@ -90,7 +110,7 @@ def _pyd_literal(s: str) -> str:
     return f"({s})"
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(programs(aggregates=False, arithmetic=False), facts())
 def test_engine_matches_pydatalog(text, edb):
     """pyDatalog supports recursion, negation and comparisons (not our aggregates).
@@ -101,6 +121,7 @@ def test_engine_matches_pydatalog(text, edb):
     pytest.importorskip("pyDatalog")
     assume(not re.search(r"![a-z]+\([^)]*\b_\b", text))
     want = _pydatalog(text, edb)
+    assume(want is not None)  # pyDatalog did not finish in PYD_TIMEOUT s
     got = _engine(text, edb, via_db=True)
     for rel, rows in want.items():
         assert got[rel] == rows, f"relation {rel} differs\n{text}\nfacts: {edb}"
