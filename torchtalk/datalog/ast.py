@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
-from enum import Enum
-from typing import Union
+from enum import StrEnum
 
 from torchtalk.errors import ParseError, SrcLoc
 
@@ -27,7 +26,7 @@ def _loc() -> SrcLoc:
     return field(default=NOLOC, compare=False, repr=False)  # type: ignore[return-value]
 
 
-class _StrictEnum(str, Enum):
+class _StrictEnum(StrEnum):
     """A closed vocabulary whose `parse` fails loudly on anything else."""
 
     @classmethod
@@ -37,9 +36,6 @@ class _StrictEnum(str, Enum):
                 return member
         allowed = ", ".join(m.value for m in cls)
         raise ParseError(f"unsupported {what} '{text}' (supported: {allowed})", loc)
-
-    def __str__(self) -> str:
-        return self.value
 
 
 class ColType(_StrictEnum):
@@ -153,7 +149,7 @@ class Aggregate:
         return f"{self.func}{target} : {{ {body} }}"
 
 
-Term = Union[Var, Wildcard, Str, Num, Neg, BinOp, Aggregate]
+Term = Var | Wildcard | Str | Num | Neg | BinOp | Aggregate
 
 
 def _wrap(term: Term) -> str:
@@ -206,7 +202,7 @@ class Comparison:
         return f"{self.left} {self.op} {self.right}"
 
 
-Literal = Union[Atom, Builtin, Negation, Comparison]
+Literal = Atom | Builtin | Negation | Comparison
 
 
 # ------------------------------------------------------------------ clauses

@@ -47,7 +47,7 @@ def injected(agg: A.Aggregate, rule: A.Rule) -> frozenset[str]:
     if parents is None:
         parents = _parents_of(agg, rule)
     inside = {n for n, enc in occ if any(e is agg for e in enc)}
-    visible = {n for n, enc in occ if len(enc) <= len(parents) and all(a is b for a, b in zip(enc, parents))}
+    visible = {n for n, enc in occ if len(enc) <= len(parents) and all(a is b for a, b in zip(enc, parents, strict=False))}
     return frozenset(inside & visible)
 
 
