@@ -110,3 +110,14 @@ def test_every_rule_file_passes_rules_check(capsys):
     code = main(["rules", "check", *map(str, files)])
     assert capsys.readouterr().err == ""
     assert code == 0
+
+
+def test_eval_sql_prints_the_plan(tmp_path, capsys):
+    prog = _setup(tmp_path)
+    assert main(["eval", str(prog), "--sql"]) == 0
+    assert capsys.readouterr().out == (
+        "-- output path\n"
+        'WITH RECURSIVE "_tt_path_rec"("a", "n") AS ((SELECT t0."a" AS "a", t0."b" AS "n" FROM "edge" AS t0) '
+        'UNION (SELECT t0."a" AS "a", (t0."n" + 1) AS "n" FROM "_tt_path_rec" AS t0 WHERE t0."n" < 3)) '
+        'SELECT * FROM "_tt_path_rec";\n'
+    )

@@ -18,6 +18,7 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--output", action="append", default=None, metavar="REL",
                    help="compute REL instead of the program's .output relations (repeatable)")
     p.add_argument("--engine", choices=("duckdb", "souffle"), default="duckdb")
+    p.add_argument("--sql", action="store_true", help="print the SQL plan of the embedded engine instead of running it")
     p.add_argument("--json", action="store_true", help="print {relation: [rows]} as JSON")
 
 
@@ -26,6 +27,10 @@ def run(args: argparse.Namespace) -> int:
 
     from torchtalk import api
 
+    if args.sql:
+        sql = api.compile_program(args.program, outputs=args.output)
+        print(json.dumps({"sql": sql}) if args.json else sql, end="\n" if args.json else "")
+        return 0
     results = api.eval_program(
         args.program, facts_dir=args.facts, db=args.db, outputs=args.output, engine=args.engine, out_dir=args.out
     )

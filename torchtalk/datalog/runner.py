@@ -85,6 +85,23 @@ def eval_file(
     return results
 
 
+def compile_file(program_path, outputs: Iterable[str] | None = None) -> str:
+    """`torchtalk eval --sql`: the rendered SQL plan (see api.compile_program)."""
+    from pathlib import Path
+
+    from torchtalk.datalog.compile import compile_program, q
+    from torchtalk.datalog.parser import parse_file
+
+    program = parse_file(Path(program_path))
+    check(program)
+    wanted = list(program.outputs if outputs is None else outputs)
+    for rel in wanted:
+        if rel not in program.decls:
+            raise InputError(f"unknown relation '{rel}'", hint=did_you_mean(rel, program.decls))
+    sources = {rel: [q(rel)] for rel in program.inputs}
+    return compile_program(program, wanted, sources).render()
+
+
 def _connection(program: Program, facts_dir, db):
     from pathlib import Path
 
