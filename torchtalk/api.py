@@ -260,6 +260,18 @@ def eval_program(
     return eval_file(program, facts_dir=facts_dir, db=db, outputs=outputs, engine=engine, out_dir=out_dir)
 
 
+def compile_program(program: str | Path, outputs: Iterable[str] | None = None) -> str:
+    """The SQL plan the embedded engine runs for a .dl file (input relations
+    read from fact DB tables of the same name).
+
+    Example:
+        >>> print(compile_program("rules/impact.dl", ["impact"]))  # doctest: +SKIP
+    """
+    from torchtalk.datalog.runner import compile_file
+
+    return compile_file(program, outputs)
+
+
 def check_rules(files: Iterable[str | Path]) -> list[dict]:
     """Parse and check each .dl file: [{file, ok, relations, rules, errors}].
 
