@@ -192,8 +192,8 @@ class _Scanner:
         caps = _captures(self.trees)
         self._collect_defs(caps.get("def", []))
         self.blocks.sort()
-        self._collect_vars(caps.get("var", []))
-        self._collect_calls(sorted(caps.get("call", []), key=lambda n: n.start_byte))
+        self._collect_vars(sorted(caps.get("var", []), key=_order))
+        self._collect_calls(sorted(caps.get("call", []), key=_order))
         constructs.scan_stub_macros(self.src, self.rel, self.out, self.scope_text_at)
         o = self.out
         return FileFacts(
@@ -207,7 +207,7 @@ class _Scanner:
 
     def _collect_defs(self, defs: list[ts.Node]) -> None:
         kernel_defs: list[tuple[int, int, int]] = []  # (start, declarator start, def idx)
-        for defn in sorted(defs, key=lambda n: n.start_byte):
+        for defn in sorted(defs, key=_order):
             scope, nested = self.scope(defn)
             if nested:
                 continue
@@ -490,6 +490,12 @@ _RAW_STRING_RE = re.compile(rb'R"([^(\s]*)\((.*?)\)\1"', re.S)
 _CHUNK_START_RE = re.compile(rb"^(?=[A-Za-z_~])", re.M)
 
 
+def _order(node: ts.Node) -> tuple[int, int]:
+    """Document order, outer node first: `a().b()` and its `a()` start at the
+    same byte, and the captures' own order is not reliably the same run to run."""
+    return node.start_byte, -node.end_byte
+
+
 def _captures(trees: list[ts.Tree]) -> dict[str, list[ts.Node]]:
     """The query's captures over `trees` (the whole file, then its chunks):
     one node per (capture, start offset), the shortest (a chunk's def ends
@@ -613,9 +619,8 @@ def _var_type(tnode: ts.Node) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
 
 
 def _iter_class_bodies(root: ts.Node):
-    q = _CLASS_QUERY
-    for nodes in ts.QueryCursor(q).captures(root).values():
-        yield from nodes
+    nodes = [n for ns in ts.QueryCursor(_CLASS_QUERY).captures(root).values() for n in ns]
+    yield from sorted(nodes, key=_order)
 
 
 _CLASS_QUERY = ts.Query(
