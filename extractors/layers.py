@@ -34,7 +34,7 @@ LAYERS: tuple[Layer, ...] = (
         "cpp",
         "extractors.cpp",
         (
-            "func", "calls", "call_ambiguous", "binds", "lib_def", "lib_impl",
+            "func", "calls", "call_ambiguous", "calls_op", "binds", "lib_def", "lib_impl",
             "impl_func", "stub_decl", "stub_define", "stub_register", "stub_call",
             "kernel", "launches",
         ),

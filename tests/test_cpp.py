@@ -593,3 +593,31 @@ def test_incremental_resolution_reuses_unchanged_files_and_sees_new_definitions(
     assert ("at::a", "at::c", "aten/a.cpp", 1, "scope") in third.rows["calls"]
     fresh = cpp.run(ExtractContext(root=root, cache_dir=tmp_path / "fresh", jobs=1))
     assert fresh.rows == third.rows and fresh.stats == third.stats
+
+
+def test_aten_api_calls_become_calls_op():
+    from extractors.cpp.aten import AtenNames
+    from extractors.cpp.resolve import resolve
+    from extractors.cpp.scan import scan_file
+
+    src = b"""namespace at { namespace native {
+Tensor f(const Tensor& self, Tensor out) {
+  at::mm_out(out, self, self);
+  auto r = at::_ops::add_Tensor::call(self, self, 1);
+  at::cpu::relu(self);
+  self.mv(self);
+  at::parallel_for(0, 1, 1, nullptr);
+  return at::native::g(self);
+}
+Tensor g(const Tensor& self) { return self; }
+}}
+"""
+    names = AtenNames(frozenset({"mm", "mv", "relu", "add"}), frozenset({"mv"}))
+    rows, _stats, _ = resolve([scan_file("a.cpp", src)], aten=names)
+    assert sorted(rows["calls_op"]) == [
+        ("at::native::f", "add", "a.cpp", 4),
+        ("at::native::f", "mm", "a.cpp", 3),
+        ("at::native::f", "mv", "a.cpp", 6),
+        ("at::native::f", "relu", "a.cpp", 5),
+    ]
+    assert rows["calls"] == [("at::native::f", "at::native::g", "a.cpp", 8, "qualified")]

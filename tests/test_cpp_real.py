@@ -170,3 +170,15 @@ def test_ambiguous_name_yields_call_ambiguous_not_a_guess(real: cpp.Run):
     assert methods <= {r[0] for r in real.rows["func"] if r[1] == "pow"}
     # line 1549: `at::pow(2.0, other)` is generated code (not in the tree): no row at all
     assert not [r for r in real.rows["calls"] + real.rows["call_ambiguous"] if r[-2:] == (f, 1549) or r[2:4] == (f, 1549)]
+
+
+def test_calls_of_aten_ops_through_the_generated_api(real: cpp.Run):
+    """Note [ATen API calls]: at::dot_out(...) / tensor1.dot(...) name op `dot`."""
+    f = "aten/src/ATen/native/LinearAlgebra.cpp"
+    rows = {(r[1], r[3]) for r in real.rows["calls_op"] if r[0] == "at::native::_matmul_impl" and r[2] == f}
+    # line 2028: `has_out ? at::dot_out(out, ...) : tensor1.dot(tensor2)`; 2030 the same with mv;
+    # 2032: `at::mm_out(out, tensor1.unsqueeze(0), tensor2).squeeze_(0)`; 2161: `tensor1_expanded.bmm(...)`
+    assert {("dot", 2028), ("mv", 2030), ("mm", 2032), ("unsqueeze", 2032), ("squeeze_", 2032),
+            ("bmm", 2161), ("_unsafe_view", 2161)} <= rows
+    # generated-API names never leak as call edges to unrelated tree classes
+    assert not [r for r in real.rows["calls"] if r[0] == "at::native::_matmul_impl" and r[1].endswith("::mm")]

@@ -56,10 +56,6 @@ def test_callees_of_matmul(con):
     assert ("at::native::_matmul_impl", LA, 2183) in {(r[1], r[3], r[4]) for r in rows}
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the cpp layer does not write calls_op yet (calls of ATen ops through the generated API, "
-    "at::mm_out(...), tensor1.mv(...), which are not defined in the tree); `tensor1.mm(...)` is "
-    "even resolved to torch::jit::TreeToken::mm by the unique-method rule"))
 def test_callees_of_matmul_impl_lists_the_products(con):
     rows = q(con, "callees(_matmul_impl)").rows
     names = {r[1].rsplit("::", 1)[-1].split(".")[0] for r in rows}
@@ -105,9 +101,6 @@ def test_paths_from_python_down_to_cuda_kernels(con, tree):
     assert "cunn_SoftMaxForward<" in (tree / SMU).read_text().splitlines()[876 - 1]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "softmax_warp_forward is launched inside the LAUNCH_SOFTMAX_WARP_FORWARD macro of "
-    "PersistentSoftmax.cuh, and the cpp layer skips #define bodies: no launches row"))
 def test_paths_from_softmax_warp_forward_to_python(con):
     rows = q(con, "paths(softmax_warp_forward -> python)", all_matches=True).rows
     assert any(r[1] == "torch._softmax" for r in rows)
@@ -123,4 +116,6 @@ def test_tests_of_matmul_include_test_linalg(con, tree):
 def test_tests_of_a_function_go_through_its_ops(con):
     rows = q(con, "tests(cpublas::gemm, depth=3)").rows
     assert {r[2] for r in rows} >= {"mm", "mm.out"}
-    assert all(r[4] == 3 for r in rows if r[2] == "mm")
+    # gemm <- addmm_impl_cpu_ <- mm kernel: the shortest chain to op mm is 3 steps
+    # (longer ones through at::mm calls exist too)
+    assert min(r[4] for r in rows if r[2] == "mm") == 3

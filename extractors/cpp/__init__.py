@@ -41,8 +41,12 @@ def source_files(root: Path) -> list[str]:
 
 
 def inputs(root: Path) -> Iterable[Path]:
-    """Every file the layer reads (absolute)."""
-    return [root / rel for rel in source_files(root)]
+    """Every file the layer reads (absolute): the sources, and native_functions.yaml
+    for the names of ATen ops (Note [ATen API calls])."""
+    from extractors.cpp.aten import yaml_path
+
+    yaml = yaml_path(root)
+    return [root / rel for rel in source_files(root)] + ([yaml] if yaml else [])
 
 
 @dataclass
@@ -120,7 +124,7 @@ def run(ctx: ExtractContext, sink: Sink | None = None) -> Run:
     # the index maps stat -> digest; digests depend on the scanner VERSION
     index = stored[1] if isinstance(stored, tuple) and stored[0] == cache.VERSION else {}
     digests, new_index = _current_digests(root, rels, index)
-    combined = _combined(digests)
+    combined = _combined({**digests, **_yaml_stamp(root)})
     timings = {"stat": time.perf_counter() - t0}
     resolved = cache.read(cdir / "resolved.pkl")
     if resolved and resolved[0] == combined:
@@ -134,13 +138,26 @@ def run(ctx: ExtractContext, sink: Sink | None = None) -> Run:
 
     t1 = time.perf_counter()
     previous = resolved[3] if resolved and len(resolved) > 3 else None
-    rows, stats, per_file = resolve(facts, digests, previous)
+    from extractors.cpp.aten import load_names
+
+    rows, stats, per_file = resolve(facts, digests, previous, load_names(root))
     timings["resolve"] = time.perf_counter() - t1
     cache.write_atomic(cdir / "resolved.pkl", (combined, rows, stats, per_file))
     cache.write_atomic(cdir / "index.pkl", (cache.VERSION, new_index))
     cache.drop_unused(cdir, set(digests.values()), older_than=time.time() - (time.perf_counter() - t0) - 60)
     timings["total"] = time.perf_counter() - t0
     return Run(rows, stats, timings, scanned, warnings)
+
+
+def _yaml_stamp(root: Path) -> dict[str, str]:
+    """native_functions.yaml's size and mtime, so an edit re-resolves (calls_op)."""
+    from extractors.cpp.aten import yaml_path
+
+    yaml = yaml_path(root)
+    if yaml is None:
+        return {}
+    st = yaml.stat()
+    return {"<native_functions.yaml>": f"{st.st_size}-{st.st_mtime_ns}"}
 
 
 def _load_facts(root: Path, cdir: Path, digests: dict[str, str], jobs: int, sink: Sink | None):

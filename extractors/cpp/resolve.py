@@ -37,6 +37,7 @@ import pickle
 from collections import defaultdict
 from collections.abc import Iterable
 
+from extractors.cpp.aten import EMPTY, AtenNames, op_of_call
 from extractors.cpp.names import ANON
 from extractors.cpp.scan import FREE, IN_MACRO, KERNEL, LAUNCH, MEMBER, RECV, TYPED, FileFacts
 
@@ -50,7 +51,7 @@ LAUNCH_HELPERS = frozenset({
     "opmath_jitted_gpu_kernel_with_scalars", "launch_kernel", "launch_legacy_kernel",
     "launch_vectorized_kernel", "launch_unrolled_kernel",
 })
-RESOLVE_VERSION = "resolve-6"  # bump when resolution changes (keys the resolved-rows cache)
+RESOLVE_VERSION = "resolve-8"  # bump when resolution changes (keys the resolved-rows cache)
 _HELPER_DEPTH = 8
 # Method names of the standard library's containers, strings, smart pointers,
 # optionals, atomics and streams (Note [Call resolution], step 5).
@@ -153,6 +154,7 @@ class Resolver:
 
     def __init__(self, index: Index) -> None:
         self.ix = index
+        self.aten: AtenNames = EMPTY
         self.memo: dict[tuple, tuple[str, int, str]] = {}
         self.class_memo: dict[tuple, str | None] = {}
 
@@ -313,17 +315,19 @@ def _pick(cands: set[str], via: str) -> tuple[str, int, str]:
     return "", len(cands), via
 
 
-def interface_of(facts: list[FileFacts]) -> str:
+def interface_of(facts: list[FileFacts], aten: AtenNames = EMPTY) -> str:
     """Digest of everything resolution reads from other files: definitions,
-    return types, classes, stubs, inline namespaces (not the calls)."""
-    h = hashlib.sha1(RESOLVE_VERSION.encode())
+    return types, classes, stubs, inline namespaces (not the calls), and the
+    op names of native_functions.yaml (Note [ATen API calls])."""
+    h = hashlib.sha1((RESOLVE_VERSION + aten.digest).encode())
     for f in facts:
         h.update(pickle.dumps((f.file, f.defs, f.returns, f.classes, f.stub_decls, f.stub_defines, f.inline_ns), 4))
     return h.hexdigest()
 
 
 def resolve(facts: list[FileFacts], digests: dict[str, str] | None = None,
-            previous: dict | None = None) -> tuple[dict[str, list[tuple]], dict[str, int], dict]:
+            previous: dict | None = None, aten: AtenNames = EMPTY,
+            ) -> tuple[dict[str, list[tuple]], dict[str, int], dict]:
     """All rows of the cpp layer (relation -> rows), counts for the report,
     and the per-file results to pass as `previous` next time.
 
@@ -335,7 +339,8 @@ def resolve(facts: list[FileFacts], digests: dict[str, str] | None = None,
     """
     ix = Index(facts)
     rv = Resolver(ix)
-    iface = interface_of(facts)
+    rv.aten = aten
+    iface = interface_of(facts, aten)
     old = previous["files"] if previous and previous.get("iface") == iface else {}
     files: dict[str, tuple] = {}
     for f in facts:
@@ -398,6 +403,11 @@ def _calls_rows(f: FileFacts, rv: Resolver, rows, stats, helper_sites) -> None:
             callee, n, via = rv.receiver_call(name, recv, caller)
         else:
             callee, n, via = rv.function(parts, member, caller)
+        op = _aten_op(rv.aten, parts, member, callee, n, via)
+        if op:
+            rows["calls_op"].append((caller, op, f.file, line))
+            if callee and via == "member":  # Note [ATen API calls]: t.mm() is Tensor::mm, not a guess
+                continue
         if callee:
             if flags & IN_MACRO:
                 via = "macro-" + via
@@ -412,6 +422,16 @@ def _calls_rows(f: FileFacts, rv: Resolver, rows, stats, helper_sites) -> None:
             stats["external_call_sites"] += 1
             if name in LAUNCH_HELPERS:
                 helper_sites.append((caller, "", f.file, line))
+
+
+def _aten_op(aten: AtenNames, parts: tuple[str, ...], member: int, callee: str, n: int, via: str) -> str | None:
+    """The op an ATen API call names (Note [ATen API calls]), or None."""
+    if member in (MEMBER, RECV, TYPED):
+        unresolved = not callee and n <= 1 and via != "std"
+        if (unresolved or via == "member") and parts[-1] in aten.methods:
+            return parts[-1]
+        return None
+    return None if callee else op_of_call(parts, aten)
 
 
 def _construct_rows(f: FileFacts, rv: Resolver, rows) -> None:
