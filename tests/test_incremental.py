@@ -1,0 +1,74 @@
+"""Incremental indexing (issue 9) on a copy of the real tree: after editing one
+.cpp, re-indexing re-extracts only what changed, and the resulting database
+equals a full, cold re-index of the same tree, table by table.
+
+The copy is made of hard links (fast, no extra disk); an edited file is
+written anew, which breaks its link, so the real tree is never modified.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from torchtalk import api
+from torchtalk.store import open_db
+
+EDITED = "aten/src/ATen/native/CPUBlas.cpp"
+PROBE = "\nnamespace at { namespace native {\nvoid torchtalk_probe(const Tensor& t) { cpublas::gemm_stub(kCPU); t.mm(t); }\n}}\n"
+
+
+def _tables(db: Path) -> dict[str, list[tuple]]:
+    con = open_db(db)
+    try:
+        names = [r[0] for r in con.execute("select relation from torchtalk_relations").fetchall()]
+        return {n: sorted(con.execute(f'select * from "{n}"').fetchall()) for n in names}
+    finally:
+        con.close()
+
+
+@pytest.fixture
+def tree_copy(tree, tmp_path) -> Path:
+    dst = tmp_path / "pytorch"
+    subprocess.run(["cp", "-al", str(tree.resolve()), str(dst)], check=True)
+    return dst
+
+
+@pytest.mark.real_tree
+def test_one_cpp_edit_reindexes_to_what_a_full_index_gives(tree_copy, tmp_path):
+    layers = ["ops", "cpp"]
+    db = tmp_path / "inc" / "tree.duckdb"
+    first = api.index(tree_copy, db, layers=layers, jobs=2)
+    assert [lr.action for lr in first.layers] == ["ran", "ran"]
+
+    again = api.index(tree_copy, db, layers=layers, jobs=2)
+    assert again.up_to_date and [lr.action for lr in again.layers] == ["carried", "carried"]
+
+    path = tree_copy / EDITED
+    text = path.read_text()
+    path.unlink()  # break the hard link: the real tree keeps its file
+    path.write_text(text + PROBE)
+    probe_line = len((text + PROBE).splitlines()) - 1
+    inc = api.index(tree_copy, db, layers=layers, jobs=2)
+    assert [(lr.name, lr.action) for lr in inc.layers] == [("ops", "carried"), ("cpp", "ran")]
+
+    full_db = tmp_path / "full" / "tree.duckdb"  # its own, empty cache: a cold run
+    api.index(tree_copy, full_db, layers=layers, jobs=2, force=True)
+    got, want = _tables(db), _tables(full_db)
+    assert got.keys() == want.keys()
+    for rel in want:
+        assert got[rel] == want[rel], rel
+
+    con = open_db(db)
+    try:
+        assert con.execute("select fn, stub, line from stub_call where file = ? and fn like '%probe%'",
+                           [EDITED]).fetchall() == [("at::native::torchtalk_probe", "at::native::cpublas::gemm_stub",
+                                                     probe_line)]
+        assert con.execute("select name, line from calls_op where caller = 'at::native::torchtalk_probe'"
+                           ).fetchall() == [("mm", probe_line)]
+    finally:
+        con.close()
+    shutil.rmtree(tree_copy, ignore_errors=True)
