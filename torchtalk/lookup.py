@@ -302,18 +302,17 @@ def cuda_kernels(con, name: str | None = None, limit: int = DEFAULT_LIMIT) -> Ta
         rows, total = _select(con, ("kernel",), sql, [], limit)
         return Table("CUDA kernels per file", ("file", "kernels"), rows, total, notes)
     cols = ("kernel", "launched_by", "how", "file", "line")
-    sql = (
-        "SELECT k.kernel, coalesce(l.host, ''), coalesce(l.how, 'defined'), "
-        "coalesce(l.file, k.file), coalesce(l.line, k.line) FROM kernel k "
-        "LEFT JOIN launches l ON l.kernel = k.kernel WHERE k.name = ? OR k.kernel = ? "
-        "ORDER BY k.kernel, l.file NULLS FIRST, l.line"
-    )
-    if "launches" not in tables(con):
-        sql = (
-            "SELECT kernel, '', 'defined', file, line FROM kernel WHERE name = ? OR kernel = ? "
-            "ORDER BY kernel"
+    sql = ("SELECT kernel, '' AS launched_by, 'defined' AS how, file, line FROM kernel "
+           "WHERE name = ? OR kernel = ?")
+    params = [name, name]
+    if "launches" in tables(con):  # where it is defined first, then each launch
+        sql += (
+            " UNION ALL SELECT k.kernel, l.host, l.how, l.file, l.line FROM kernel k "
+            "JOIN launches l ON l.kernel = k.kernel WHERE k.name = ? OR k.kernel = ?"
         )
-    rows, total = _select(con, ("kernel",), sql, [name, name], limit)
+        params += [name, name]
+    sql = f"SELECT * FROM ({sql}) ORDER BY kernel, how <> 'defined', file, line"
+    rows, total = _select(con, ("kernel",), sql, params, limit)
     return Table(f"CUDA kernel {name}", cols, rows, total, notes)
 
 
