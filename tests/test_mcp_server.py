@@ -251,7 +251,7 @@ def test_cuda_kernels_softmax_warp_forward(mcp, tree, layers):
     assert "softmax_warp_forward" in source_line(tree, defined) or "__global__" in source_line(tree, defined)
     launch = row_where(r, how="<<<>>>")  # launched from the LAUNCH_SOFTMAX_WARP_FORWARD macro
     assert launch["launched_by"].endswith("dispatch_softmax_forward")
-    assert "softmax_warp_forward" in source_line(tree, launch)
+    assert "LAUNCH_SOFTMAX_WARP_FORWARD(" in source_line(tree, launch)  # the macro use that launches it
     per_file = mcp.call("cuda_kernels")
     assert per_file.data["columns"] == ["file", "kernels"] and per_file.total > 50
 
