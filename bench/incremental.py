@@ -53,7 +53,7 @@ def main() -> None:
         rows.append(("no change", *index(src, db, args.layers)))
         edit(src / EDITED, "int m_ = m, n_ = n, k_ = k", "int m_ = m,  n_ = n, k_ = k")
         rows.append(("one .cpp, body edit", *index(src, db, args.layers)))
-        edit(src / EDITED, "namespace at::native {", "namespace at::native {\nvoid tt_probe() {}")
+        edit(src / EDITED, "namespace at::native::cpublas {", "namespace at::native::cpublas {\nvoid tt_probe() {}")
         rows.append(("one .cpp, new function", *index(src, db, args.layers)))
         shutil.rmtree(src, ignore_errors=True)
     print(f"layers: {args.layers}")
