@@ -351,3 +351,21 @@ def test_real_linalg_and_tensor(real: ListSink) -> None:
     assert ("torch.linalg.vector_norm", "linalg_vector_norm", "alias", "torch/linalg/__init__.py", 1401) in api
     assert {r[1] for r in api if r[0] == "torch.matmul"} == {"matmul", "matmul.out"}
     assert not real.warnings
+
+
+@pytest.mark.real_tree
+def test_real_registrations_made_by_helper_functions(real: ListSink) -> None:
+    """`alias_copy = _make_copy_from_view(aten.alias)` registers a decomposition of the
+    aten.alias_copy packet (autogen'd .out included); `_create_binary_float_meta_func(aten.x)`
+    applies @register_meta(x) in its body."""
+    refs = "torch/_refs/__init__.py"
+    assert {r for r in real.get("decomp") if r[0].startswith("alias_copy")} == {
+        ("alias_copy", "torch._refs.alias_copy", refs, 6429),
+        ("alias_copy.out", "torch._refs.alias_copy", refs, 6429),
+    }
+    meta = "torch/_meta_registrations.py"
+    got = {r[1] for r in real.get("py_op_impl")
+           if r[2] == "register_meta" and r[3] == meta and r[4] == 6638}
+    assert got == {"special_chebyshev_polynomial_t", "special_chebyshev_polynomial_t.out",
+                   "special_chebyshev_polynomial_t.x_scalar", "special_chebyshev_polynomial_t.x_scalar_out",
+                   "special_chebyshev_polynomial_t.n_scalar", "special_chebyshev_polynomial_t.n_scalar_out"}

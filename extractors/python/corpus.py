@@ -26,7 +26,7 @@ from pathlib import Path
 
 from extractors.python.summary import FileSummary, summarize
 
-SUMMARY_VERSION = b"pysum-10"
+SUMMARY_VERSION = b"pysum-11"
 
 
 def shared_cache_dir(layer_cache: Path) -> Path:

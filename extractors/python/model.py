@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from extractors.python.names import Index, rename
 from extractors.python.native import NativeOps, aten_ref_ops
-from extractors.python.summary import Def, FileSummary
+from extractors.python.summary import META_MAKER, Def, FileSummary
 
 # Tensor methods too generic to say which op a call reaches.
 _GUESS_STOP = frozenset(
@@ -38,7 +38,7 @@ DECOMP_REGISTRARS = frozenset(
     {
         "register_decomposition", "register_decomposition_for_jvp",
         "maybe_register_decomposition", "register_rng_decomposition",
-        "register_noop_decomp", "register_inplace", "_make_inplace",
+        "register_noop_decomp", "register_inplace", "_make_inplace", "_make_copy_from_view",
     }
 )
 REF_MAKERS = frozenset({"_make_elementwise_unary_reference", "_make_elementwise_binary_reference"})
@@ -237,7 +237,19 @@ class Model:
                     inplace = ir[2][0][1].rpartition(".")[2] + "_"
                     for op in self.native.by_name.get(inplace, ()):
                         yield "_make_inplace", op, rename(f"{s.module}.{name}"), s.file, line
+                if ir[0] == "call" and ir[1].rpartition(".")[2] == "_make_copy_from_view" and ir[2] \
+                        and ir[2][0][0] == "ref" and ".aten." in ir[2][0][1]:
+                    # alias_copy = _make_copy_from_view(aten.alias): registers a decomposition
+                    # of the aten.alias_copy packet (torch/_refs)
+                    copy = ir[2][0][1].rpartition(".")[2] + "_copy"
+                    for op in self.native.by_name.get(copy, ()):
+                        yield "_make_copy_from_view", op, rename(f"{s.module}.{name}"), s.file, line
             for deco in s.module_registrations:
+                if META_MAKER.fullmatch(deco.target.rpartition(".")[2]) and deco.args:
+                    # _create_binary_float_meta_func(aten.x): its body does @register_meta(x)
+                    for op in self._ir_ops(deco.args[:1]):
+                        yield "register_meta", op, rename(self.idx.resolve(deco.target)[0]), s.file, deco.line
+                    continue
                 if deco.target.rpartition(".")[2] == "register_inplace" and deco.args:
                     # register_inplace(aten.addmm_, aten.addmm): a decomposition made by that function
                     py = rename(self.idx.resolve(deco.target)[0])

@@ -19,6 +19,7 @@ Example:
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field
 
 # Expression IR (Note [Expression IR]): a tiny tuple language for the module-level
@@ -37,6 +38,11 @@ from dataclasses import dataclass, field
 
 OTHER = ("other",)
 _MAX_IR_ITEMS = 5000
+
+
+# _meta_registrations.py's `_create_unary_float_meta_func(aten.x)` and friends:
+# functions whose body applies `@register_meta(func)` to their argument.
+META_MAKER = re.compile(r"_create_\w*_meta_func")
 
 
 @dataclass(frozen=True)
@@ -255,8 +261,10 @@ class _Summarizer:
             call = stmt.value
             if isinstance(call, ast.Call) and call.args and not isinstance(call.func, ast.Call):
                 deco = self._deco(call)
-                if deco.target.rpartition(".")[2].startswith("register"):
-                    self.module_registrations.append(deco)  # register_inplace(aten.addmm_, aten.addmm)
+                last = deco.target.rpartition(".")[2]
+                if last.startswith("register") or META_MAKER.fullmatch(last):
+                    # register_inplace(aten.addmm_, aten.addmm); _create_unary_float_meta_func(aten.x)
+                    self.module_registrations.append(deco)
         self.module_calls = [c for c in self.module_calls if not c[0].startswith("~")]
 
     def _assign(self, stmt: ast.Assign | ast.AnnAssign | ast.AugAssign) -> None:
