@@ -81,13 +81,25 @@ def _rss_kib(field: str) -> int:
     return 0
 
 
+def _connect(db: Path):
+    """A read-only connection set up as the query layer's (torchtalk.store.tune_for_queries),
+    for the engine and the hand-written CTE alike."""
+    import duckdb
+
+    from torchtalk.store import tune_for_queries
+
+    con = duckdb.connect(str(db), read_only=True)
+    tune_for_queries(con)
+    return con
+
+
 def memory(db: Path, seed_fn: str, mode: str) -> dict:
     """Peak memory one way adds (fresh process: imports and connection excluded)."""
     import duckdb
 
     from torchtalk.datalog import check, evaluate, parse_text
 
-    con = duckdb.connect(str(db), read_only=True)
+    con = _connect(db)
     program = parse_text(RULES, "bench.dl")
     check(program)
     base = _rss_kib("VmRSS")
@@ -104,7 +116,7 @@ def measure(db: Path, seed_fn: str, runs: int) -> dict:
 
     from torchtalk.datalog import check, evaluate, parse_text
 
-    con = duckdb.connect(str(db), read_only=True)
+    con = _connect(db)
     program = parse_text(RULES, "bench.dl")
     check(program)
     con.execute(CTE, [seed_fn]).fetchall()  # warm the DB pages once for both
@@ -181,7 +193,7 @@ def _default_seed(db: Path) -> str:
     """The most-called function (ties: smallest name), so the answer is large."""
     import duckdb
 
-    con = duckdb.connect(str(db), read_only=True)
+    con = _connect(db)
     row = con.execute("SELECT callee FROM calls GROUP BY callee ORDER BY count(*) DESC, callee LIMIT 1").fetchone()
     con.close()
     return row[0]
