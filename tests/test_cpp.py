@@ -6,11 +6,11 @@ the exact rows (file:line included).
 
 from __future__ import annotations
 
-import collections
 import os
 from pathlib import Path
 
 import pytest
+from _sinks import ListSink
 
 from extractors import cpp
 from extractors.base import ExtractContext
@@ -25,19 +25,6 @@ def rows_of(files: dict[str, str]) -> dict[str, list[tuple]]:
     return rows
 
 
-class ListSink:
-    def __init__(self) -> None:
-        self.rows: dict[str, list[tuple]] = collections.defaultdict(list)
-        self.warnings: list[tuple] = []
-
-    def add(self, relation, *values):
-        self.rows[relation].append(values)
-
-    def warn(self, file, line, message):
-        self.warnings.append((file, line, message))
-
-    def progress(self, advance=1, total=None, what=""):
-        pass
 
 
 def test_blanking_keeps_offsets_and_lines():

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import collections
 import json
 import os
 import subprocess
@@ -10,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from _sinks import ListSink as _ListSink
 
 from extractors import ops
 from extractors.base import ExtractContext
@@ -22,20 +22,7 @@ DY = "tools/autograd/derivatives.yaml"
 DUMP = Path(__file__).parent / "data" / "torchgen_dump.py"
 
 
-class ListSink:
-    def __init__(self) -> None:
-        self.rows: dict[str, list[tuple]] = collections.defaultdict(list)
-        self.warnings: list[tuple] = []
-
-    def add(self, relation, *values):
-        self.rows[relation].append(values)
-
-    def warn(self, file, line, message):
-        self.warnings.append((file, line, message))
-
-    def progress(self, advance=1, total=None, what=""):
-        pass
-
+class ListSink(_ListSink):
     def where(self, relation, op):
         return sorted(r for r in self.rows[relation] if r[0] == op)
 
