@@ -95,7 +95,6 @@ def _connect(db: Path):
 
 def memory(db: Path, seed_fn: str, mode: str) -> dict:
     """Peak memory one way adds (fresh process: imports and connection excluded)."""
-    import duckdb
 
     from torchtalk.datalog import check, evaluate, parse_text
 
@@ -112,7 +111,6 @@ def memory(db: Path, seed_fn: str, mode: str) -> dict:
 
 def measure(db: Path, seed_fn: str, runs: int) -> dict:
     """Run both ways `runs` times (alternating); report medians."""
-    import duckdb
 
     from torchtalk.datalog import check, evaluate, parse_text
 
@@ -191,7 +189,6 @@ def _child(cmd: list[str]) -> dict:
 
 def _default_seed(db: Path) -> str:
     """The most-called function (ties: smallest name), so the answer is large."""
-    import duckdb
 
     con = _connect(db)
     row = con.execute("SELECT callee FROM calls GROUP BY callee ORDER BY count(*) DESC, callee LIMIT 1").fetchone()
