@@ -80,10 +80,13 @@ def _scan_job(job: tuple[str, str, str]):
 
 
 def _current_digests(root: Path, rels: list[str], index: dict) -> tuple[dict, dict]:
-    """(rel -> content digest, new index): unchanged size and mtime reuse the
-    last digest, anything else is read and hashed."""
+    """(rel -> content digest, new index): files git reports unmodified take
+    their blob id from git (Note [Git-aware digests]); otherwise an unchanged
+    size and mtime reuse the last digest; anything else is read and hashed."""
     from extractors.cpp import cache
+    from extractors.cpp.gitinfo import clean_blobs
 
+    git = clean_blobs(root, SOURCE_DIRS) or {}
     digests, new_index = {}, {}
     for rel in rels:
         try:
@@ -91,14 +94,15 @@ def _current_digests(root: Path, rels: list[str], index: dict) -> tuple[dict, di
         except OSError:
             continue
         old = index.get(rel)
-        if old and old[0] == st.st_size and old[1] == st.st_mtime_ns:
-            digests[rel] = old[2]
-            new_index[rel] = old
-            continue
-        try:
-            digest = cache.digest_of((root / rel).read_bytes())
-        except OSError:
-            continue
+        if rel in git:
+            digest = cache.digest_of_blob(git[rel])
+        elif old and old[0] == st.st_size and old[1] == st.st_mtime_ns:
+            digest = old[2]
+        else:
+            try:
+                digest = cache.digest_of((root / rel).read_bytes())
+            except OSError:
+                continue
         digests[rel] = digest
         new_index[rel] = (st.st_size, st.st_mtime_ns, digest)
     return digests, new_index

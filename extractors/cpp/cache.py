@@ -23,12 +23,20 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-VERSION = "cpp-fast-24"  # bump when FileFacts or the scanner changes
+VERSION = "cpp-fast-25"  # bump when FileFacts or the scanner changes
 
 
 def digest_of(data: bytes) -> str:
-    """Content digest of a file's bytes (scanner version included)."""
-    return hashlib.sha1(VERSION.encode() + b"\0" + data).hexdigest()
+    """Content digest of a file's bytes (scanner version included), built on its
+    git blob id (Note [Git-aware digests])."""
+    from extractors.cpp.gitinfo import blob_id
+
+    return digest_of_blob(blob_id(data))
+
+
+def digest_of_blob(blob: str) -> str:
+    """The content digest of a file whose git blob id is `blob`."""
+    return hashlib.sha1(VERSION.encode() + b"\0" + blob.encode()).hexdigest()
 
 
 def write_atomic(path: Path, obj: Any) -> None:
