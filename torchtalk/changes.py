@@ -24,8 +24,6 @@ from pathlib import Path
 from torchtalk.errors import InputError, ParseError
 
 CPP_SUFFIXES = (".cpp", ".cc", ".cxx", ".c", ".h", ".hpp", ".cu", ".cuh")
-NATIVE_YAML = "aten/src/ATen/native/native_functions.yaml"
-DERIVATIVES_YAML = "tools/autograd/derivatives.yaml"
 
 
 @dataclass
@@ -104,10 +102,10 @@ def changed_entities(con, root: Path, lines: dict[str, set[int]]) -> Changes:
             _map_cpp(con, root, rel, nums, ch)
         elif rel.endswith(".py"):
             _map_python(con, root, rel, nums, ch)
-        elif rel == NATIVE_YAML or rel.endswith("/" + NATIVE_YAML.split("/")[-1]):
-            _map_yaml(con, "op", "op", rel, nums, ch)
-        elif rel.endswith("derivatives.yaml"):
-            _map_yaml(con, "derivative", "op", rel, nums, ch)
+        elif Path(rel).name == "native_functions.yaml":
+            _map_yaml(con, "op", rel, nums, ch)
+        elif Path(rel).name == "derivatives.yaml":
+            _map_yaml(con, "derivative", rel, nums, ch)
         if before == (len(ch.fns), len(ch.pys), len(ch.tests), len(ch.ops)):
             unmapped.append(rel)
     ch.unmapped = tuple(unmapped)
@@ -115,7 +113,7 @@ def changed_entities(con, root: Path, lines: dict[str, set[int]]) -> Changes:
 
 
 def _map_cpp(con, root: Path, rel: str, nums: set[int], ch: Changes) -> None:
-    from extractors.cpp.spans import def_spans
+    from extractors.cpp.scan import def_spans
 
     path = root / rel
     if not path.is_file():
@@ -148,13 +146,16 @@ def _map_python(con, root: Path, rel: str, nums: set[int], ch: Changes) -> None:
                 ch.pys.setdefault(pys[line], (rel, line))
 
 
-def _map_yaml(con, table: str, col: str, rel: str, nums: set[int], ch: Changes) -> None:
-    rows = sorted(con.execute(f'select line, "{col}" from "{table}" where file = ?', [rel]).fetchall())
-    starts = sorted({ln for ln, _ in rows})
-    for n in nums:
-        entry = max((s for s in starts if s <= n), default=None)
-        if entry is None:
-            continue
-        for ln, op in rows:
-            if ln == entry:
-                ch.ops.setdefault(op, (rel, ln))
+def _map_yaml(con, table: str, rel: str, nums: set[int], ch: Changes) -> None:
+    """Each changed line belongs to the entry whose rows start last at or before it."""
+    import bisect
+
+    by_line: dict[int, list[str]] = {}
+    for line, op in con.execute(f'select line, op from "{table}" where file = ? order by line, op', [rel]).fetchall():
+        by_line.setdefault(line, []).append(op)
+    starts = sorted(by_line)
+    for n in sorted(nums):
+        i = bisect.bisect_right(starts, n)
+        if i:
+            for op in by_line[starts[i - 1]]:
+                ch.ops.setdefault(op, (rel, starts[i - 1]))

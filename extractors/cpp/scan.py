@@ -205,6 +205,13 @@ class _Scanner:
             tuple(sorted(set(_INLINE_NS_RE.findall(self.cleaned.text.decode(errors="replace"))))),
         )
 
+    def spans(self) -> list[tuple[str, int, int]]:
+        """(fn, line of its name, last line of its body) of each function definition."""
+        self._collect_defs(_captures(self.trees).get("def", []))
+        text = self.cleaned.text
+        return [(self.defs[idx][0], self.defs[idx][2], text.count(b"\n", 0, end) + 1)
+                for _start, end, idx, _info in self.blocks if idx >= 0]
+
     def _collect_defs(self, defs: list[ts.Node]) -> None:
         kernel_defs: list[tuple[int, int, int]] = []  # (start, declarator start, def idx)
         for defn in sorted(defs, key=_order):
@@ -632,3 +639,14 @@ _CLASS_QUERY = ts.Query(
 def scan_file(rel: str, src: bytes) -> FileFacts:
     """Scan `src` (the bytes of tree file `rel`) into its FileFacts."""
     return _Scanner(rel, src).run()
+
+
+def def_spans(rel: str, src: bytes) -> list[tuple[str, int, int]]:
+    """Extents of the functions `scan_file` finds, named as in its `func` facts,
+    for mapping changed lines to functions (torchtalk affected).
+
+    Example:
+        >>> def_spans("aten/src/ATen/native/CPUBlas.cpp", src)[4]
+        ('at::native::cpublas::gemm', 139, 180)
+    """
+    return _Scanner(rel, src).spans()
