@@ -148,10 +148,11 @@ def pick_nearest(source: Path | None) -> SnapshotInfo:
 
     def score(s: SnapshotInfo) -> tuple:
         dist = _commit_distance(src.root, s.git_commit, head) if head and s.git_commit else None
-        return (dist is None, dist or 0, s.version != version, s.source != str(src.root),
-                _neg(s.created), s.name)
+        return (dist is None, dist or 0, s.version != version, s.source != str(src.root))
 
-    return min(snaps, key=score)
+    # among equals, `min` keeps the first: newest, then by name
+    newest_first = sorted(sorted(snaps, key=lambda s: s.name), key=lambda s: s.created, reverse=True)
+    return min(newest_first, key=score)
 
 
 def export(name: str, out: Path) -> Path:
@@ -284,8 +285,3 @@ def _commit_distance(root: Path, ancestor: str, head: str) -> int | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return int(out.stdout.strip()) if ok and out.returncode == 0 else None
-
-
-def _neg(stamp: str) -> str:
-    """Sort key that puts newer ISO timestamps first."""
-    return "".join(chr(0x10FFFF - ord(c)) for c in stamp)
