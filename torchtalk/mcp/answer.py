@@ -90,7 +90,8 @@ def render_text(table: Table, text_rows: int = TEXT_ROWS) -> str:
     const = _constant_columns(table)
     head = f"{table.title}: {n} row{'s' if n != 1 else ''}" if n else f"{table.title}: no results"
     if const:
-        head += " (" + ", ".join(f"{c}={_cell(v)}" for c, v in const.items()) + ")"
+        said = [f"{c}={_cell(v)}" for c, v in const.items() if v not in (None, "")]
+        head += f" ({', '.join(said)})" if said else ""
     skip = frozenset(const)
     group = next((c for c in GROUP_COLUMNS if c in table.columns and c not in const), None)
     lines = [head]

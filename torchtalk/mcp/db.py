@@ -64,7 +64,11 @@ class Indexer:
             return self._state
 
     def start(self) -> None:
-        """Start the stages in a daemon thread (returns at once)."""
+        """Start the stages in a daemon thread (returns at once). The state says
+        "starting" from here on, so a `get_status` that comes before the thread
+        has spawned its first child already reports the index as running."""
+        with self._lock:
+            self._state = IndexState("starting", None, str(self.log), None)
         threading.Thread(target=self._run_all, name="torchtalk-index", daemon=True).start()
 
     def _run_all(self) -> None:
