@@ -310,6 +310,9 @@ def _index_locked(src, db_path, schema, chosen, notes, jobs, force, log, progres
         reports = tuple(_carried(prev[p[0].name]) for p in plans)
         for lr in reports:
             log(f"{lr.name}: unchanged ({lr.rows:,} rows)")
+        if not _derived_current(db_path):
+            log("rules changed since the last index: recomputing the stored relations")
+            _refresh_derived(db_path)
         return IndexReport(db_path, src.root, src.kind, True, time.perf_counter() - t0, reports, tuple(notes))
     reports = _build(src, db_path, schema, plans, prev, keep, jobs, log, progress)
     return IndexReport(db_path, src.root, src.kind, False, time.perf_counter() - t0, reports, tuple(notes))
@@ -365,6 +368,43 @@ def _db_current(db_path: Path, schema: Schema, src: store.Source) -> bool:
         con.close()
     return (meta.get("schema_hash") == schema.digest and meta.get("source") == str(src.root)
             and meta.get("format") == store.FORMAT)
+
+
+def _derived_current(db_path: Path) -> bool:
+    """The DB's stored relations are those of the rules/ library as it is now
+    (Note [Derived at index time])."""
+    from torchtalk.query.derived import current
+    from torchtalk.query.library import load_library
+
+    con = store.open_db(db_path)
+    try:
+        return current(con, load_library(user=False))
+    finally:
+        con.close()
+
+
+def _refresh_derived(db_path: Path) -> None:
+    """Recompute the stored relations of an otherwise current DB, on a copy
+    renamed over it (never a half-written DB)."""
+    import duckdb
+
+    tmp = db_path.with_name(f".{db_path.name}.tmp-{os.getpid()}")
+    shutil.copyfile(db_path, tmp)
+    try:
+        con = duckdb.connect(str(tmp))
+        try:
+            from torchtalk.query.derived import SCHEMA
+
+            con.execute(f"DROP SCHEMA IF EXISTS {SCHEMA} CASCADE")
+            con.execute("DELETE FROM torchtalk_meta WHERE key = 'derived'")
+            counts = con.execute("SELECT relation, rows FROM torchtalk_relations").fetchall()
+            _store_derived(con, counts)
+            con.execute("checkpoint")
+        finally:
+            con.close()
+        os.replace(tmp, db_path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def _carried(meta: dict) -> LayerReport:
@@ -482,9 +522,22 @@ def _write_db(tmp_db: Path, src: store.Source, schema: Schema, facts: Path, fina
         warns = [(m["layer"], f, ln, msg) for m in layers for f, ln, msg in m["warnings"]]
         if warns:
             con.executemany("insert into torchtalk_warnings values (?, ?, ?, ?)", warns)
+        _store_derived(con, counts)
         con.execute("checkpoint")
     finally:
         con.close()
+
+
+def _store_derived(con, counts: list[tuple[str, int]]) -> None:
+    """The library's argument-free relations, computed once for every query
+    (Note [Derived at index time] in torchtalk/query/derived.py)."""
+    from torchtalk.query.derived import materialize
+    from torchtalk.query.library import load_library
+
+    t = time.perf_counter()
+    rows = materialize(con, load_library(user=False), frozenset(name for name, _ in counts))
+    con.execute("insert into torchtalk_meta values (?, ?)",
+                ["derived", f"{len(rows)} relations, {sum(rows.values())} rows, {time.perf_counter() - t:.2f} s"])
 
 
 def _swap(tmp_db: Path, db_path: Path, tmp_facts: Path, facts: Path) -> None:

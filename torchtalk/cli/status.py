@@ -28,6 +28,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"source    {meta.get('source', '')} ({meta.get('kind', '')})")
     print(f"version   {meta.get('version', '') or '?'}   git {meta.get('git_commit', '') or '-'}")
     print(f"indexed   {meta.get('indexed_at', '')}")
+    if meta.get("derived"):
+        print(f"stored    {meta['derived']} (rules computed once per index)")
     print("layers")
     for lr in st["layers"]:
         print(f"  {lr['layer']:<10} {lr['rows']:>10,} rows  {lr['seconds']:>7.2f} s  "

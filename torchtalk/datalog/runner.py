@@ -35,6 +35,7 @@ def evaluate(
     facts: Mapping[str, Iterable[tuple]] | None = None,
     engine: str = "duckdb",
     checked: bool = False,
+    tables: Mapping[str, str] | None = None,
 ) -> dict[str, list[tuple]]:
     """Rows of each output relation (a set, as tuples in no given order).
 
@@ -44,6 +45,7 @@ def evaluate(
              None = every `.output` relation.
     facts:   extra input rows by relation (e.g. query seeds).
     checked: skip `check(program)` when the caller already did it.
+    tables:  the DB table of an input relation not stored under its own name.
     """
     if not checked and program not in _CHECKED:
         check(program)
@@ -53,7 +55,7 @@ def evaluate(
         if rel not in program.decls:
             raise InputError(f"unknown relation '{rel}'", hint=did_you_mean(rel, program.decls))
     given = {rel: list(rows) for rel, rows in (facts or {}).items()}
-    return get_engine(engine).run(program, con, wanted, given)
+    return get_engine(engine).run(program, con, wanted, given, dict(tables or {}))
 
 
 def eval_file(

@@ -162,10 +162,16 @@ def evaluate_bound(b: Bound, program, con, *, engine: str = "duckdb",
     """The rows of the bound relation, filtered (unsorted); `tables` = the
     fact DB's table names (for Note [Pruning])."""
     from torchtalk.datalog import evaluate
+    from torchtalk.query.derived import use_derived
 
+    library = program
     program = prune(program, frozenset(b.facts), tables)
-    program, facts = presolve(program, con, b.facts, b.sig.name, engine)
-    out = evaluate(program, con, outputs=[b.sig.name], facts=facts, engine=engine, checked=True)
+    stored: dict[str, str] = {}
+    if engine == "duckdb":  # Note [Derived at index time]; Soufflé computes everything
+        program, stored = use_derived(program, con, library)
+    program, facts = presolve(program, con, b.facts, b.sig.name, engine, stored)
+    out = evaluate(program, con, outputs=[b.sig.name], facts=facts, engine=engine, checked=True,
+                   tables=stored)
     rows = out.get(b.sig.name, [])
     for i, allowed in b.filters:
         rows = [r for r in rows if r[i] in allowed]
@@ -266,8 +272,9 @@ def _is_argument(program, rel: str) -> bool:
 # fewer statements.
 
 
-def presolve(program, con, facts: dict, output: str, engine: str):
-    """(program, facts) with the argument-level relations evaluated and frozen."""
+def presolve(program, con, facts: dict, output: str, engine: str, tables: dict | None = None):
+    """(program, facts) with the argument-level relations evaluated and frozen
+    (`tables`: where stored input relations live, see evaluate())."""
     from torchtalk.datalog import evaluate
     from torchtalk.datalog.analysis.strata import needed_relations
 
@@ -275,7 +282,7 @@ def presolve(program, con, facts: dict, output: str, engine: str):
     cands = [rel for rel in needed if rel != output and _argument_level(program, rel, facts)]
     if not cands:
         return program, facts
-    rows = evaluate(program, con, outputs=cands, facts=facts, engine=engine, checked=True)
+    rows = evaluate(program, con, outputs=cands, facts=facts, engine=engine, checked=True, tables=tables)
     frozen = {rel: rows.get(rel, []) for rel in cands}
     full = {rel: rs for rel, rs in frozen.items() if rs}
     kept = [r for r in program.rules if r.head.name not in frozen]

@@ -1,7 +1,10 @@
 """Engines that run a checked program (STYLE practice 9).
 
-Both implement `Engine.run(program, con, outputs, facts) -> {relation: rows}`;
+Both implement `Engine.run(program, con, outputs, facts, tables) -> {relation: rows}`;
 rows are tuples (str for symbol, int for number), a set in no given order.
+`tables` names the fact DB table of an input relation stored under another
+name (e.g. `derived."flow"`, Note [Derived at index time]); other inputs are
+read from the table of their own name.
 
 Example:
     >>> get_engine("duckdb").run(prog, con, ["path"], {})  # doctest: +SKIP
@@ -26,6 +29,7 @@ class Engine(Protocol):
         con: Any,
         outputs: list[str],
         facts: dict[str, list[tuple]],
+        tables: dict[str, str] | None = None,
     ) -> dict[str, Rows]:
         """Evaluate `outputs` of a checked program over the fact DB `con`."""
 

@@ -24,8 +24,18 @@ _RUNS = itertools.count()
 class DuckDBEngine:
     name = "duckdb"
 
-    def run(self, program: A.Program, con: Any, outputs: list[str], facts: dict[str, list[tuple]]) -> dict[str, list[tuple]]:
+    def run(self, program: A.Program, con: Any, outputs: list[str], facts: dict[str, list[tuple]],
+            tables: dict[str, str] | None = None) -> dict[str, list[tuple]]:
         """Evaluate `outputs` over `con` (a duckdb connection, may be read-only)."""
+        return self._run(program, con, outputs, facts, tables or {}, None)
+
+    def materialize(self, program: A.Program, con: Any, into: dict[str, str],
+                    tables: dict[str, str] | None = None) -> dict[str, int]:
+        """Evaluate relations `into`'s keys and store each as the table named
+        by its value (`CREATE TABLE … AS`, on a writable `con`); -> row counts."""
+        return self._run(program, con, list(into), {}, tables or {}, into)
+
+    def _run(self, program, con, outputs, facts, tables, into):
         import duckdb
 
         if con is None:
@@ -34,10 +44,10 @@ class DuckDBEngine:
         created: list[str] = []
         try:
             needed = needed_relations(program, outputs)
-            sources = self._sources(program, con, needed, facts, prefix, created)
+            sources = self._sources(program, con, needed, facts, tables, prefix, created)
             plan = compile_program(program, outputs, sources, prefix)
             created += plan.temp_tables
-            return _execute(con, plan)
+            return _execute(con, plan, into)
         except duckdb.Error as exc:
             raise EngineError(f"DuckDB failed: {str(exc).splitlines()[0]}") from None
         finally:
@@ -47,15 +57,17 @@ class DuckDBEngine:
                 except duckdb.Error:
                     pass
 
-    def _sources(self, program, con, needed, facts, prefix, created) -> dict[str, list[str]]:
-        """Where each needed input relation's external rows are: DB table, given facts."""
+    def _sources(self, program, con, needed, facts, tables, prefix, created) -> dict[str, list[str]]:
+        """Where each needed input relation's external rows are: DB table
+        (`tables[rel]`, else the table named `rel`), given facts."""
         sources: dict[str, list[str]] = {}
         inputs = [rel for rel in program.inputs if rel in needed]
-        tables = db_tables(con, inputs) if inputs else {}
+        names = {rel: tables.get(rel) or q(rel) for rel in inputs}
+        found = db_tables(con, list(names.values())) if inputs else {}
         for rel in inputs:
-            if rel in tables:
-                check_table(program.decls[rel], tables[rel])
-                sources.setdefault(rel, []).append(q(rel))
+            if names[rel] in found:
+                check_table(program.decls[rel], found[names[rel]])
+                sources.setdefault(rel, []).append(names[rel])
         for rel, rows in facts.items():
             decl = program.decls.get(rel)
             if decl is None:
@@ -75,7 +87,7 @@ class DuckDBEngine:
         return sources
 
 
-def _execute(con, plan: Plan) -> dict[str, list[tuple]]:
+def _execute(con, plan: Plan, into: dict[str, str] | None = None) -> dict:
     for step in plan.steps:
         if isinstance(step, Exec):
             con.execute(step.sql)
@@ -89,11 +101,18 @@ def _execute(con, plan: Plan) -> dict[str, list[tuple]]:
                 break
             for sql in step.advance:
                 con.execute(sql)
+    if into is not None:
+        counts = {}
+        for rel, sql in plan.fetch.items():
+            con.execute(f"CREATE OR REPLACE TABLE {into[rel]} AS {sql}")
+            counts[rel] = con.execute(f"SELECT count(*) FROM {into[rel]}").fetchone()[0]
+        return counts
     return {rel: con.execute(sql).fetchall() for rel, sql in plan.fetch.items()}
 
 
 def db_tables(con, names: list[str]) -> dict[str, list[tuple[str, str]]]:
-    """Those of `names` the connection can read as tables -> [(column, type)].
+    """Those of `names` (SQL table references, quoted as needed) the
+    connection can read as tables -> [(column, type)].
 
     Probes `SELECT * FROM name LIMIT 0` (about 0.2 ms each, missing or not):
     much cheaper than the catalog functions on a DB with many tables.
@@ -103,7 +122,7 @@ def db_tables(con, names: list[str]) -> dict[str, list[tuple[str, str]]]:
     out: dict[str, list[tuple[str, str]]] = {}
     for name in names:
         try:
-            desc = con.execute(f"SELECT * FROM {q(name)} LIMIT 0").description
+            desc = con.execute(f"SELECT * FROM {name} LIMIT 0").description
         except duckdb.CatalogException:
             continue
         out[name] = [(col[0], str(col[1])) for col in desc]

@@ -31,7 +31,8 @@ def souffle_path() -> str | None:
 class SouffleEngine:
     name = "souffle"
 
-    def run(self, program: A.Program, con: Any, outputs: list[str], facts: dict[str, list[tuple]]) -> dict[str, list[tuple]]:
+    def run(self, program: A.Program, con: Any, outputs: list[str], facts: dict[str, list[tuple]],
+            tables: dict[str, str] | None = None) -> dict[str, list[tuple]]:
         """Evaluate `outputs` with `souffle`; EngineError if it is not installed."""
         exe = souffle_path()
         if exe is None:
@@ -45,7 +46,7 @@ class SouffleEngine:
             odir.mkdir()
             for rel in program.inputs:
                 if rel in needed:
-                    write_facts(fdir / f"{rel}.facts", _rows(con, rel, facts.get(rel, [])))
+                    write_facts(fdir / f"{rel}.facts", _rows(con, rel, facts.get(rel, []), (tables or {}).get(rel)))
             prog = Path(tmp, "program.dl")
             prog.write_text(souffle_text(program, outputs))
             proc = subprocess.run([exe, "-F", str(fdir), "-D", str(odir), str(prog)], capture_output=True, text=True)
@@ -63,8 +64,10 @@ def souffle_text(program: A.Program, outputs: list[str]) -> str:
     return str(flat)
 
 
-def _rows(con, rel: str, given: list[tuple]) -> list[tuple]:
+def _rows(con, rel: str, given: list[tuple], table: str | None = None) -> list[tuple]:
     rows = list(given)
+    if con is not None and table is not None:
+        return rows + con.execute(f"SELECT * FROM {table}").fetchall()
     if con is not None:
         exists = con.execute(
             "SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() "

@@ -1,0 +1,105 @@
+"""Relations stored at index time (Note [Derived at index time]): which are
+stored, that queries answer the same from them as by computing them, that a
+changed rule is not answered from a stale table, and that `torchtalk index`
+refreshes them when only the rules changed."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from test_index import cache, rows, small  # noqa: F401  (fixtures)
+
+from torchtalk import api, store
+from torchtalk.datalog import parse_text
+from torchtalk.query import derived
+from torchtalk.query.library import load_library
+
+QUERIES = (
+    "impact(cpublas::gemm)",
+    "trace(matmul)",
+    "trace(aten::add.Tensor)",
+    "kernels(softmax)",
+    "paths(cunn_SoftMaxForward -> python)",
+    "paths(torch.softmax -> cuda)",
+    "tests(softmax)",
+    "affected(cpublas::gemm)",
+    "op_stub_impl(add)",
+    "op_cuda_kernel(_softmax)",
+)
+
+
+@pytest.fixture(scope="module")
+def con(real_db):  # the real-tree tests below take it
+    c = api.open_db(db=real_db)
+    yield c
+    c.close()
+
+
+@pytest.mark.real_tree
+def test_the_index_stores_the_argument_free_relations(con):
+    library = load_library(user=False)
+    stored = derived.stored(con)
+    assert stored == derived.fingerprints(library)
+    # the walks' edges, the kernels, the tests' reach and the op reports are stored ...
+    assert {"step", "step_pair", "kernel_entry", "test_reaches", "op_stub_impl", "op_cuda_kernel"} <= set(stored)
+    # ... not views of one table, nor what reads a query argument, nor intermediates
+    assert not {"call_edge", "flow", "api_op", "up_reach", "impact", "aten_call"} & set(stored)
+    counts = dict(con.execute(f"SELECT relation, rows FROM {derived.CATALOG}").fetchall())
+    assert counts["step"] == con.execute('SELECT count(*) FROM derived."step"').fetchone()[0]
+    assert counts["step"] >= con.execute("SELECT count(DISTINCT (caller, callee, file, line)) FROM calls").fetchone()[0]
+
+
+@pytest.mark.real_tree
+@pytest.mark.parametrize("text", QUERIES)
+def test_stored_relations_answer_as_computing_them(con, text, monkeypatch):
+    stored = api.query(text, con=con, all_matches=True)
+    bypassed = []
+
+    def compute_all(program, con, library=None):
+        bypassed.append(program)
+        return program, {}
+
+    monkeypatch.setattr(derived, "use_derived", compute_all)
+    computed = api.query(text, con=con, all_matches=True)
+    assert bypassed and stored.total > 0
+    assert stored.rows == computed.rows
+
+
+@pytest.mark.real_tree
+def test_a_changed_rule_is_computed_not_read(con):
+    library = load_library(user=False)
+    (rule,) = [r for r in library.rules if r.head.name == "kernel_entry" and "impl_func" in str(r)][:1]
+    changed = dataclasses.replace(library, rules=tuple(r for r in library.rules if r is not rule))
+    program, tables = derived.use_derived(changed, con)
+    assert "kernel_entry" not in tables and "kernel_entry" not in program.inputs
+    assert "op_stub_impl" in tables  # its closure does not hold the changed rule
+    assert "step" in tables and "step" in program.inputs and not program.rules_for("step")
+
+
+def test_views_are_not_stored():
+    program = parse_text(
+        ".decl e(a: symbol, b: symbol)\n.input e\n"
+        ".decl v(a: symbol, b: symbol)\nv(a, b) :- e(a, b), a != \"x\".\n"
+        ".decl w(a: symbol)\nw(a) :- v(a, _).\n"
+        ".decl j(a: symbol, c: symbol)\nj(a, c) :- v(a, b), e(b, c).\n"
+    )
+    assert derived.argument_free(program) == ["j"]
+
+
+def test_index_refreshes_stored_relations_when_only_rules_changed(small, cache):  # noqa: F811
+    first = api.index(small, layers=["ops"])
+    good = rows(first.db, f"SELECT relation, fingerprint FROM {derived.CATALOG} ORDER BY 1")
+    assert ("kernel_entry", derived.fingerprints(load_library(user=False))["kernel_entry"]) in good
+    con = store.open_db(first.db, read_only=False)
+    con.execute(f"UPDATE {derived.CATALOG} SET fingerprint = 'stale' WHERE relation = 'kernel_entry'")
+    con.close()
+    logged = []
+    again = api.index(small, layers=["ops"], log=logged.append)
+    assert again.up_to_date
+    assert logged[-1] == "rules changed since the last index: recomputing the stored relations"
+    assert rows(again.db, f"SELECT relation, fingerprint FROM {derived.CATALOG} ORDER BY 1") == good
+    assert rows(again.db, 'SELECT op, "key", fn FROM derived.kernel_entry') == []  # no C++ layer: no kernels
+    logged.clear()
+    api.index(small, layers=["ops"], log=logged.append)
+    assert not any("recomputing" in m for m in logged)

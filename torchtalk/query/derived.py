@@ -1,0 +1,172 @@
+"""Relations of the rule library computed once per index, not once per query.
+
+Note [Derived at index time]: about half of the library's derived relations
+read no query argument (`aten_call`, `call_edge`, `flow`, `link_reach`,
+`op_stub_impl`, …): their rows depend only on the fact tables, yet every
+query that needs one recomputed it (tens of ms each on the 2.6.0 tree, most
+of an `impact` or `trace`). `torchtalk index` now evaluates them with the
+built-in library after loading the facts and stores each as table
+`derived."<relation>"` of the fact DB, listed in `derived.catalog` with a
+fingerprint: the text of every declaration and rule the relation depends on.
+
+A query uses a stored table only when the fingerprint of the relation in
+its own library is the same (the rules/ directory edited since the index, or
+a user's rule that adds to a relation's closure, means recomputing it, as
+before); the relation then becomes an input read from that table, and the
+rules under it are not evaluated. The index writes the DB to a temp file and
+renames it, so the stored rows always belong to the facts beside them.
+
+Example:
+    >>> program, tables = use_derived(load_library(), con)  # doctest: +SKIP
+    >>> tables["flow"]
+    'derived."flow"'
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from typing import Any
+
+from torchtalk.datalog import ast as A
+from torchtalk.datalog.analysis.strata import needed_relations
+from torchtalk.datalog.compile import q
+
+SCHEMA = "derived"
+CATALOG = f"{SCHEMA}.catalog"
+
+
+def table_of(rel: str) -> str:
+    """The SQL name of `rel`'s stored table."""
+    return f"{SCHEMA}.{q(rel)}"
+
+
+def argument_free(program: A.Program) -> list[str]:
+    """The derived relations worth storing: those whose rules read,
+    transitively, no query argument (Note [Named queries]), so their rows
+    depend on the fact tables alone; not views (they cost as much to read
+    back as to compute); and not intermediates, read only by other stored
+    relations (`link_reach` under `op_cuda_kernel`), which a query computes
+    when it names one."""
+    from torchtalk.query.run import _is_argument
+
+    args = {n for n in program.inputs if _is_argument(program, n)}
+    derived = {r.head.name for r in program.rules} - set(program.inputs)
+    views = _views(program)
+    free = {rel for rel in derived - views if not (needed_relations(program, [rel]) & args)}
+    readers: dict[str, set[str]] = {}
+    for rule in program.rules:
+        for lit in rule.body:
+            for atom, _ in A.literal_atoms(lit):
+                readers.setdefault(atom.name, set()).add(rule.head.name)
+    return sorted(rel for rel in free if not readers.get(rel, set()) <= free - {rel} or not readers.get(rel))
+
+
+def _views(program: A.Program) -> set[str]:
+    """Relations whose every rule copies one input or view, with at most
+    comparisons (`call_edge`, `flow`, `api_op`): reading them back would cost
+    as much as the copy, so they are computed when a query needs them."""
+    inputs = set(program.inputs)
+    views: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for rel in {r.head.name for r in program.rules} - views - inputs:
+            ok = True
+            for rule in program.rules_for(rel):
+                atoms = [lit for lit in rule.body if not isinstance(lit, A.Comparison)]
+                ok &= len(atoms) == 1 and isinstance(atoms[0], A.Atom) and (
+                    atoms[0].name in inputs or atoms[0].name in views)
+                ok &= not any(isinstance(t, A.Aggregate) for lit in rule.body
+                              if isinstance(lit, A.Comparison) for t in (lit.left, lit.right))
+            if ok:
+                views.add(rel)
+                changed = True
+    return views
+
+
+_FINGERPRINTS: dict[int, tuple[A.Program, dict[str, str]]] = {}
+
+
+def fingerprints(program: A.Program) -> dict[str, str]:
+    """Relation -> digest of the decls, input directives and rules it depends
+    on, for every argument-free relation (cached per program object)."""
+    hit = _FINGERPRINTS.get(id(program))
+    if hit is not None and hit[0] is program:
+        return hit[1]
+    inputs = set(program.inputs)
+    out = {}
+    for rel in argument_free(program):
+        closure = needed_relations(program, [rel])
+        text = [str(program.decls[r]) + (" .input" if r in inputs else "") for r in sorted(closure)]
+        text += sorted(str(r) for r in program.rules if r.head.name in closure)
+        out[rel] = hashlib.sha1("\n".join(text).encode()).hexdigest()
+    _FINGERPRINTS[id(program)] = (program, out)
+    return out
+
+
+def materialize(con: Any, program: A.Program, tables: frozenset[str]) -> dict[str, int]:
+    """Store every argument-free relation of `program` in `derived` (on the
+    writable connection of an index being built; `tables` = the fact tables
+    it holds). -> rows per relation."""
+    from torchtalk.datalog.engines.duckdb import DuckDBEngine
+    from torchtalk.query.run import prune
+
+    prints = fingerprints(program)
+    con.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
+    con.execute(f"CREATE OR REPLACE TABLE {CATALOG} (relation VARCHAR, fingerprint VARCHAR, rows BIGINT)")
+    live = prune(program, frozenset(), tables)
+    counts = DuckDBEngine().materialize(live, con, {rel: table_of(rel) for rel in prints})
+    con.executemany(f"INSERT INTO {CATALOG} VALUES (?, ?, ?)",
+                    [(rel, prints[rel], counts[rel]) for rel in prints])
+    return counts
+
+
+_STORED: dict[int, tuple[Any, dict[str, str]]] = {}
+
+
+def stored(con: Any) -> dict[str, str]:
+    """Relation -> fingerprint of the tables in `derived` (none in a DB indexed
+    before them). Cached per connection: an index replaces the DB file, so
+    what one connection sees never changes (as Note [DB info cache])."""
+    import duckdb
+
+    hit = _STORED.get(id(con))
+    if hit is not None and hit[0] is con:
+        return hit[1]
+    try:
+        found = dict(con.execute(f"SELECT relation, fingerprint FROM {CATALOG}").fetchall())
+    except duckdb.CatalogException:
+        found = {}
+    _STORED[id(con)] = (con, found)
+    return found
+
+
+def current(con: Any, library: A.Program) -> bool:
+    """`con`'s stored relations are exactly those `library` would store."""
+    return stored(con) == fingerprints(library)
+
+
+_USED: dict[tuple[int, frozenset], tuple[A.Program, A.Program, dict[str, str]]] = {}
+
+
+def use_derived(program: A.Program, con: Any, library: A.Program | None = None) -> tuple[A.Program, dict[str, str]]:
+    """(program', tables): `program` with each stored relation whose
+    fingerprint in `library` (default: `program`) matches made an input read
+    from its table, and its rules dropped. Cached per (program, matches)."""
+    prints = fingerprints(library or program)
+    have = stored(con)
+    present = {r.head.name for r in program.rules}
+    use = frozenset(rel for rel, fp in have.items() if rel in present and prints.get(rel) == fp)
+    if not use:
+        return program, {}
+    key = (id(program), use)
+    hit = _USED.get(key)
+    if hit is not None and hit[0] is program:
+        return hit[1], hit[2]
+    rules = tuple(r for r in program.rules if r.head.name not in use)
+    dirs = program.directives + tuple(A.IODirective(A.IOKind.INPUT, rel) for rel in sorted(use))
+    out = dataclasses.replace(program, rules=rules, directives=dirs)
+    tables = {rel: table_of(rel) for rel in use}
+    _USED[key] = (program, out, tables)
+    return out, tables
