@@ -26,8 +26,8 @@ LAYERS: tuple[Layer, ...] = (
         (
             "op", "op_tag", "tag", "op_variant", "op_python_module", "dispatch",
             "dispatch_default", "structured", "structured_delegate",
-            "structured_inherits", "autogen", "op_attr", "derivative",
-            "derivative_calls",
+            "structured_inherits", "autogen", "op_attr", "ufunc_inner_loop",
+            "ufunc_stub_register", "derivative", "derivative_calls",
         ),
     ),
     Layer(

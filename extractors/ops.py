@@ -11,7 +11,8 @@ kernel named by torchgen's `cpp.name(func)`: the base name, plus "_out" for an
 out= overload. It is a `dispatch` row (at the entry's `func:` line) and a
 `dispatch_default` row. An entry with `ufunc_inner_loop:` gets CPU and CUDA
 kernels "ufunc_<name>_<key>" (torchgen `ufunc.schema_kernel_name`), at the line
-of that key.
+of that key; its loops and the stub registrations torchgen generates for it
+are read by extractors/ops_ufunc.py (Note [Ufunc codegen names]).
 
 Two layouts are understood (see `find_inputs`): a source tree, and an
 installed wheel (site-packages holding `torchgen/packaged/...`).
@@ -27,6 +28,7 @@ from enum import Enum
 from pathlib import Path
 
 from extractors.base import ExtractContext, Sink
+from extractors.ops_ufunc import UFUNC_DISPATCH_KEYS, ufunc_rows
 from extractors.ops_yaml import LineMap, Signature, entries, load_yaml, reject_unknown
 from torchtalk.errors import ExtractError, SrcLoc, TorchTalkError, did_you_mean
 
@@ -119,13 +121,11 @@ class Variant(Enum):
 ATTR_KEYS = frozenset({
     "cpp_no_default_args", "use_const_ref_for_mutable_tensors", "manual_kernel_registration",
     "manual_cpp_binding", "device_guard", "device_check", "category_override", "precomputed",
-    "ufunc_inner_loop",
 })
 NATIVE_KEYS = ATTR_KEYS | frozenset({
     "func", "variants", "structured", "structured_delegate", "structured_inherits",
-    "python_module", "tags", "dispatch", "autogen",
+    "python_module", "tags", "dispatch", "autogen", "ufunc_inner_loop",
 })
-UFUNC_KEYS = (DispatchKey.CPU, DispatchKey.CUDA)
 # value types torchgen asserts (NativeFunction.from_yaml)
 BOOL_KEYS = frozenset({
     "structured", "manual_kernel_registration", "manual_cpp_binding", "device_guard",
@@ -251,9 +251,10 @@ def _dispatch_rows(entry: LineMap, sig: Signature, rel: str, sink: Sink) -> None
         sink.add("dispatch", op, DispatchKey.CompositeImplicitAutograd.value, kernel, rel, entry.line)
         sink.add("dispatch_default", op, kernel)
     if "ufunc_inner_loop" in entry:
+        ufunc_rows(entry, sig, rel, sink)
         line = entry.key_line("ufunc_inner_loop")
-        for key in UFUNC_KEYS:
-            sink.add("dispatch", op, key.value, f"ufunc_{sig.name}_{key.value}", rel, line)
+        for key in UFUNC_DISPATCH_KEYS:
+            sink.add("dispatch", op, key, f"ufunc_{sig.name}_{key}", rel, line)
 
 
 def attr_text(value: object) -> str:

@@ -20,6 +20,7 @@ from torchtalk.errors import ExtractError, ParseError
 NF = "aten/src/ATen/native/native_functions.yaml"
 DY = "tools/autograd/derivatives.yaml"
 DUMP = Path(__file__).parent / "data" / "torchgen_dump.py"
+UFUNC_DUMP = Path(__file__).parent / "data" / "torchgen_ufunc.py"
 
 
 class ListSink(_ListSink):
@@ -103,10 +104,36 @@ def test_add_out_ufunc_structured_facts(facts):
     assert ufunc == [("add.out", "CPU", "ufunc_add_CPU", NF, 579), ("add.out", "CUDA", "ufunc_add_CUDA", NF, 579)]
     assert facts.where("structured", "add.out") == [("add.out", NF, 577)]
     assert facts.where("structured_inherits", "add.out") == [("add.out", "TensorIteratorBase", NF, 578)]
-    assert facts.where("op_attr", "add.out") == [
-        ("add.out", "device_check", "NoCheck", NF, 576),
-        ("add.out", "ufunc_inner_loop", "Generic: add (AllAndComplex, BFloat16, Half, ComplexHalf); ScalarOnly: add (Bool)", NF, 579),
+    assert facts.where("op_attr", "add.out") == [("add.out", "device_check", "NoCheck", NF, 576)]
+    assert facts.rows["ufunc_inner_loop"] == [
+        ("add.out", "Generic", "add", "AllAndComplex, BFloat16, Half, ComplexHalf", NF, 580),
+        ("add.out", "ScalarOnly", "add", "Bool", NF, 581),
     ]
+    # torchgen generates REGISTER_DISPATCH(add_stub, &add_kernel) for CPU and CUDA
+    assert facts.rows["ufunc_stub_register"] == [
+        ("at::native::add_stub", "CPU", "at::native::(anonymous)::add_kernel", "add.out", "UfuncCPUKernel_add.cpp", NF, 579),
+        ("at::native::add_stub", "CUDA", "at::native::add_kernel", "add.out", "UfuncCUDA_add.cu", NF, 579),
+    ]
+
+
+@pytest.mark.real_tree
+def test_ufunc_facts_equal_what_torchgen_generates(tree, facts):
+    """The loops as torchgen parses them, and the REGISTER_DISPATCH lines of the
+    code it generates (tests/data/torchgen_ufunc.py runs the tree's torchgen)."""
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    out = subprocess.run([sys.executable, str(UFUNC_DUMP), str(tree)], capture_output=True, text=True,
+                         env=env, check=True)
+    dump = json.loads(out.stdout)
+    classes = dump["dtype_classes"]
+    loops: dict = {}
+    for op, key, name, dtypes, _, _ in facts.rows["ufunc_inner_loop"]:
+        expanded = [d for w in dtypes.split(", ") for d in classes.get(w, [w])]
+        loops.setdefault(op, {})[key] = [name, expanded]
+    regs: dict = {}
+    for stub, key, fn, op, gen_file, _, _ in facts.rows["ufunc_stub_register"]:
+        regs.setdefault(op, []).append([key, stub, fn, gen_file])
+    assert {op: {"loops": loops[op], "registrations": regs[op]} for op in loops} == dump["ufuncs"]
+    assert list(dump["ufuncs"]) == ["add.out"]
 
 
 @pytest.mark.real_tree
@@ -245,6 +272,67 @@ def test_small_tree_rows(tmp_path):
     assert sink.rows["op_variant"] == [("foo.out", "function"), ("foo_", "method")]
     assert sink.rows["autogen"] == [("foo_", "foo_.out", NF, 6), ("foo_", "foo_functional", NF, 6)]
     assert sink.warnings == [("tools/autograd/derivatives.yaml", 0, "derivatives.yaml not found; no derivative facts")]
+
+
+UFUNC_OUT = (
+    "- func: foo.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)\n"
+    "  structured: True\n"
+)
+
+
+def test_ufunc_rows_short_and_low_level_forms(tmp_path):
+    """`ufunc_inner_loop: NAME (dtypes)` is the Generic loop at the key's line;
+    the low-level keys are rows of their own."""
+    root = make_tree(tmp_path, (
+        UFUNC_OUT + "  ufunc_inner_loop: foo (Floating, Half)\n"
+        "- func: bar.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)\n"
+        "  structured: True\n"
+        "  ufunc_inner_loop:\n"
+        "    CPUScalar: bar_scalar (All, Bool)\n"
+        "    CUDAFunctor: BarFunctor (Float)\n"
+        "  dispatch:\n"
+        "    MPS: bar_out_mps\n"
+    ))
+    sink = run_ops(root)
+    assert sink.rows["ufunc_inner_loop"] == [
+        ("foo.out", "Generic", "foo", "Floating, Half", NF, 3),
+        ("bar.out", "CPUScalar", "bar_scalar", "All, Bool", NF, 7),
+        ("bar.out", "CUDAFunctor", "BarFunctor", "Float", NF, 8),
+    ]
+    assert sink.rows["ufunc_stub_register"] == [
+        ("at::native::foo_stub", "CPU", "at::native::(anonymous)::foo_kernel", "foo.out", "UfuncCPUKernel_foo.cpp", NF, 3),
+        ("at::native::foo_stub", "CUDA", "at::native::foo_kernel", "foo.out", "UfuncCUDA_foo.cu", NF, 3),
+        ("at::native::bar_stub", "CPU", "at::native::(anonymous)::bar_kernel", "bar.out", "UfuncCPUKernel_bar.cpp", NF, 6),
+        ("at::native::bar_stub", "CUDA", "at::native::bar_kernel", "bar.out", "UfuncCUDA_bar.cu", NF, 6),
+    ]
+    assert sorted(r for r in sink.rows["dispatch"] if r[0] == "bar.out") == [
+        ("bar.out", "CPU", "ufunc_bar_CPU", NF, 6),
+        ("bar.out", "CUDA", "ufunc_bar_CUDA", NF, 6),
+        ("bar.out", "MPS", "bar_out_mps", NF, 10),
+    ]
+    assert sink.rows["op_attr"] == []
+
+
+@pytest.mark.parametrize(("entry", "message"), [
+    (UFUNC_OUT + "  ufunc_inner_loop:\n    Generc: foo (All)\n",
+     "4: extract error: unknown ufunc key 'Generc' (did you mean 'Generic'?)"),
+    (UFUNC_OUT + "  ufunc_inner_loop:\n    Generic: foo (All, Flaot)\n",
+     "4: extract error: unknown dtype 'Flaot' in ufunc loop 'foo (All, Flaot)' (did you mean 'Float', 'Floating', 'BFloat16'?)"),
+    (UFUNC_OUT + "  ufunc_inner_loop: foo All\n",
+     "3: extract error: ufunc loop 'foo All' is not 'name (dtypes)'"),
+    (UFUNC_OUT + "  ufunc_inner_loop: [foo (All)]\n",
+     "3: extract error: `ufunc_inner_loop:` must be a string or a mapping, got ['foo (All)']"),
+    ("- func: foo.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)\n  ufunc_inner_loop: foo (All)\n",
+     "2: extract error: `ufunc_inner_loop:` of 'foo.out' needs `structured: True` (torchgen: ufunc must be structured)"),
+    ("- func: foo(Tensor self) -> Tensor\n  structured: True\n  ufunc_inner_loop: foo (All)\n",
+     "3: extract error: `ufunc_inner_loop:` of 'foo' is only allowed on an out= overload"),
+    (UFUNC_OUT + "  ufunc_inner_loop: foo (All)\n  dispatch:\n    CPU, MPS: foo_out\n",
+     "5: extract error: 'foo.out' is a ufunc: its CPU kernel is generated, not written in `dispatch:`"),
+])
+def test_ufunc_entries_are_checked_like_torchgen(tmp_path, entry, message):
+    with pytest.raises(ExtractError) as err:
+        run_ops(make_tree(tmp_path, entry))
+    assert str(err.value) == f"{NF}:{message}"
 
 
 def test_signature_parse():
