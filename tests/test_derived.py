@@ -44,7 +44,7 @@ def test_the_index_stores_the_argument_free_relations(con):
     # the walks' edges, the kernels, the tests' reach and the op reports are stored ...
     assert {"step", "step_pair", "kernel_entry", "test_reaches", "op_stub_impl", "op_cuda_kernel"} <= set(stored)
     # ... not views of one table, nor what reads a query argument, nor intermediates
-    assert not {"call_edge", "flow", "api_op", "up_reach", "impact", "aten_call"} & set(stored)
+    assert not {"call_edge", "api_op", "up_reach", "impact", "aten_call"} & set(stored)
     counts = dict(con.execute(f"SELECT relation, rows FROM {derived.CATALOG}").fetchall())
     assert counts["step"] == con.execute('SELECT count(*) FROM derived."step"').fetchone()[0]
     assert counts["step"] >= con.execute("SELECT count(DISTINCT (caller, callee, file, line)) FROM calls").fetchone()[0]

@@ -14,7 +14,7 @@ Example:
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from torchtalk.datalog.analysis.checks import check
@@ -36,6 +36,7 @@ def evaluate(
     engine: str = "duckdb",
     checked: bool = False,
     tables: Mapping[str, str] | None = None,
+    order: Mapping[str, Sequence[int]] | None = None,
 ) -> dict[str, list[tuple]]:
     """Rows of each output relation (a set, as tuples in no given order).
 
@@ -46,6 +47,8 @@ def evaluate(
     facts:   extra input rows by relation (e.g. query seeds).
     checked: skip `check(program)` when the caller already did it.
     tables:  the DB table of an input relation not stored under its own name.
+    order:   output relation -> column positions: its rows come back without
+             duplicates, sorted by those columns (a list, not a set).
     """
     if not checked and program not in _CHECKED:
         check(program)
@@ -55,7 +58,13 @@ def evaluate(
         if rel not in program.decls:
             raise InputError(f"unknown relation '{rel}'", hint=did_you_mean(rel, program.decls))
     given = {rel: list(rows) for rel, rows in (facts or {}).items()}
-    return get_engine(engine).run(program, con, wanted, given, dict(tables or {}))
+    ordered = {rel: tuple(cols) for rel, cols in (order or {}).items() if rel in wanted}
+    if engine == "duckdb":  # sorted by DuckDB, in the fetch
+        return get_engine(engine).run(program, con, wanted, given, dict(tables or {}), ordered)
+    out = get_engine(engine).run(program, con, wanted, given, dict(tables or {}))
+    for rel, cols in ordered.items():
+        out[rel] = sorted(set(out[rel]), key=lambda r, cols=cols: tuple(r[i] for i in cols))
+    return out
 
 
 def eval_file(

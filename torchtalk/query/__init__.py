@@ -41,7 +41,7 @@ def query(
     from torchtalk.query.dsl import parse_query
     from torchtalk.query.library import load_library_notes
     from torchtalk.query.resolve import Resolver
-    from torchtalk.query.run import Result, bind, evaluate_bound, sort_rows
+    from torchtalk.query.run import Result, bind, evaluate_bound
 
     program, left_out = load_library_notes(tuple(rules), user=user_rules)
     q = parse_query(text)
@@ -54,7 +54,7 @@ def query(
     resolver = Resolver(con)
     b = bind(q, program, resolver, all_matches=all_matches)
     tables = frozenset(resolver.tables)
-    rows = sort_rows(b.sig, evaluate_bound(b, program, con, engine=engine, tables=tables))
+    rows = evaluate_bound(b, program, con, engine=engine, tables=tables)
     shown = rows if limit is None else rows[:limit]
     from torchtalk.query.run import _notes
 

@@ -197,8 +197,8 @@ def _cache_key(files: tuple[Path, ...]) -> str:
     h = hashlib.sha256(CACHE_VERSION.encode())
     # the schema and any file a rule file may #include live beside them
     watched = {SCHEMA, *files}
-    for f in files:
-        watched.update(f.parent.glob("*.dl"))
+    for d in {f.parent for f in files}:
+        watched.update(d.glob("*.dl"))
     for p in sorted(watched):
         try:
             st = p.stat()

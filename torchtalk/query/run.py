@@ -159,8 +159,8 @@ def _typed(q: Query, v: Value, p: Param):
 
 def evaluate_bound(b: Bound, program, con, *, engine: str = "duckdb",
                    tables: frozenset | None = None) -> list[tuple]:
-    """The rows of the bound relation, filtered (unsorted); `tables` = the
-    fact DB's table names (for Note [Pruning])."""
+    """The rows of the bound relation, filtered, in `sort_order`; `tables` =
+    the fact DB's table names (for Note [Pruning])."""
     from torchtalk.datalog import evaluate
     from torchtalk.query.derived import use_derived
 
@@ -171,20 +171,18 @@ def evaluate_bound(b: Bound, program, con, *, engine: str = "duckdb",
         program, stored = use_derived(program, con, library)
     program, facts = presolve(program, con, b.facts, b.sig.name, engine, stored)
     out = evaluate(program, con, outputs=[b.sig.name], facts=facts, engine=engine, checked=True,
-                   tables=stored)
+                   tables=stored, order={b.sig.name: sort_order(b.sig)})
     rows = out.get(b.sig.name, [])
     for i, allowed in b.filters:
         rows = [r for r in rows if r[i] in allowed]
     return rows
 
 
-def sort_rows(sig: Signature, rows) -> list[tuple]:
-    """Rows by depth (when there is one), then column by column (each column
-    has one type, so tuples compare)."""
-    if "depth" in sig.columns:
-        i = sig.columns.index("depth")
-        return sorted(set(rows), key=lambda r: (r[i], r))
-    return sorted(set(rows))
+def sort_order(sig: Signature) -> tuple[int, ...]:
+    """How a query's rows are sorted: by depth (when there is one), then
+    column by column."""
+    cols = tuple(range(len(sig.columns)))
+    return (sig.columns.index("depth"), *cols) if "depth" in sig.columns else cols
 
 
 def run_query(
@@ -205,8 +203,7 @@ def run_query(
     q = parse_query(text) if isinstance(text, str) else text
     resolver = Resolver(con)
     b = bind(q, program, resolver, all_matches=all_matches)
-    rows = sort_rows(b.sig, evaluate_bound(b, program, con, engine=engine,
-                                           tables=frozenset(resolver.tables)))
+    rows = evaluate_bound(b, program, con, engine=engine, tables=frozenset(resolver.tables))
     shown = rows if limit is None else rows[:limit]
     return Result(b.sig.name, b.sig.columns, b.sig.types, tuple(shown), len(rows), b.resolutions,
                   _notes(b))

@@ -25,17 +25,19 @@ class DuckDBEngine:
     name = "duckdb"
 
     def run(self, program: A.Program, con: Any, outputs: list[str], facts: dict[str, list[tuple]],
-            tables: dict[str, str] | None = None) -> dict[str, list[tuple]]:
-        """Evaluate `outputs` over `con` (a duckdb connection, may be read-only)."""
-        return self._run(program, con, outputs, facts, tables or {}, None)
+            tables: dict[str, str] | None = None,
+            order: dict[str, tuple[int, ...]] | None = None) -> dict[str, list[tuple]]:
+        """Evaluate `outputs` over `con` (a duckdb connection, may be read-only);
+        an output in `order` comes back distinct and sorted by those columns."""
+        return self._run(program, con, outputs, facts, tables or {}, None, order or {})
 
     def materialize(self, program: A.Program, con: Any, into: dict[str, str],
                     tables: dict[str, str] | None = None) -> dict[str, int]:
         """Evaluate relations `into`'s keys and store each as the table named
         by its value (`CREATE TABLE … AS`, on a writable `con`); -> row counts."""
-        return self._run(program, con, list(into), {}, tables or {}, into)
+        return self._run(program, con, list(into), {}, tables or {}, into, {})
 
-    def _run(self, program, con, outputs, facts, tables, into):
+    def _run(self, program, con, outputs, facts, tables, into, order):
         import duckdb
 
         if con is None:
@@ -47,7 +49,7 @@ class DuckDBEngine:
             sources = self._sources(program, con, needed, facts, tables, prefix, created)
             plan = compile_program(program, outputs, sources, prefix)
             created += plan.temp_tables
-            return _execute(con, plan, into)
+            return _execute(con, plan, into, order)
         except duckdb.Error as exc:
             raise EngineError(f"DuckDB failed: {str(exc).splitlines()[0]}") from None
         finally:
@@ -87,7 +89,8 @@ class DuckDBEngine:
         return sources
 
 
-def _execute(con, plan: Plan, into: dict[str, str] | None = None) -> dict:
+def _execute(con, plan: Plan, into: dict[str, str] | None = None,
+             order: dict[str, tuple[int, ...]] | None = None) -> dict:
     for step in plan.steps:
         if isinstance(step, Exec):
             con.execute(step.sql)
@@ -107,7 +110,12 @@ def _execute(con, plan: Plan, into: dict[str, str] | None = None) -> dict:
             con.execute(f"CREATE OR REPLACE TABLE {into[rel]} AS {sql}")
             counts[rel] = con.execute(f"SELECT count(*) FROM {into[rel]}").fetchone()[0]
         return counts
-    return {rel: con.execute(sql).fetchall() for rel, sql in plan.fetch.items()}
+    out = {}
+    for rel, sql in plan.fetch.items():
+        if order and rel in order:
+            sql = f"SELECT DISTINCT * FROM ({sql}) ORDER BY {', '.join(str(i + 1) for i in order[rel])}"
+        out[rel] = con.execute(sql).fetchall()
+    return out
 
 
 def db_tables(con, names: list[str]) -> dict[str, list[tuple[str, str]]]:
