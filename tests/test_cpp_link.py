@@ -87,3 +87,72 @@ def test_stubs_and_their_backend_implementations(results):
 def test_ops_reach_the_cuda_kernels_launched_below_their_stub_implementations(results):
     launch = ("at::native::exp_cuda_kernel", "aten/src/ATen/native/cuda/UnaryOpsKernel.cu", 3)
     assert results["op_cuda_kernel"] == [("exp", *launch), ("exp.out", *launch)]
+
+
+UFUNC_TREE = {
+    "aten/src/ATen/native/BinaryOps.h": (
+        "namespace at::native {\nDECLARE_DISPATCH(structured_binary_fn_alpha, add_stub)\n}\n"
+    ),
+    "aten/src/ATen/native/ufunc/add.h": (
+        "namespace at {\nnamespace native {\nnamespace ufunc {\n"
+        "template <typename T> T add(T self, T other, T alpha) { return self + alpha * other; }\n"
+        "}}}\n"
+    ),
+    "aten/src/ATen/native/BinaryOps.cpp": (
+        "namespace at::native {\n"
+        "TORCH_IMPL_FUNC(sub_out) (const Tensor& self, const Tensor& result) {\n"
+        "  add_stub(device_type(), *this, -alpha);\n"
+        "}\n"
+        "}\n"
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def ufunc_results():
+    """add.out as in 2.6: a ufunc whose stub registrations torchgen generates."""
+    from torchtalk.datalog.parser import parse_file
+    from torchtalk.datalog.runner import evaluate
+
+    facts = [scan_file(rel, text.encode()) for rel, text in sorted(UFUNC_TREE.items())]
+    rows, _, _ = resolve(facts)
+    rows["ufunc_inner_loop"] = [("add.out", "Generic", "add", "All", YAML, 20),
+                                ("add.out", "CUDAFunctor", "AddFunctor", "Float", YAML, 21)]
+    rows["ufunc_stub_register"] = [
+        ("at::native::add_stub", "CPU", "at::native::(anonymous)::add_kernel", "add.out", "UfuncCPUKernel_add.cpp", YAML, 19),
+        ("at::native::add_stub", "CUDA", "at::native::add_kernel", "add.out", "UfuncCUDA_add.cu", YAML, 19),
+    ]
+    rows["dispatch"] = [("add.out", "CPU", "ufunc_add_CPU", YAML, 19), ("add.out", "CUDA", "ufunc_add_CUDA", YAML, 19),
+                        ("sub.out", "CPU", "sub_out", YAML, 30)]
+    rows["structured_delegate"] = [("add.Tensor", "add.out", YAML, 5)]
+    wanted = ["stub_impl_via", "ufunc_loop_call", "ufunc_entry", "op_stub", "op_stub_impl", "kernel_unlinked"]
+    return {k: sorted(v) for k, v in evaluate(parse_file(LINK), None, outputs=wanted, facts=rows).items()}
+
+
+def test_ufunc_stub_registrations_are_generated_code(ufunc_results):
+    cpu = ("at::native::add_stub", "CPU", "at::native::(anonymous)::add_kernel", YAML, 19)
+    cuda = ("at::native::add_stub", "CUDA", "at::native::add_kernel", YAML, 19)
+    assert ufunc_results["stub_impl_via"] == [(*cpu, "ufunc_codegen"), (*cuda, "ufunc_codegen")]
+    # the generated CPU kernel calls the stub (the CUDA one calls add_kernel directly);
+    # so does a kernel written in the tree (sub's)
+    assert ufunc_results["op_stub"] == [
+        ("add.Tensor", "CPU", "at::native::add_stub"), ("add.out", "CPU", "at::native::add_stub"),
+        ("sub.out", "CPU", "at::native::add_stub"),
+    ]
+    assert [r[1:] for r in ufunc_results["op_stub_impl"] if r[0] == "sub.out"] == [
+        ("at::native::add_stub", *cpu[1:]), ("at::native::add_stub", *cuda[1:])]
+    # where the generated kernels enter the graph: the stub for CPU, its CUDA implementation for CUDA
+    assert ufunc_results["ufunc_entry"] == [
+        ("add.Tensor", "CPU", "at::native::add_stub", YAML, 19), ("add.Tensor", "CUDA", "at::native::add_kernel", YAML, 19),
+        ("add.out", "CPU", "at::native::add_stub", YAML, 19), ("add.out", "CUDA", "at::native::add_kernel", YAML, 19),
+    ]
+    # the generated kernels themselves are not in the tree
+    assert [r[2] for r in ufunc_results["kernel_unlinked"]] == ["ufunc_add_CPU", "ufunc_add_CUDA"]
+
+
+def test_generated_kernels_run_the_inner_loops_of_their_keys(ufunc_results):
+    # Generic runs on both backends; CUDAFunctor names a hand-written functor, not a ufunc:: loop
+    assert ufunc_results["ufunc_loop_call"] == [
+        ("at::native::(anonymous)::add_kernel", "at::native::ufunc::add", "Generic", YAML, 20),
+        ("at::native::add_kernel", "at::native::ufunc::add", "Generic", YAML, 20),
+    ]

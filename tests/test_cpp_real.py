@@ -19,6 +19,7 @@ from extractors.base import ExtractContext
 pytestmark = pytest.mark.real_tree
 
 GEMM = "at::native::cpublas::gemm"
+NF = "aten/src/ATen/native/native_functions.yaml"
 
 
 @pytest.fixture(scope="session")
@@ -40,6 +41,24 @@ def where(run: cpp.Run, relation: str, **cols) -> list[tuple]:
 
 def line_of(tree: Path, file: str, line: int) -> str:
     return (tree / file).read_text(errors="replace").splitlines()[line - 1]
+
+
+def ufunc_links(run: cpp.Run, tree: Path) -> dict[str, list[tuple]]:
+    """rules/link.dl's stub_impl_via and ufunc_loop_call on this run's facts and
+    the ops layer's (the registrations torchgen generates for ufuncs)."""
+    from _sinks import ListSink
+
+    from extractors import ops
+    from torchtalk.datalog.parser import parse_file
+    from torchtalk.datalog.runner import evaluate
+
+    sink = ListSink()
+    ops.extract(ExtractContext(root=tree, cache_dir=tree), sink)
+    facts = {r: run.rows[r] for r in ("func", "stub_register")}
+    facts |= {r: sink.rows[r] for r in ("ufunc_inner_loop", "ufunc_stub_register")}
+    program = parse_file(Path(__file__).resolve().parents[1] / "rules" / "link.dl")
+    out = evaluate(program, None, outputs=["stub_impl_via", "ufunc_loop_call"], facts=facts)
+    return {k: sorted(v) for k, v in out.items()}
 
 
 def test_counts_reach_the_goals(real: cpp.Run):
@@ -72,14 +91,37 @@ def test_callers_of_cpublas_gemm(real: cpp.Run, tree: Path):
     assert len(where(real, "func", c0=GEMM)) == 10
 
 
-def test_add_stub_and_scatter_add_stub_registrations(real: cpp.Run):
+def test_add_stub_and_scatter_add_stub_registrations(real: cpp.Run, tree: Path):
     assert where(real, "stub_decl", c0="at::native::add_stub") == [
         ("at::native::add_stub", "aten/src/ATen/native/BinaryOps.h", 56)]
-    # add is a ufunc: torchgen generates its stub's CPU/CUDA registrations, so
-    # the source tree has none, but the stub's callers are there.
+    # add is a ufunc: no REGISTER_DISPATCH (nor DEFINE_DISPATCH) of add_stub is
+    # written in the tree, but the stub's callers are there ...
     assert where(real, "stub_register", c0="at::native::add_stub") == []
+    assert where(real, "stub_define", c0="at::native::add_stub") == []
     assert ("at::native::structured_sub_out::impl", "at::native::add_stub",
             "aten/src/ATen/native/BinaryOps.cpp", 436) in where(real, "stub_call", c1="at::native::add_stub")
+    # ... and its CPU and CUDA registrations are the ones torchgen generates from
+    # add.out's `ufunc_inner_loop:` (rules/link.dl over the ops layer's facts).
+    derived = ufunc_links(real, tree)
+    assert [r for r in derived["stub_impl_via"] if r[0] == "at::native::add_stub"] == [
+        ("at::native::add_stub", "CPU", "at::native::(anonymous)::add_kernel", NF, 579, "ufunc_codegen"),
+        ("at::native::add_stub", "CUDA", "at::native::add_kernel", NF, 579, "ufunc_codegen"),
+    ]
+    assert line_of(tree, NF, 579) == "  ufunc_inner_loop:"
+    # the generated kernels run the inner loop written in ATen/native/ufunc/add.h
+    assert derived["ufunc_loop_call"] == [
+        ("at::native::(anonymous)::add_kernel", "at::native::ufunc::add", "Generic", NF, 580),
+        ("at::native::(anonymous)::add_kernel", "at::native::ufunc::add", "ScalarOnly", NF, 581),
+        ("at::native::add_kernel", "at::native::ufunc::add", "Generic", NF, 580),
+        ("at::native::add_kernel", "at::native::ufunc::add", "ScalarOnly", NF, 581),
+    ]
+    assert where(real, "func", c0="at::native::ufunc::add") == [
+        ("at::native::ufunc::add", "add", "aten/src/ATen/native/ufunc/add.h", 15, "cpp"),
+        ("at::native::ufunc::add", "add", "aten/src/ATen/native/ufunc/add.h", 22, "cpp"),
+    ]
+    # scatter_add_stub's are written in the tree
+    assert [r for r in derived["stub_impl_via"] if r[0] == "at::native::scatter_add_stub"] == [
+        (*r, "REGISTER_DISPATCH") for r in where(real, "stub_register", c0="at::native::scatter_add_stub")]
     assert where(real, "stub_register", c0="at::native::scatter_add_stub") == [
         ("at::native::scatter_add_stub", "CPU", "at::native::(anonymous)::scatter_add_cpu_kernel",
          "aten/src/ATen/native/cpu/ScatterGatherKernel.cpp", 960),

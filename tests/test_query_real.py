@@ -119,3 +119,45 @@ def test_tests_of_a_function_go_through_its_ops(con):
     # gemm <- addmm_impl_cpu_ <- mm kernel: the shortest chain to op mm is 3 steps
     # (longer ones through at::mm calls exist too)
     assert min(r[4] for r in rows if r[2] == "mm") == 3
+
+
+NF = "aten/src/ATen/native/native_functions.yaml"
+ADD_CPU = ("at::native::(anonymous)::add_kernel", "CPU (ufunc codegen)", NF, 579)
+ADD_CUDA = ("at::native::add_kernel", "CUDA (ufunc codegen)", NF, 579)
+
+
+def test_trace_add_reaches_the_stub_registrations_torchgen_generates(con):
+    """add is a ufunc: its CPU/CUDA kernels and add_stub's registrations are
+    generated from add.out's `ufunc_inner_loop:` (native_functions.yaml:579)."""
+    for op in ("add.out", "add.Tensor"):
+        rows = q(con, f"trace({op})").rows
+        assert (op, "stub", "at::native::add_stub", "", "aten/src/ATen/native/BinaryOps.h", 56) in rows
+        impls = {r[2:] for r in rows if r[1] == "stub_impl" and r[2].endswith("::add_kernel")}
+        assert impls == {ADD_CPU, ADD_CUDA}
+        assert (op, "ufunc_loop", "at::native::ufunc::add", "Generic", "aten/src/ATen/native/ufunc/add.h", 15) in rows
+    assert {r[0] for r in q(con, "trace(torch.add, step=stub_impl)").rows if r[2:] == ADD_CPU} >= {
+        "add.Tensor", "add.out"}
+    # sub's kernel calls add_stub (with -alpha): the same implementations
+    assert {r[2:] for r in q(con, "trace(sub.out, step=stub_impl)").rows if r[3].endswith("codegen)")} == {
+        ADD_CPU, ADD_CUDA}
+
+
+def test_callees_of_add_stub_and_callers_of_its_inner_loop(con):
+    assert q(con, "callees(at::native::add_stub)").rows == (
+        ("at::native::add_stub", *ADD_CPU), ("at::native::add_stub", *ADD_CUDA))
+    rows = q(con, "callers(ufunc::add)").rows
+    assert {(r[1], r[2], r[3], r[4]) for r in rows} == {
+        (fn, "ufunc_codegen", NF, line) for fn in (ADD_CPU[0], ADD_CUDA[0]) for line in (580, 581)}
+
+
+def test_impact_of_the_add_inner_loop_goes_through_the_generated_code(con):
+    rows = q(con, "impact(ufunc::add, depth=4)").rows
+    fns = {r[2:] for r in rows if r[1] == "function"}
+    assert ("at::native::add_kernel", "at::native::ufunc::add", 1, NF, 580) in fns
+    assert ("at::native::add_stub", "at::native::(anonymous)::add_kernel", 2, NF, 579) in fns
+    assert ("at::native::structured_sub_out::impl", "at::native::add_stub", 3,
+            "aten/src/ATen/native/BinaryOps.cpp", 436) in fns
+    ops = {(r[2], r[3], r[4]) for r in rows if r[1] == "op"}
+    # the generated CUDA kernel calls add_kernel, the CPU one add_stub
+    assert {("add.out", "at::native::add_kernel", 2), ("add.out", "at::native::add_stub", 3),
+            ("add.Tensor", "at::native::add_kernel", 2), ("sub.out", "at::native::structured_sub_out::impl", 4)} <= ops
