@@ -29,7 +29,7 @@ from pathlib import Path
 
 from extractors.base import ExtractContext, Sink
 from extractors.ops_ufunc import UFUNC_DISPATCH_KEYS, ufunc_rows
-from extractors.ops_yaml import LineMap, Signature, entries, load_yaml, reject_unknown
+from extractors.ops_yaml import LineMap, Signature, entries, load_yaml, parse_member, reject_unknown
 from torchtalk.errors import ExtractError, SrcLoc, TorchTalkError, did_you_mean
 
 
@@ -98,11 +98,7 @@ class DispatchKey(Enum):
 
     @staticmethod
     def parse(text: str, loc: SrcLoc) -> DispatchKey:
-        try:
-            return DispatchKey(text)
-        except ValueError:
-            hint = did_you_mean(text, [k.value for k in DispatchKey])
-            raise ExtractError(f"unknown dispatch key {text!r}", loc, hint=hint) from None
+        return parse_member(DispatchKey, text, loc, "dispatch key")
 
 
 class Variant(Enum):

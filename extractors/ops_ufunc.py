@@ -40,7 +40,7 @@ import re
 from enum import Enum
 
 from extractors.base import Sink
-from extractors.ops_yaml import LineMap, Signature
+from extractors.ops_yaml import LineMap, Signature, parse_member
 from torchtalk.errors import ExtractError, SrcLoc, did_you_mean
 
 
@@ -57,11 +57,7 @@ class UfuncKey(Enum):
 
     @staticmethod
     def parse(text: object, loc: SrcLoc) -> UfuncKey:
-        try:
-            return UfuncKey(text)
-        except ValueError:
-            hint = did_you_mean(str(text), [k.value for k in UfuncKey])
-            raise ExtractError(f"unknown ufunc key {text!r}", loc, hint=hint) from None
+        return parse_member(UfuncKey, text, loc, "ufunc key")
 
 
 # torchgen.model.ScalarType (2.6: up to Float8_e4m3fnuz; 2.13 adds Float8_e8m0fnu)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 
 import yaml
@@ -156,3 +157,13 @@ def split_top(text: str) -> list[str]:
     if tail:
         parts.append(tail)
     return parts
+
+
+def parse_member(cls: type[Enum], text: object, loc: SrcLoc, what: str):
+    """`cls(text)`, or an error at `loc` naming the unknown `what` (with a
+    did-you-mean over the members)."""
+    try:
+        return cls(text)
+    except ValueError:
+        hint = did_you_mean(str(text), [k.value for k in cls])
+        raise ExtractError(f"unknown {what} {text!r}", loc, hint=hint) from None
