@@ -73,3 +73,28 @@ def test_a_slow_query_is_interrupted_and_reported(monkeypatch):
         call(db, lambda con: time.sleep(3))
     assert time.monotonic() - t0 < 2.5
     assert db.interrupted
+
+
+def test_indexer_reports_running_before_its_thread_starts_a_child(tmp_path, monkeypatch):
+    """get_status right after start() must say an index runs (CI once saw it idle)."""
+    from torchtalk.mcp import db as mcp_db
+
+    release = threading.Event()
+    seen = []
+
+    def slow_stages():
+        release.wait(10)
+        seen.append("stages")
+        return ()
+
+    monkeypatch.setattr(mcp_db, "stages", slow_stages)
+    ix = mcp_db.Indexer(tmp_path / "tree", None, tmp_path / "index.log")
+    assert ix.state.stage == ""
+    ix.start()
+    assert ix.state.stage == "starting" and ix.state.log == str(tmp_path / "index.log")
+    release.set()
+    deadline = time.monotonic() + 10
+    while ix.state.stage:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert seen == ["stages"] and ix.state.failed is None

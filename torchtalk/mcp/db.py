@@ -87,6 +87,8 @@ class Indexer:
             failed = None if code == 0 else f"`torchtalk index` ({label}) exited {code}; see {self.log}"
             with self._lock:  # a failed stage is reported; the next one still runs
                 self._state = IndexState("", None, str(self.log), failed or self._state.failed)
+        with self._lock:  # idle, also when there was no stage to run
+            self._state = IndexState("", None, str(self.log), self._state.failed)
 
     def stop(self) -> None:
         """Terminate the running child, if any."""
