@@ -40,7 +40,8 @@ def status_table(app: Any, con) -> Table:
         rows.append((layer.name, what, n, ", ".join(filled)))
     notes = _meta_notes(app, con)
     if state is not None and state.stage:
-        notes.append(f"indexing in the background: {state.stage} (pid {state.pid}, log {state.log})")
+        pid = f"pid {state.pid}, " if state.pid is not None else ""
+        notes.append(f"indexing in the background: {state.stage} ({pid}log {state.log})")
     if state is not None and state.failed:
         notes.append(f"background index failed: {state.failed}")
     missing = [r[0] for r in rows if r[1] in ("not indexed", "building")]
