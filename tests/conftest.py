@@ -34,6 +34,18 @@ def tree() -> Path:
 
 
 @pytest.fixture(scope="session")
+def cuda_sdk() -> Path:
+    """The CUDA headers `torchtalk fetch cuda` puts in the user cache dir
+    (scripts/setup fetches them)."""
+    from extractors.clang.sdk import CUDA, include_dir
+
+    path = include_dir(CUDA)
+    if path is None:
+        _missing("CUDA SDK headers not fetched; run `torchtalk fetch cuda`")
+    return path
+
+
+@pytest.fixture(scope="session")
 def torch_wheel():
     """The installed torch==2.13.0 wheel (the runtime-dispatcher oracle)."""
     try:

@@ -4,6 +4,7 @@ never fatal."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import textwrap
 from pathlib import Path
@@ -78,6 +79,11 @@ BROKEN_CPP = """\
 int k() { return ns::f(1); }
 """
 
+GPU_CPP = """\
+#include <cuda_runtime_api.h>
+int k() { return 0; }
+"""
+
 
 class RowSink:
     def __init__(self) -> None:
@@ -100,13 +106,15 @@ def snippet(tmp_path: Path) -> Path:
     """A tiny tree with a compile_commands.json (so no torchgen is needed)."""
     root = tmp_path / "tree"
     root.mkdir()
-    for name, text in {"util.h": UTIL_H, "a.cpp": A_CPP, "b.cpp": B_CPP, "broken.cpp": BROKEN_CPP}.items():
+    files = {"util.h": UTIL_H, "a.cpp": A_CPP, "b.cpp": B_CPP, "broken.cpp": BROKEN_CPP, "gpu.cpp": GPU_CPP}
+    for name, text in files.items():
         (root / name).write_text(text)
     db = [
         {"directory": str(root), "file": "a.cpp",
          "arguments": ["clang++", "-std=c++17", "-c", "a.cpp", "-o", "a.o"]},
         {"directory": str(root), "file": "b.cpp", "command": "clang++ -std=c++17 -c b.cpp -o b.o"},
         {"directory": str(root), "file": "broken.cpp", "command": "clang++ -std=c++17 -c broken.cpp"},
+        {"directory": str(root), "file": "gpu.cpp", "command": "clang++ -std=c++17 -c gpu.cpp"},
     ]
     (root / "compile_commands.json").write_text(json.dumps(db))
     return root
@@ -165,6 +173,92 @@ def test_unparsable_tu_is_reported_and_counted(snippet: Path, tmp_path: Path) ->
     assert ("other::h", "other::g", "b.cpp", 3) in sink.rows
 
 
+def test_missing_sdk_header_names_the_sdk(snippet: Path, tmp_path: Path) -> None:
+    sink, stats = _run(snippet, tmp_path / "cache", ["gpu.cpp"])
+    assert (stats.tus, stats.ok, stats.fatal) == (1, 0, 1)
+    assert sink.warnings == [("gpu.cpp", 1, (
+        "precise: gpu.cpp does not parse: 'cuda_runtime_api.h' file not found"
+        " (the CUDA 12.4 headers are missing: run `torchtalk fetch cuda`)"))]
+
+
+@pytest.mark.parametrize("message, expected", [
+    ("'cuda_runtime_api.h' file not found", "the CUDA 12.4 headers are missing: run `torchtalk fetch cuda`"),
+    ("'nv/target' file not found", "the CUDA 12.4 headers are missing: run `torchtalk fetch cuda`"),
+    ("'oneapi/dnnl/dnnl.hpp' file not found",
+     "the XPU (SYCL and oneDNN, oneAPI 2025.0) headers are missing: run `torchtalk fetch xpu`"),
+    ("'sycl/sycl.hpp' file not found",
+     "the XPU (SYCL and oneDNN, oneAPI 2025.0) headers are missing: run `torchtalk fetch xpu`"),
+    ("'ATen/ops/eq_mps_dispatch.h' file not found", None),
+    ("'cudaless.h' file not found", None),
+    ("expected ';' after expression", None),
+])
+def test_sdk_hint(message: str, expected: str | None) -> None:
+    from extractors.clang.sdk import hint
+
+    assert hint(message) == expected
+
+
+def _fake_wheel(path: Path, files: dict[str, str]) -> None:
+    import zipfile
+
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, text in files.items():
+            zf.writestr(name, text)
+
+
+def test_sdk_fetch_unpacks_headers_once(tmp_path: Path, monkeypatch) -> None:
+    """Only the wheels' headers land in <cache>/sdk/NAME/include, made atomically;
+    a second fetch is a no-op; new pins fetch again (Note [SDK headers])."""
+    from extractors.clang import sdk
+
+    monkeypatch.setenv("TORCHTALK_CACHE_DIR", str(tmp_path / "cache"))
+    fake = sdk.Sdk("fake", "Fake 1.0", ("fake-rt==1.0", "fake-blas==1.0"), r"nvidia/[^/]+/include/(.+)",
+                   "fake_api.h", ("fake_api.h",), subdirs=("sub",))
+    monkeypatch.setitem(sdk.SDKS, "fake", fake)
+    calls = []
+
+    def download(wheels, dest):
+        calls.append(wheels)
+        dest.mkdir(parents=True)
+        _fake_wheel(dest / "rt.whl", {
+            "nvidia/__init__.py": "", "nvidia/rt/include/__init__.py": "",
+            "nvidia/rt/include/fake_api.h": "int f();", "nvidia/rt/include/sub/x.h": "",
+            "nvidia/rt/lib/libfake.so": "ELF", "fake_rt-1.0.dist-info/RECORD": ""})
+        _fake_wheel(dest / "blas.whl", {"nvidia/blas/include/fake_blas.h": "int g();",
+                                        "nvidia/blas/include/../../escape.h": ""})
+        return sorted(dest.glob("*.whl"))
+
+    monkeypatch.setattr(sdk, "_download", download)
+    inc = sdk.fetch("fake")
+    root = tmp_path / "cache" / "sdk"
+    assert inc == root / "fake" / "include"
+    assert sorted(p.relative_to(inc).as_posix() for p in inc.rglob("*") if p.is_file()) == [
+        "fake_api.h", "fake_blas.h", "sub/x.h"]
+    assert (root / "fake" / "pins.txt").read_text() == "fake-rt==1.0\nfake-blas==1.0\n"
+    assert [p.name for p in root.iterdir()] == ["fake"]  # no temp dir, no wheels left
+    assert sdk.include_dirs() == (inc, inc / "sub")
+    assert sdk.fetch("fake") == inc and len(calls) == 1
+    monkeypatch.setitem(sdk.SDKS, "fake", dataclasses.replace(fake, wheels=("fake-rt==2.0",)))
+    assert sdk.fetch("fake") == inc and len(calls) == 2
+    assert [p.name for p in root.iterdir()] == ["fake"]
+
+
+def test_sdk_fetch_errors(tmp_path: Path, monkeypatch, capsys) -> None:
+    from torchtalk.cli import main
+
+    monkeypatch.setenv("TORCHTALK_CACHE_DIR", str(tmp_path / "cache"))
+    assert main(["fetch", "cuda", "--dest", str(tmp_path)]) == 1
+    assert capsys.readouterr().err == (
+        "torchtalk: error: --dest is for the source tree; SDK headers go to the user cache dir"
+        " (set TORCHTALK_CACHE_DIR to move it)\n")
+    from extractors.clang.sdk import fetch
+    from torchtalk.errors import InputError
+
+    with pytest.raises(InputError) as err:
+        fetch("rocm")
+    assert err.value.render() == "error: unknown SDK 'rocm' (one of: cuda, xpu)"
+
+
 def test_timeout_is_counted_not_fatal(snippet: Path, tmp_path: Path) -> None:
     sink, stats = _run(snippet, tmp_path / "cache", ["b.cpp"], timeout=0.0)
     assert (stats.tus, stats.ok, stats.timeout) == (1, 0, 1)
@@ -204,15 +298,19 @@ def test_compile_db_options_cleaned(snippet: Path) -> None:
 REAL_TUS = [
     "aten/src/ATen/native/LinearAlgebra.cpp",
     "aten/src/ATen/native/cpu/airy_ai.cpp",
-    "aten/src/ATen/native/cuda/Resize.cpp",
 ]
 
 
 @pytest.fixture(scope="module")
-def real(tree: Path, tmp_path_factory) -> tuple[RowSink, object]:
-    """Three real TUs parsed once with synthesized flags (torchgen headers included)."""
-    cache = tmp_path_factory.mktemp("precise-cache")
-    return _run(tree, cache, REAL_TUS)
+def real_cache(tmp_path_factory) -> Path:
+    """One cache for this module's real parses: torchgen and the PCH run once."""
+    return tmp_path_factory.mktemp("precise-cache")
+
+
+@pytest.fixture(scope="module")
+def real(tree: Path, real_cache: Path) -> tuple[RowSink, object]:
+    """Two real TUs parsed once with synthesized flags (torchgen headers included)."""
+    return _run(tree, real_cache, REAL_TUS)
 
 
 @pytest.mark.real_tree
@@ -257,13 +355,19 @@ def test_real_cpu_kernel_exact(real) -> None:
 
 
 @pytest.mark.real_tree
-def test_real_cuda_tu_fails_counted(real) -> None:
-    sink, stats = real
-    assert (stats.tus, stats.ok, stats.fatal) == (3, 2, 1)
-    assert sink.warnings == [(
-        "c10/cuda/CUDAStream.h", 3,
-        "precise: aten/src/ATen/native/cuda/Resize.cpp does not parse: 'cuda_runtime_api.h' file not found",
-    )]
+def test_real_cuda_tu_parses_with_sdk(tree: Path, real_cache: Path, cuda_sdk: Path) -> None:
+    """cuda/Resize.cpp stopped at c10/cuda/CUDAStream.h:3, "'cuda_runtime_api.h'
+    file not found", until `torchtalk fetch cuda` (Note [SDK headers]): now it
+    parses, and a call made inside a CUDA runtime call (cudaMemcpyAsync,
+    declared by cuda_runtime_api.h) resolves to c10's CUDA stream API."""
+    f = "aten/src/ATen/native/cuda/Resize.cpp"
+    sink, stats = _run(tree, real_cache, [f])
+    assert (stats.tus, stats.ok, stats.fatal) == (1, 1, 0)
+    assert sink.warnings == []
+    rows = set(sink.rows)
+    assert ("at::native::resize_bytes_cuda", "c10::cuda::getCurrentCUDAStream", f, 41) in rows
+    assert ("at::native::resize_bytes_cuda", "c10::cuda::c10_cuda_check_implementation", f, 35) in rows
+    assert ("at::native::resize_cuda_", "at::native::resize_impl_cuda_", f, 58) in rows
 
 
 @pytest.mark.real_tree

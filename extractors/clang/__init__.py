@@ -10,13 +10,17 @@ compile_commands.json, else are synthesized without a build (Note
 TU with a timeout (Note [One process per TU] in worker.py), and cached by the
 content hash of the TU, its flags and everything it includes (Note [Precise
 cache] in cache.py). A TU that does not parse is reported with the file:line
-of its first fatal diagnostic and counted, never fatal.
+of its first fatal diagnostic and counted, never fatal; when the missing
+header belongs to a GPU SDK the warning names the SDK and `torchtalk fetch`
+command that provides it (Note [SDK headers] in sdk.py).
 
 Scope: the `.cpp`/`.cc` files under DEFAULT_DIRS (tests and benchmarks left
 out), or the `:`-separated dirs (relative to the tree) in
-TORCHTALK_PRECISE_DIRS. `.cu` files need a CUDA toolkit, which the synthesized
-flags do not have: the layer does not parse them (`run` counts any it is given
-as `skipped_cuda`); their calls come from the fast tier only.
+TORCHTALK_PRECISE_DIRS. `.cu` files are device code for nvcc, which libclang
+does not stand in for here: the layer does not parse them (`run` counts any it
+is given as `skipped_cuda`); their calls come from the fast tier only. The
+`.cpp` files of the CUDA and XPU backends are parsed, with the SDK headers
+`torchtalk fetch cuda|xpu` provides.
 """
 
 from __future__ import annotations
@@ -91,7 +95,10 @@ def tu_files(root: Path, dirs: Iterable[str] | None = None) -> list[Path]:
 
 
 def inputs(root: Path) -> Iterable[Path]:
-    """The TUs, the headers they may include and the generators' inputs."""
+    """The TUs, the headers they may include, the generators' inputs and the
+    fetched SDKs' pins (fetching an SDK re-runs the layer)."""
+    from extractors.clang.sdk import SDKS, sdk_root
+
     dirs = _scope_dirs()
     header_dirs = sorted(set(dirs) | {"aten/src/ATen", "c10", "torchgen"})
     yield from tu_files(root, dirs)
@@ -99,6 +106,8 @@ def inputs(root: Path) -> Iterable[Path]:
     for place in ("compile_commands.json", "build/compile_commands.json"):
         if (root / place).is_file():
             yield root / place
+    for name in SDKS:
+        yield sdk_root() / name / "pins.txt"
 
 
 def extract(ctx: ExtractContext, sink: Sink) -> None:
@@ -160,6 +169,7 @@ def _ensure(d: Path) -> Path:
 def _plan(root: Path, cache_dir: Path, todo: list[Path], options: int, hashes, tmpdir: str):
     """A Job per TU: flags from compile_commands.json, else synthesized (with
     the common PCH unless `hashes` is None); and the PCH's deps."""
+    from extractors.clang import sdk
     from extractors.clang.flags import (
         Command,
         find_resource_dir,
@@ -177,7 +187,7 @@ def _plan(root: Path, cache_dir: Path, todo: list[Path], options: int, hashes, t
     if db is None or any(str(f) not in db for f in todo):
         gen = generated_dir(root, _ensure(cache_dir))
         gen_roots = (str(gen) + "/",)
-        default = synthesized(root, gen, find_resource_dir())
+        default = synthesized(root, gen, find_resource_dir(), sdk.include_dirs())
         if hashes is not None and todo:
             default, pch_deps = with_pch(default, cache_dir, hashes, tmpdir)
     resource = None
@@ -202,7 +212,11 @@ def _record(root: Path, res, stats: Stats, sink: Sink) -> None:
     stats.unresolved.extend((caller, name, res.rel, line) for caller, name, line in res.unresolved)
     setattr(stats, res.status, getattr(stats, res.status) + 1)
     if res.fatal is not None:
+        from extractors.clang.sdk import hint
+
         path, line, msg = res.fatal
+        missing = hint(msg)
+        msg = f"{msg} ({missing})" if missing else msg
         where = path[len(str(root)) + 1:] if path.startswith(str(root) + "/") else path
         sink.warn(where or res.rel, int(line), f"precise: {res.rel} does not parse: {msg}")
         stats.failed.append((res.rel, f"{where}:{line}: {msg}"))

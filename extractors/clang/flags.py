@@ -25,6 +25,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,7 +56,14 @@ INCLUDE_DIRS = (
     # QNNPACK's own headers, as its CMake target exports them to the quantized kernels
     "aten/src/ATen/native/quantized/cpu/qnnpack/include",
     "aten/src/ATen/native/quantized/cpu/qnnpack/src",
+    # the XPU oneDNN kernels', as aten/src/ATen/CMakeLists.txt adds them to ATen_XPU_INCLUDE
+    "aten/src/ATen/native/mkldnn/xpu", "aten/src/ATen/native/mkldnn/xpu/detail",
 )
+
+# How torchgen is run (part of the generated dir's key); the optional flags
+# only when the tree's torchgen/gen.py knows them (older trees lack some).
+TORCHGEN_ARGS = ("--per-operator-headers", "--generate", "headers", "sources")
+TORCHGEN_OPTIONAL = ("--mps", "--xpu")
 
 # Where a tree keeps its compilation database, if it was built.
 COMPILE_DB_PLACES = ("compile_commands.json", "build/compile_commands.json")
@@ -156,14 +164,16 @@ def _clean(argv: list[str], src: str) -> list[str]:
     return out
 
 
-def synthesized(root: Path, gen_dir: Path, resource_dir: str, cuda: bool = False) -> Command:
-    """Flags for a never-built tree (Note [Synthesized flags]).
+def synthesized(root: Path, gen_dir: Path, resource_dir: str, sdk_dirs: Sequence[Path] = ()) -> Command:
+    """Flags for a never-built tree (Note [Synthesized flags]), with the
+    fetched SDKs' include dirs `sdk_dirs` as system dirs.
 
     Example:
         >>> synthesized(tree, gen, "/usr/lib/llvm-16/lib/clang/16").args[:3]
         ('-x', 'c++', '-std=c++17')
     """
     incs = [f"-I{gen_dir}"] + [f"-I{root / d}" for d in INCLUDE_DIRS if (root / d).is_dir()]
+    incs += [arg for d in sdk_dirs for arg in ("-isystem", str(d))]
     args = ["-x", "c++", "-std=c++17", "-resource-dir", resource_dir, *incs, *DEFINES,
             "-fsyntax-only", "-Wno-everything", "-ferror-limit=0"]
     return Command(tuple(args), str(root))
@@ -174,6 +184,7 @@ def synthesized(root: Path, gen_dir: Path, resource_dir: str, cuda: bool = False
 
 def _inputs_digest(root: Path) -> str:
     h = hashlib.blake2b(digest_size=16)
+    h.update(json.dumps([TORCHGEN_ARGS, TORCHGEN_OPTIONAL, sorted(CONFIG_ON), sorted(CMAKEDEFINE_ON)]).encode())
     paths = [root / "aten/src/ATen/native/native_functions.yaml", root / "aten/src/ATen/native/tags.yaml"]
     paths += [root / t for t in TEMPLATES]
     paths += sorted((root / "aten/src/ATen/templates").glob("*"))
@@ -215,14 +226,22 @@ def _run_torchgen(root: Path, out: Path) -> None:
     if not (root / "torchgen/gen.py").is_file():
         raise ExtractError(f"{root} has no torchgen/gen.py: cannot generate the ATen headers",
                            hint="give a PyTorch source tree, or one with compile_commands.json")
+    known = (root / "torchgen/gen.py").read_text()
     cmd = [sys.executable, "-m", "torchgen.gen", "--source-path", "aten/src/ATen",
-           "--install_dir", str(out / "ATen"), "--per-operator-headers", "--generate", "headers"]
+           "--install_dir", str(out / "ATen"), *TORCHGEN_ARGS,
+           *(flag for flag in TORCHGEN_OPTIONAL if f'"{flag}"' in known)]
+    if '"--aoti-install-dir"' in known:  # by default torchgen writes the AOTI shims into the tree
+        cmd += ["--aoti-install-dir", str(out / ".aoti")]
     env = dict(os.environ, PYTHONPATH=str(root), PYTHONDONTWRITEBYTECODE="1")  # no .pyc in the tree
     proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
         raise ExtractError(f"torchgen failed (exit {proc.returncode}): {last}",
                            SrcLoc("torchgen/gen.py", 1))
+    shutil.rmtree(out / ".aoti", ignore_errors=True)
+    for path in (out / "ATen").rglob("*"):
+        if path.is_file() and path.suffix not in (".h", ".hpp"):
+            path.unlink()  # generated sources: only their headers are included
 
 
 def configure(text: str) -> str:

@@ -1,0 +1,212 @@
+"""GPU SDK headers for the precise tier: which SDKs, pinned to which
+versions, where their headers live, and fetching them.
+
+Note [SDK headers]: ATen's CUDA `.cpp` files (native/cuda/Blas.cpp,
+cuda/linalg/*, sparse/cuda/*, ...) include the CUDA toolkit's headers
+(cuda_runtime_api.h, cublas_v2.h, cusparse.h, cusolverDn.h, cufft.h,
+nvrtc.h), mostly through ATen/cuda/CUDAContext.h, and the XPU ones
+(native/mkldnn/xpu/*) include SYCL's and oneDNN's; without them they do not
+parse. The vendors ship those headers in pip wheels (NVIDIA's `nvidia-*-cu12`
+under `nvidia/<lib>/include/`, Intel's under `<wheel>.data/data/include/`),
+so `torchtalk fetch cuda` (or `xpu`) downloads the pinned wheels with `pip
+download --no-deps`, unpacks only their headers into `<cache>/sdk/<name>/
+include` and drops the wheels (for CUDA ~1 GB of libraries for ~10 MB of
+headers). The directory is made under a temp name and renamed into place,
+with the pins written beside it: a killed fetch leaves nothing half-made, a
+second fetch is a no-op, and a change of pins fetches again. Synthesized
+flags add every fetched SDK as `-isystem` (flags.synthesized); a TU that
+still misses an SDK header is reported with the SDK's name and the command
+that fetches it (`hint`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from torchtalk.errors import InputError
+
+
+@dataclass(frozen=True)
+class Sdk:
+    """One SDK: its pip wheels (pinned), where a wheel keeps its headers (a
+    regex whose group 1 is the path under the include dir), a header that
+    shows it is there, the headers (names or leading dirs) it owns, and
+    include subdirs its headers expect on the path too."""
+
+    name: str
+    title: str
+    wheels: tuple[str, ...]
+    layout: str
+    marker: str
+    headers: tuple[str, ...]
+    subdirs: tuple[str, ...] = ()
+
+    def owns(self, header: str) -> bool:
+        """Whether `header` (as written in an #include) comes from this SDK."""
+        return any(header == h or header.startswith(h + "/") for h in self.headers)
+
+
+# The CUDA 12.4 wheels torch==2.6.0 depends on (its default build), plus two
+# that are part of the same toolkit: nvcc's crt/ headers (cuda_runtime_api.h
+# includes crt/host_defines.h) and CCCL's nv/target (cuda_fp16.hpp includes
+# it; 12.4.127 was yanked for lacking nv/, 12.4.127.post1 has it).
+CUDA = Sdk(
+    name="cuda",
+    title="CUDA 12.4",
+    wheels=(
+        "nvidia-cuda-runtime-cu12==12.4.127",
+        "nvidia-cuda-nvcc-cu12==12.4.131",
+        "nvidia-cuda-cccl-cu12==12.4.127.post1",
+        "nvidia-cuda-nvrtc-cu12==12.4.127",
+        "nvidia-cublas-cu12==12.4.5.8",
+        "nvidia-cusparse-cu12==12.3.1.170",
+        "nvidia-cusolver-cu12==11.6.1.9",
+        "nvidia-cufft-cu12==11.2.1.3",
+    ),
+    layout=r"nvidia/[^/]+/include/(.+)",
+    marker="cuda_runtime_api.h",
+    headers=(
+        "cuda.h", "cuda_runtime.h", "cuda_runtime_api.h", "cuda_fp16.h", "cuda_bf16.h",
+        "cublas_v2.h", "cublas.h", "cublasLt.h", "cusparse.h", "cusolverDn.h", "cusolver_common.h",
+        "cufft.h", "cufftXt.h", "nvrtc.h", "curand.h", "crt", "nv", "thrust", "cub",
+    ),
+)
+# The XPU build's SYCL runtime headers (oneAPI 2025.0, the DPC++ release of
+# PyTorch 2.6's XPU builds) and oneDNN 3.6 with its SYCL interop (the XPU
+# build compiles oneDNN 3.x from source; the wheel of the same oneAPI release
+# has the headers). DPC++ puts both include/ and include/sycl/ on the path.
+XPU = Sdk(
+    name="xpu",
+    title="XPU (SYCL and oneDNN, oneAPI 2025.0)",
+    wheels=("intel-sycl-rt==2025.0.4", "onednn-devel==2025.0.1"),
+    layout=r"[^/]+\.data/data/include/(.+)",
+    marker="sycl/sycl.hpp",
+    headers=("sycl", "oneapi/dnnl", "dnnl.hpp", "dnnl.h"),
+    subdirs=("sycl",),
+)
+SDKS = {sdk.name: sdk for sdk in (CUDA, XPU)}
+_PINS = "pins.txt"
+
+
+def sdk_root() -> Path:
+    """Where fetched SDKs live: `<user cache>/sdk` (TORCHTALK_CACHE_DIR moves it)."""
+    from torchtalk.paths import cache_dir
+
+    return cache_dir() / "sdk"
+
+
+def include_dir(sdk: Sdk) -> Path | None:
+    """The fetched include dir of `sdk`, or None if it was not fetched."""
+    inc = sdk_root() / sdk.name / "include"
+    return inc if (inc / sdk.marker).is_file() else None
+
+
+def include_dirs() -> tuple[Path, ...]:
+    """The include dirs of every fetched SDK, in a fixed order.
+
+    Example:
+        >>> include_dirs()
+        (PosixPath('/root/.cache/torchtalk/sdk/cuda/include'),)
+    """
+    out: list[Path] = []
+    for sdk in SDKS.values():
+        inc = include_dir(sdk)
+        if inc is not None:
+            out += [inc, *(inc / sub for sub in sdk.subdirs)]
+    return tuple(out)
+
+
+def hint(message: str) -> str | None:
+    """For a fatal "'X' file not found" naming an SDK header: which SDK is
+    missing and how to get it; else None.
+
+    Example:
+        >>> hint("'cuda_runtime_api.h' file not found")
+        'the CUDA 12.4 headers are missing: run `torchtalk fetch cuda`'
+    """
+    m = re.search(r"'([^']+)' file not found", message)
+    if not m:
+        return None
+    for sdk in SDKS.values():
+        if sdk.owns(m.group(1)):
+            return f"the {sdk.title} headers are missing: run `torchtalk fetch {sdk.name}`"
+    return None
+
+
+def fetch(name: str, log=lambda msg: None) -> Path:
+    """Fetch SDK `name`'s headers (Note [SDK headers]); its include dir.
+    A no-op when the same pins are already there.
+
+    Example:
+        >>> fetch("cuda")
+        PosixPath('/root/.cache/torchtalk/sdk/cuda/include')
+    """
+    sdk = SDKS.get(name)
+    if sdk is None:
+        raise InputError(f"unknown SDK {name!r}", hint=f"one of: {', '.join(sorted(SDKS))}")
+    final = sdk_root() / sdk.name
+    pins = "\n".join(sdk.wheels) + "\n"
+    if include_dir(sdk) is not None and _read(final / _PINS) == pins:
+        return final / "include"
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{sdk.name}-", dir=final.parent))
+    try:
+        log(f"downloading the {sdk.title} header wheels ({len(sdk.wheels)}) ...")
+        wheels = _download(sdk.wheels, tmp / "wheels")
+        for wheel in wheels:
+            _unpack_includes(wheel, sdk.layout, tmp / "include")
+        shutil.rmtree(tmp / "wheels")
+        if not (tmp / "include" / sdk.marker).is_file():
+            raise InputError(f"the {sdk.title} wheels have no {sdk.marker}")
+        (tmp / _PINS).write_text(pins)
+        old = final.with_name(f".old-{sdk.name}-{os.getpid()}")
+        if final.exists():
+            os.replace(final, old)
+        os.replace(tmp, final)
+        shutil.rmtree(old, ignore_errors=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return final / "include"
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text()
+    except OSError:
+        return None
+
+
+def _download(wheels: tuple[str, ...], dest: Path) -> list[Path]:
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+           "--disable-pip-version-check", "-q", "-d", str(dest), *wheels]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("ERROR")]
+        last = (errors or proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise InputError(f"pip could not download the SDK wheels: {last}",
+                         hint="check that pip reaches the package index")
+    return sorted(dest.glob("*.whl"))
+
+
+def _unpack_includes(wheel: Path, layout: str, dest: Path) -> None:
+    """Copy the wheel's headers (the files matching `layout`, no `__init__.py`) into `dest`."""
+    with zipfile.ZipFile(wheel) as zf:
+        for info in zf.infolist():
+            m = re.fullmatch(layout, info.filename)
+            if not m or info.is_dir() or m.group(1).endswith("__init__.py"):
+                continue
+            rel = Path(m.group(1))
+            if rel.is_absolute() or ".." in rel.parts:
+                continue
+            out = dest / rel
+            out.parent.mkdir(parents=True, exist_ok=True)
+            with zf.open(info) as src, open(out, "wb") as dst:
+                shutil.copyfileobj(src, dst)
