@@ -2,7 +2,9 @@
 
 Prints the cold wall time (header generation included, and apart), the share
 of TUs parsed without a fatal error (goal >= 95%), the edge count, the calls
-not kept by kind, and the main causes of failure. Run:
+not kept by kind, and the main causes of failure. The GPU SDK headers are used
+when fetched (`torchtalk fetch cuda`, `torchtalk fetch xpu`); the output says
+which were. Run:
 
     .venv/bin/python bench/precise.py --jobs 2            # the full figure (~452 TUs)
     .venv/bin/python bench/precise.py --limit 20 --json   # a quick look
@@ -50,7 +52,7 @@ def failure_class(message: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from extractors.clang import run, tu_files
+    from extractors.clang import run, sdk, tu_files
     from extractors.clang.flags import generated_dir
     from torchtalk.paths import default_source
 
@@ -87,12 +89,14 @@ def main(argv: list[str] | None = None) -> int:
         "cold_wall_s": round(total_s, 1), "headers_gen_s": round(gen_s, 1),
         "parse_s_per_tu": round(st.parse_seconds / max(1, st.tus - st.cached), 2),
         "failure_causes": dict(causes.most_common(15)),
+        "sdks": [name for name, one in sdk.SDKS.items() if sdk.include_dir(one)],
     }
     if args.json:
         print(json.dumps(out, indent=1))
         return 0
     print(f"precise tier over {args.dir} (--jobs {args.jobs}), cache {cache}")
-    print(f"  TUs {st.tus} (+{st.skipped_cuda} .cu skipped: no CUDA toolkit)")
+    print(f"  TUs {st.tus} (+{st.skipped_cuda} .cu skipped: device code, fast tier only);"
+          f" SDK headers: {', '.join(out['sdks']) or 'none'}")
     print(f"  parsed without fatal error: {st.ok}/{st.tus} = {100 * st.parsed_share:.1f}%"
           f"  (fatal {st.fatal}, timeout {st.timeout}, crash {st.crash})")
     print(f"  cold wall time {total_s:.1f} s (header generation {gen_s:.1f} s),"
