@@ -186,7 +186,7 @@ def _read(path: Path) -> str | None:
 
 def _download(wheels: tuple[str, ...], dest: Path) -> list[Path]:
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-           "--disable-pip-version-check", "-q", "-d", str(dest), *wheels]
+           "--disable-pip-version-check", "--no-cache-dir", "-q", "-d", str(dest), *wheels]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("ERROR")]
