@@ -19,6 +19,11 @@ from torchtalk.store import open_db
 
 EDITED = "aten/src/ATen/native/CPUBlas.cpp"
 PROBE = "\nnamespace at { namespace native {\nvoid torchtalk_probe(const Tensor& t) { cpublas::gemm_stub(kCPU); t.mm(t); }\n}}\n"
+# A second definition of a name another, unchanged file calls: its call, resolved
+# by the name being unique, becomes ambiguous (Note [Incremental resolution]).
+TWIN = "namespace torchtalk_probe_ns { bool is_macos_13_or_newer() { return false; } }\n"
+SORT_CALL = ("at::native::structured_sort_stable_out_mps::impl", "at::mps::is_macos_13_or_newer",
+             "aten/src/ATen/native/mps/operations/Sort.mm", 29)
 
 
 def _tables(db: Path) -> dict[str, list[tuple]]:
@@ -26,6 +31,15 @@ def _tables(db: Path) -> dict[str, list[tuple]]:
     try:
         names = [r[0] for r in con.execute("select relation from torchtalk_relations").fetchall()]
         return {n: sorted(con.execute(f'select * from "{n}"').fetchall()) for n in names}
+    finally:
+        con.close()
+
+
+def _calls(db: Path, call: tuple) -> list[tuple]:
+    con = open_db(db)
+    try:
+        return con.execute("select caller, callee, file, line from calls where caller = ? and callee = ? "
+                           "and file = ? and line = ?", list(call)).fetchall()
     finally:
         con.close()
 
@@ -46,11 +60,12 @@ def test_one_cpp_edit_reindexes_to_what_a_full_index_gives(tree_copy, tmp_path):
 
     again = api.index(tree_copy, db, layers=layers, jobs=2)
     assert again.up_to_date and [lr.action for lr in again.layers] == ["carried", "carried"]
+    assert _calls(db, SORT_CALL) == [SORT_CALL]
 
     path = tree_copy / EDITED
     text = path.read_text()
     path.unlink()  # break the hard link: the real tree keeps its file
-    path.write_text(text + PROBE)
+    path.write_text(text + PROBE + TWIN)
     probe_line = len((text + PROBE).splitlines()) - 1
     inc = api.index(tree_copy, db, layers=layers, jobs=2)
     assert [(lr.name, lr.action) for lr in inc.layers] == [("ops", "carried"), ("cpp", "ran")]
@@ -61,6 +76,7 @@ def test_one_cpp_edit_reindexes_to_what_a_full_index_gives(tree_copy, tmp_path):
     assert got.keys() == want.keys()
     for rel in want:
         assert got[rel] == want[rel], rel
+    assert _calls(db, SORT_CALL) == []  # Sort.mm was not edited, yet its call changed
 
     con = open_db(db)
     try:

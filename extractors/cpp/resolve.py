@@ -325,6 +325,40 @@ def interface_of(facts: list[FileFacts], aten: AtenNames = EMPTY) -> str:
     return h.hexdigest()
 
 
+def _shape_of(facts: list[FileFacts], aten: AtenNames) -> str:
+    """Digest of the interface without the definitions and their return types
+    (nor lines: lookups read the names of stubs, not where they are)."""
+    h = hashlib.sha1((RESOLVE_VERSION + aten.digest).encode())
+    for f in facts:
+        stubs = sorted({s for s, _line in (*f.stub_decls, *f.stub_defines)})
+        h.update(pickle.dumps((f.file, f.classes, stubs, f.inline_ns), 4))
+    return h.hexdigest()
+
+
+def _defs_of(facts: list[FileFacts]) -> frozenset:
+    return frozenset((d[0], d[1], d[3], r) for f in facts for d, r in zip(f.defs, f.returns, strict=True))
+
+
+def _mentions(f: FileFacts) -> frozenset[str]:
+    """Every name component a file's calls and constructs write (what its
+    resolution may look up), for Note [Incremental resolution]."""
+    out: set[str] = set()
+
+    def walk(x) -> None:
+        if isinstance(x, str):
+            out.update(x.split("::"))
+        elif isinstance(x, tuple):
+            for y in x:
+                walk(y)
+
+    for field in (f.calls, f.binds, f.lib_impls, f.impl_funcs, f.stub_regs):
+        walk(field)
+    return frozenset(out)
+
+
+FILES_FORMAT = 2  # the per-file tuple: (digest, rows, stats, helper sites, mentions)
+
+
 def resolve(facts: list[FileFacts], digests: dict[str, str] | None = None,
             previous: dict | None = None, aten: AtenNames = EMPTY,
             ) -> tuple[dict[str, list[tuple]], dict[str, int], dict]:
@@ -335,23 +369,35 @@ def resolve(facts: list[FileFacts], digests: dict[str, str] | None = None,
     on the tree's interface (interface_of). When the interface is unchanged
     (an edit inside function bodies), a file whose content digest is unchanged
     keeps its rows from `previous`; only changed files are resolved again.
-    Helper launches, which follow call edges across files, are always redone.
+    When only definitions changed (a function added, removed or retyped;
+    classes, stubs, inline namespaces and the ATen names as they were), an
+    unchanged file keeps its rows unless it mentions the short name of a
+    definition that changed: every lookup goes through short names, so the
+    others resolve as before. Helper launches, which follow call edges across
+    files, are always redone.
     """
     ix = Index(facts)
     rv = Resolver(ix)
     rv.aten = aten
     iface = interface_of(facts, aten)
-    old = previous["files"] if previous and previous.get("iface") == iface else {}
+    shape, defs = _shape_of(facts, aten), _defs_of(facts)
+    old: dict = {}
+    if previous and previous.get("format") == FILES_FORMAT:
+        if previous.get("iface") == iface:
+            old = previous["files"]
+        elif previous.get("shape") == shape:
+            changed = {d[1] for d in previous["defs"] ^ defs} | {d[0].rpartition("::")[2] for d in previous["defs"] ^ defs}
+            old = {k: v for k, v in previous["files"].items() if not (v[4] & changed)}
     files: dict[str, tuple] = {}
     for f in facts:
         digest = (digests or {}).get(f.file)
         hit = old.get(f.file)
         files[f.file] = hit if hit is not None and digest is not None and hit[0] == digest else (
-            digest, *_file_rows(f, rv))
+            digest, *_file_rows(f, rv), _mentions(f))
     rows: dict[str, list[tuple]] = defaultdict(list)
     stats: dict[str, int] = defaultdict(int)
     helper_sites: list[tuple[str, str, str, int]] = []
-    for _digest, frows, fstats, fsites in files.values():
+    for _digest, frows, fstats, fsites, _names in files.values():
         for rel, rs in frows.items():
             rows[rel].extend(rs)
         for k, v in fstats.items():
@@ -362,7 +408,8 @@ def resolve(facts: list[FileFacts], digests: dict[str, str] | None = None,
         rows[rel] = sorted(set(rows[rel]))
     for rel, rs in rows.items():
         stats[rel] = len(rs)
-    return dict(rows), dict(stats), {"iface": iface, "files": files}
+    return dict(rows), dict(stats), {"format": FILES_FORMAT, "iface": iface, "shape": shape, "defs": defs,
+                                     "files": files}
 
 
 def _file_rows(f: FileFacts, rv: Resolver) -> tuple[dict, dict, list]:
