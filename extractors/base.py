@@ -19,6 +19,18 @@ class Sink(Protocol):
         """Advance this layer's progress bar (set `total` once when known)."""
 
 
+def add_rows(sink: Sink, relation: str, rows) -> None:
+    """Record many rows of `relation`: the sink's bulk `add_rows` when it has
+    one (the index's LayerSink checks and writes a relation's rows at once),
+    else one `add` per row."""
+    bulk = getattr(sink, "add_rows", None)
+    if bulk is not None:
+        bulk(relation, rows)
+        return
+    for row in rows:
+        sink.add(relation, *row)
+
+
 @dataclass(frozen=True)
 class ExtractContext:
     """What a layer gets besides the sink.

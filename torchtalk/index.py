@@ -123,6 +123,30 @@ class LayerSink:
         fh.write("\t".join([_clean(v) for v in values]) + "\n")
         self.counts[relation] += 1
 
+    def add_rows(self, relation: str, rows) -> None:
+        """`add` for each of `rows` (tuples), checked a column at a time and
+        written at once; a bad row is reported as `add` reports it."""
+        rows = rows if isinstance(rows, list) else list(rows)
+        spec = self._files.get(relation)
+        if spec is None:
+            spec = self._open(relation)
+        fh, cols = spec
+        n = len(cols)
+        ok = all(len(r) == n for r in rows)
+        for i, (_name, typ) in enumerate(cols):
+            if not ok:
+                break
+            if typ == "number":
+                ok = all(type(r[i]) is int for r in rows)
+            else:
+                ok = all(isinstance(r[i], str) for r in rows)
+        if not ok:
+            for r in rows:  # finds the bad row and raises
+                self.add(relation, *r)
+            return
+        fh.writelines("\t".join([_clean(v) for v in r]) + "\n" for r in rows)
+        self.counts[relation] += len(rows)
+
     def _open(self, relation: str):
         if relation not in self.schema.columns:
             raise ExtractError(

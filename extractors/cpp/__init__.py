@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from extractors.base import ExtractContext, Sink
+from extractors.base import ExtractContext, Sink, add_rows
 
 SOURCE_DIRS = ("aten", "c10", "torch/csrc")
 EXTENSIONS = (".cpp", ".cc", ".h", ".hpp", ".cu", ".cuh", ".mm")
@@ -144,7 +144,7 @@ def run(ctx: ExtractContext, sink: Sink | None = None) -> Run:
     previous = resolved[3] if resolved and len(resolved) > 3 else None
     from extractors.cpp.aten import load_names
 
-    rows, stats, per_file = resolve(facts, digests, previous, load_names(root))
+    rows, stats, per_file = resolve(facts, digests, previous, load_names(root, cdir))
     timings["resolve"] = time.perf_counter() - t1
     cache.write_atomic(cdir / "resolved.pkl", (combined, rows, stats, per_file))
     cache.write_atomic(cdir / "index.pkl", (cache.VERSION, new_index))
@@ -206,6 +206,4 @@ def extract(ctx: ExtractContext, sink: Sink) -> None:
     for rel, line, message in result.warnings:
         sink.warn(rel, line, message)
     for relation, rows in result.rows.items():
-        add = sink.add
-        for row in rows:
-            add(relation, *row)
+        add_rows(sink, relation, rows)
