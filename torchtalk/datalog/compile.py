@@ -97,16 +97,19 @@ def compile_program(
     outputs: Iterable[str],
     sources: dict[str, list[str]],
     prefix: str = "_tt_",
+    stored: dict[str, str] | None = None,
 ) -> Plan:
     """The SQL plan computing `outputs`.
 
     `sources` maps an input relation to the SQL table references holding its
     external rows (the fact DB table, a table of caller-given facts). Only
-    the strata the outputs depend on are compiled.
+    the strata the outputs depend on are compiled. A relation in `stored` is
+    computed into that (persistent, not yet existing) table instead of a temp
+    table, and is not dropped (Note [Derived at index time]).
     """
     outputs = list(dict.fromkeys(outputs))
     needed = needed_relations(program, outputs)
-    c = _Compiler(program, sources, prefix)
+    c = _Compiler(program, sources, prefix, stored or {})
     readers: dict[str, int] = {}
     for rule in program.rules:
         if rule.head.name in needed:
@@ -124,10 +127,12 @@ def compile_program(
 
 
 class _Compiler:
-    def __init__(self, program: A.Program, sources: dict[str, list[str]], prefix: str) -> None:
+    def __init__(self, program: A.Program, sources: dict[str, list[str]], prefix: str,
+                 stored: dict[str, str]) -> None:
         self.program = program
         self.sources = sources
         self.prefix = prefix
+        self.stored = stored
         self.steps: list[Step] = []
         self.temps: list[str] = []
         self.fetch: dict[str, str] = {}
@@ -143,16 +148,20 @@ class _Compiler:
 
     def fetch_sql(self, rel: str) -> str:
         ref = self.ref(rel)
-        if ref.startswith("temp.main."):
+        if ref.startswith("temp.main.") or ref == self.stored.get(rel):
             return f"SELECT * FROM {ref}"
         return f"SELECT DISTINCT * FROM {ref}"  # an input read in place may repeat rows
 
     def temp(self, rel: str, suffix: str = "") -> str:
+        if not suffix and rel in self.stored:
+            return self.stored[rel]
         return f"temp.main.{q(self.prefix + rel + suffix)}"
 
     def create(self, rel: str, suffix: str = "") -> str:
         decl = self.program.decls[rel]
         cols = ", ".join(f"{q(c.name)} {SQL_TYPES[c.type]}" for c in decl.columns)
+        if not suffix and rel in self.stored:
+            return f"CREATE TABLE {self.stored[rel]} ({cols})"
         self.temps.append(self.temp(rel, suffix))
         return f"CREATE TEMP TABLE {q(self.prefix + rel + suffix)} ({cols})"
 

@@ -54,12 +54,13 @@ def argument_free(program: A.Program) -> list[str]:
     derived = {r.head.name for r in program.rules} - set(program.inputs)
     views = _views(program)
     free = {rel for rel in derived - views if not (needed_relations(program, [rel]) & args)}
-    readers: dict[str, set[str]] = {}
+    readers: dict[str, set[str]] = {}  # other relations whose rules read it
     for rule in program.rules:
         for lit in rule.body:
             for atom, _ in A.literal_atoms(lit):
-                readers.setdefault(atom.name, set()).add(rule.head.name)
-    return sorted(rel for rel in free if not readers.get(rel, set()) <= free - {rel} or not readers.get(rel))
+                if atom.name != rule.head.name:
+                    readers.setdefault(atom.name, set()).add(rule.head.name)
+    return sorted(rel for rel in free if not readers.get(rel) or not readers[rel] <= free)
 
 
 def _views(program: A.Program) -> set[str]:

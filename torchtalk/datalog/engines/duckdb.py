@@ -47,7 +47,7 @@ class DuckDBEngine:
         try:
             needed = needed_relations(program, outputs)
             sources = self._sources(program, con, needed, facts, tables, prefix, created)
-            plan = compile_program(program, outputs, sources, prefix)
+            plan = compile_program(program, outputs, sources, prefix, stored=into)
             created += plan.temp_tables
             return _execute(con, plan, into, order)
         except duckdb.Error as exc:
@@ -107,7 +107,8 @@ def _execute(con, plan: Plan, into: dict[str, str] | None = None,
     if into is not None:
         counts = {}
         for rel, sql in plan.fetch.items():
-            con.execute(f"CREATE OR REPLACE TABLE {into[rel]} AS {sql}")
+            if sql != f"SELECT * FROM {into[rel]}":  # not computed in place
+                con.execute(f"CREATE OR REPLACE TABLE {into[rel]} AS {sql}")
             counts[rel] = con.execute(f"SELECT count(*) FROM {into[rel]}").fetchone()[0]
         return counts
     out = {}
