@@ -162,8 +162,17 @@ def test_sink_rejects_bad_rows(small, tmp_path):
         sink.add("calls", "a", "b", "f.cpp", 1, "unique")
     assert str(err.value) == "extract error: layer ops: writes relation 'calls', which extractors/layers.py does not list for it"
     sink.add("op_tag", "a\tb", "c\nd")
+    # the bulk path checks the same, and names the same bad row
+    with pytest.raises(ExtractError) as err:
+        sink.add_rows("structured", [("y", "a.yaml", 3), ("x", "a.yaml", "7")])
+    assert str(err.value) == "extract error: layer ops: relation structured: column line is a number, got '7'"
+    with pytest.raises(ExtractError) as err:
+        sink.add_rows("op_tag", [("a", "b"), ("x",)])
+    assert str(err.value) == "extract error: layer ops: relation op_tag: takes 2 values (op, tag), got 1"
+    sink.add_rows("op_tag", [("e", "f"), ("g\th", "i")])
     sink.close()
-    assert (tmp_path / "op_tag.facts").read_text() == "a b\tc d\n"
+    # (a failed layer's files are discarded; the rows before the bad one were written, as with add)
+    assert (tmp_path / "op_tag.facts").read_text() == "a b\tc d\na\tb\ne\tf\ng h\ti\n"
 
 
 # ------------------------------------------------------------------ user errors
