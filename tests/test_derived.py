@@ -103,3 +103,24 @@ def test_index_refreshes_stored_relations_when_only_rules_changed(small, cache):
     logged.clear()
     api.index(small, layers=["ops"], log=logged.append)
     assert not any("recomputing" in m for m in logged)
+
+
+def test_index_is_written_without_stored_relations_when_the_rules_fail(small, cache, monkeypatch):  # noqa: F811
+    from torchtalk.errors import EngineError
+
+    def broken(con, program, tables):
+        con.execute(f"CREATE SCHEMA IF NOT EXISTS {derived.SCHEMA}")
+        con.execute(f"CREATE TABLE {derived.CATALOG} (relation VARCHAR, fingerprint VARCHAR, rows BIGINT)")
+        raise EngineError("DuckDB failed: boom")
+
+    monkeypatch.setattr(derived, "materialize", broken)
+    report = api.index(small, layers=["ops"])
+    assert rows(report.db, "SELECT value FROM torchtalk_meta WHERE key = 'derived'") == [
+        ("not stored (engine error: DuckDB failed: boom)",)]
+    assert rows(report.db, "SELECT count(*) FROM duckdb_tables() WHERE schema_name = 'derived'") == [(0,)]
+    con = api.open_db(db=report.db)
+    try:
+        assert derived.stored(con) == {}
+        assert api.query("trace(foo)", con=con).total > 0  # answered by computing every relation
+    finally:
+        con.close()

@@ -570,14 +570,27 @@ def _lookup_indexes(con, schema: Schema) -> None:
 
 def _store_derived(con, counts: list[tuple[str, int]]) -> None:
     """The library's argument-free relations, computed once for every query
-    (Note [Derived at index time] in torchtalk/query/derived.py)."""
+    (Note [Derived at index time] in torchtalk/query/derived.py). They only
+    make queries faster: if the rules cannot be evaluated, the index is still
+    written, without them (queries then compute them), and status says why."""
+    import duckdb
+
+    from torchtalk.errors import TorchTalkError
     from torchtalk.query.derived import materialize
     from torchtalk.query.library import load_library
 
     t = time.perf_counter()
-    rows = materialize(con, load_library(user=False), frozenset(name for name, _ in counts))
-    con.execute("insert into torchtalk_meta values (?, ?)",
-                ["derived", f"{len(rows)} relations, {sum(rows.values())} rows, {time.perf_counter() - t:.2f} s"])
+    con.execute("BEGIN TRANSACTION")
+    try:
+        rows = materialize(con, load_library(user=False), frozenset(name for name, _ in counts))
+    except (TorchTalkError, duckdb.Error) as exc:
+        con.execute("ROLLBACK")
+        what = exc.headline() if isinstance(exc, TorchTalkError) else str(exc).splitlines()[0]
+        note = f"not stored ({what})"
+    else:
+        con.execute("COMMIT")
+        note = f"{len(rows)} relations, {sum(rows.values())} rows, {time.perf_counter() - t:.2f} s"
+    con.execute("insert into torchtalk_meta values (?, ?)", ["derived", note])
 
 
 def _swap(tmp_db: Path, db_path: Path, tmp_facts: Path, facts: Path) -> None:
