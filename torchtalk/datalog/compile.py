@@ -104,8 +104,9 @@ def compile_program(
     `sources` maps an input relation to the SQL table references holding its
     external rows (the fact DB table, a table of caller-given facts). Only
     the strata the outputs depend on are compiled. A relation in `stored` is
-    computed into that (persistent, not yet existing) table instead of a temp
-    table, and is not dropped (Note [Derived at index time]).
+    always computed into that (persistent, not yet existing) table instead of
+    a temp table, never fetched directly, and is not dropped (Note [Derived
+    at index time]).
     """
     outputs = list(dict.fromkeys(outputs))
     needed = needed_relations(program, outputs)
@@ -120,7 +121,7 @@ def compile_program(
     for st in strata(program, needed):
         direct = (
             not st.recursive or st.linear
-        ) and st.relations[0] in outputs and readers.get(st.relations[0], 0) == 0
+        ) and st.relations[0] in outputs and readers.get(st.relations[0], 0) == 0 and st.relations[0] not in c.stored
         c.stratum(st, direct)
     fetch = {rel: c.fetch.get(rel) or c.fetch_sql(rel) for rel in outputs}
     return Plan(tuple(c.steps), fetch, tuple(c.temps))

@@ -33,8 +33,8 @@ class DuckDBEngine:
 
     def materialize(self, program: A.Program, con: Any, into: dict[str, str],
                     tables: dict[str, str] | None = None) -> dict[str, int]:
-        """Evaluate relations `into`'s keys and store each as the table named
-        by its value (`CREATE TABLE … AS`, on a writable `con`); -> row counts."""
+        """Evaluate relations `into`'s keys, each into the table named by its
+        value (created on the writable `con`); -> row counts."""
         return self._run(program, con, list(into), {}, tables or {}, into, {})
 
     def _run(self, program, con, outputs, facts, tables, into, order):
@@ -104,13 +104,8 @@ def _execute(con, plan: Plan, into: dict[str, str] | None = None,
                 break
             for sql in step.advance:
                 con.execute(sql)
-    if into is not None:
-        counts = {}
-        for rel, sql in plan.fetch.items():
-            if sql != f"SELECT * FROM {into[rel]}":  # not computed in place
-                con.execute(f"CREATE OR REPLACE TABLE {into[rel]} AS {sql}")
-            counts[rel] = con.execute(f"SELECT count(*) FROM {into[rel]}").fetchone()[0]
-        return counts
+    if into is not None:  # the plan computed them in their tables
+        return {rel: con.execute(f"SELECT count(*) FROM {into[rel]}").fetchone()[0] for rel in plan.fetch}
     out = {}
     for rel, sql in plan.fetch.items():
         if order and rel in order:
