@@ -59,12 +59,7 @@ def evaluate(
             raise InputError(f"unknown relation '{rel}'", hint=did_you_mean(rel, program.decls))
     given = {rel: list(rows) for rel, rows in (facts or {}).items()}
     ordered = {rel: tuple(cols) for rel, cols in (order or {}).items() if rel in wanted}
-    if engine == "duckdb":  # sorted by DuckDB, in the fetch
-        return get_engine(engine).run(program, con, wanted, given, dict(tables or {}), ordered)
-    out = get_engine(engine).run(program, con, wanted, given, dict(tables or {}))
-    for rel, cols in ordered.items():
-        out[rel] = sorted(set(out[rel]), key=lambda r, cols=cols: tuple(r[i] for i in cols))
-    return out
+    return get_engine(engine).run(program, con, wanted, given, dict(tables or {}), ordered)
 
 
 def eval_file(

@@ -1,7 +1,9 @@
 """Engines that run a checked program (STYLE practice 9).
 
-Both implement `Engine.run(program, con, outputs, facts, tables) -> {relation: rows}`;
-rows are tuples (str for symbol, int for number), a set in no given order.
+Both implement `Engine.run(program, con, outputs, facts, tables, order) -> {relation: rows}`;
+rows are tuples (str for symbol, int for number), a set in no given order,
+except that an output in `order` comes back distinct and sorted by those
+column positions.
 `tables` names the fact DB table of an input relation stored under another
 name (e.g. `derived."flow"`, Note [Derived at index time]); other inputs are
 read from the table of their own name.
@@ -30,6 +32,7 @@ class Engine(Protocol):
         outputs: list[str],
         facts: dict[str, list[tuple]],
         tables: dict[str, str] | None = None,
+        order: dict[str, tuple[int, ...]] | None = None,
     ) -> dict[str, Rows]:
         """Evaluate `outputs` of a checked program over the fact DB `con`."""
 

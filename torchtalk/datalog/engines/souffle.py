@@ -32,8 +32,10 @@ class SouffleEngine:
     name = "souffle"
 
     def run(self, program: A.Program, con: Any, outputs: list[str], facts: dict[str, list[tuple]],
-            tables: dict[str, str] | None = None) -> dict[str, list[tuple]]:
-        """Evaluate `outputs` with `souffle`; EngineError if it is not installed."""
+            tables: dict[str, str] | None = None,
+            order: dict[str, tuple[int, ...]] | None = None) -> dict[str, list[tuple]]:
+        """Evaluate `outputs` with `souffle`; EngineError if it is not installed.
+        An output in `order` comes back distinct and sorted by those columns."""
         exe = souffle_path()
         if exe is None:
             raise EngineError(
@@ -53,7 +55,10 @@ class SouffleEngine:
             if proc.returncode != 0:
                 first = (proc.stderr or proc.stdout).strip().splitlines()
                 raise EngineError(f"souffle failed (exit {proc.returncode}): {first[0] if first else 'no output'}")
-            return {rel: read_csv(odir / f"{rel}.csv", program.decls[rel]) for rel in outputs}
+            out = {rel: read_csv(odir / f"{rel}.csv", program.decls[rel]) for rel in outputs}
+        for rel, cols in (order or {}).items():
+            out[rel] = sorted(set(out[rel]), key=lambda r, cols=cols: tuple(r[i] for i in cols))
+        return out
 
 
 def souffle_text(program: A.Program, outputs: list[str]) -> str:
