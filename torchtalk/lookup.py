@@ -56,18 +56,17 @@ class DBInfo:
     layers: frozenset[str] | None  # None: a DB without torchtalk_layers
 
 
-# Note [DB info cache]: the server's connection is read-only and `torchtalk
-# index` replaces the file instead of writing into it, so what a connection
-# sees never changes; its DBInfo is computed once. The cache keeps the
-# connection object alive, so its id cannot be reused by another one.
-_INFO: dict[int, tuple[Any, DBInfo]] = {}
+_INFO: dict = {}  # Note [DB info cache] (torchtalk/connmemo.py)
 
 
 def db_info(con) -> DBInfo:
     """The DBInfo of `con` (cached per connection, see Note [DB info cache])."""
-    hit = _INFO.get(id(con))
-    if hit is not None and hit[0] is con:
-        return hit[1]
+    from torchtalk.connmemo import per_connection
+
+    return per_connection(_INFO, con, _db_info)
+
+
+def _db_info(con) -> DBInfo:
     names = frozenset(r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall())
     rows: dict[str, int] = {}
     if "torchtalk_relations" in names:
@@ -78,11 +77,7 @@ def db_info(con) -> DBInfo:
     layers = None
     if "torchtalk_layers" in names:
         layers = frozenset(r[0] for r in con.execute("SELECT layer FROM torchtalk_layers").fetchall())
-    info = DBInfo(names, rows, layers)
-    if len(_INFO) >= 8:
-        _INFO.pop(next(iter(_INFO)))
-    _INFO[id(con)] = (con, info)
-    return info
+    return DBInfo(names, rows, layers)
 
 
 def tables(con) -> frozenset[str]:

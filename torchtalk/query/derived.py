@@ -29,7 +29,7 @@ import hashlib
 from typing import Any
 
 from torchtalk.datalog import ast as A
-from torchtalk.datalog.analysis.strata import needed_relations
+from torchtalk.datalog.analysis.strata import dependency_edges, needed_relations
 from torchtalk.datalog.compile import q
 
 SCHEMA = "derived"
@@ -55,11 +55,9 @@ def argument_free(program: A.Program) -> list[str]:
     views = _views(program)
     free = {rel for rel in derived - views if not (needed_relations(program, [rel]) & args)}
     readers: dict[str, set[str]] = {}  # other relations whose rules read it
-    for rule in program.rules:
-        for lit in rule.body:
-            for atom, _ in A.literal_atoms(lit):
-                if atom.name != rule.head.name:
-                    readers.setdefault(atom.name, set()).add(rule.head.name)
+    for e in dependency_edges(program):
+        if e.body != e.head:
+            readers.setdefault(e.body, set()).add(e.head)
     return sorted(rel for rel in free if not readers.get(rel) or not readers[rel] <= free)
 
 
@@ -123,24 +121,24 @@ def materialize(con: Any, program: A.Program, tables: frozenset[str]) -> dict[st
     return counts
 
 
-_STORED: dict[int, tuple[Any, dict[str, str]]] = {}
+_STORED: dict = {}  # per connection (Note [DB info cache] in torchtalk/connmemo.py)
 
 
 def stored(con: Any) -> dict[str, str]:
     """Relation -> fingerprint of the tables in `derived` (none in a DB indexed
-    before them). Cached per connection: an index replaces the DB file, so
-    what one connection sees never changes (as Note [DB info cache])."""
+    before them), read once per connection."""
+    from torchtalk.connmemo import per_connection
+
+    return per_connection(_STORED, con, _read_catalog)
+
+
+def _read_catalog(con: Any) -> dict[str, str]:
     import duckdb
 
-    hit = _STORED.get(id(con))
-    if hit is not None and hit[0] is con:
-        return hit[1]
     try:
-        found = dict(con.execute(f"SELECT relation, fingerprint FROM {CATALOG}").fetchall())
+        return dict(con.execute(f"SELECT relation, fingerprint FROM {CATALOG}").fetchall())
     except duckdb.CatalogException:
-        found = {}
-    _STORED[id(con)] = (con, found)
-    return found
+        return {}
 
 
 def current(con: Any, library: A.Program) -> bool:

@@ -104,20 +104,18 @@ def group_matches(matches) -> dict[str, list[Match]]:
     return dict(groups)
 
 
-# table names per open connection (a connection is kept alive by the entry)
-_TABLES: dict[int, tuple] = {}
+_TABLES: dict = {}  # the main-schema table names per connection (Note [DB info cache])
 
 
 class Resolver:
     """Resolves names against one fact DB connection (tables may be missing)."""
 
     def __init__(self, con) -> None:
+        from torchtalk.connmemo import per_connection
+
         self.con = con
-        cached = _TABLES.get(id(con))
-        if cached is None or cached[0] is not con:
-            rows = con.execute("SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main'").fetchall()
-            cached = _TABLES[id(con)] = (con, {r[0] for r in rows})
-        self.tables = cached[1]
+        self.tables = per_connection(_TABLES, con, lambda c: {r[0] for r in c.execute(
+            "SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main'").fetchall()})
 
     def _q(self, sql: str, params, *tables: str) -> list[tuple]:
         if not all(t in self.tables for t in tables):

@@ -143,19 +143,16 @@ def db_tables(con, names: list[str]) -> dict[str, list[tuple[str, str]]]:
     return out
 
 
-# read-only connection id -> (connection, {table reference: columns or None});
-# the entry keeps the connection alive, so its id is not reused meanwhile
-_PROBED: dict[int, tuple[Any, dict]] = {}
+_PROBED: dict = {}  # per connection: {table reference: columns or None}, or None when writable
 
 
 def _probe_cache(con) -> dict | None:
-    hit = _PROBED.get(id(con))
-    if hit is not None and hit[0] is con:
-        return hit[1]
-    if con.execute("SELECT current_setting('access_mode')").fetchone()[0] != "read_only":
-        return None
-    _PROBED[id(con)] = (con, {})
-    return _PROBED[id(con)][1]
+    """The probe results of read-only `con` (Note [DB info cache] in
+    torchtalk/connmemo.py); None for a writable connection, whose tables may change."""
+    from torchtalk.connmemo import per_connection
+
+    return per_connection(_PROBED, con, lambda c: {} if c.execute(
+        "SELECT current_setting('access_mode')").fetchone()[0] == "read_only" else None)
 
 
 _COMPATIBLE = {A.ColType.SYMBOL: {"VARCHAR"}, A.ColType.NUMBER: {"BIGINT", "INTEGER", "HUGEINT", "SMALLINT", "TINYINT", "UBIGINT", "UINTEGER"}}
