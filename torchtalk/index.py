@@ -34,6 +34,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from torchtalk import store
+from torchtalk.atomic import link_tree, replace_dir
 from torchtalk.errors import ExtractError, InputError, SrcLoc, did_you_mean
 
 Log = Callable[[str], None]
@@ -453,12 +454,12 @@ def _build(src, db_path, schema, plans, prev, keep, jobs, log, progress) -> tupl
                     lr = _run_layer(src, db_path, schema, layer, mod, fp, out, jobs, bar)
                     log(f"{lr.name}: {lr.rows:,} rows in {lr.seconds:.2f} s, {lr.warnings} warnings")
                 else:
-                    _link_tree(facts / "layers" / layer.name, out)
+                    link_tree(facts / "layers" / layer.name, out)
                     lr = _carried(prev[layer.name])
                     log(f"{lr.name}: unchanged ({lr.rows:,} rows)")
                 reports.append(lr)
         for name in keep:
-            _link_tree(facts / "layers" / name, tmp_facts / "layers" / name)
+            link_tree(facts / "layers" / name, tmp_facts / "layers" / name)
         _union(schema, tmp_facts)
         _write_db(tmp_db, src, schema, tmp_facts, facts)
         _swap(tmp_db, db_path, tmp_facts, facts)
@@ -493,16 +494,6 @@ def _run_layer(src, db_path, schema, layer, mod, fp, out: Path, jobs, bar) -> La
     }
     (out / "layer.json").write_text(json.dumps(meta))
     return LayerReport(layer.name, "ran", seconds, sum(sink.counts.values()), len(sink.warnings), dict(sink.counts))
-
-
-def _link_tree(src: Path, dst: Path) -> None:
-    """Hard-link (or copy) the files of a carried-over layer."""
-    dst.mkdir(parents=True, exist_ok=True)
-    for p in src.iterdir():
-        try:
-            os.link(p, dst / p.name)
-        except OSError:
-            shutil.copy2(p, dst / p.name)
 
 
 def _union(schema: Schema, facts: Path) -> None:
@@ -596,11 +587,7 @@ def _store_derived(con, counts: list[tuple[str, int]]) -> None:
 def _swap(tmp_db: Path, db_path: Path, tmp_facts: Path, facts: Path) -> None:
     """DB first (atomic os.replace), then the facts dir (see Note [Index steps])."""
     os.replace(tmp_db, db_path)
-    trash = facts.with_name(f".{facts.name}.old-{os.getpid()}")
-    if facts.exists():
-        os.replace(facts, trash)
-    os.replace(tmp_facts, facts)
-    shutil.rmtree(trash, ignore_errors=True)
+    replace_dir(tmp_facts, facts)
 
 
 class _Progress:

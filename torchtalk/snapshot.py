@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from torchtalk.atomic import link_tree, replace_dir
 from torchtalk.errors import InputError, StoreError, did_you_mean
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
@@ -87,7 +88,7 @@ def save(db: Path, name: str | None = None) -> SnapshotInfo:
                         meta.get("git_commit", ""), meta.get("fingerprint", ""), rels)
     with _staging(target) as tmp:
         shutil.copy2(db, tmp / "db.duckdb")
-        _link_tree(facts_dir(db), tmp / "facts")
+        link_tree(facts_dir(db), tmp / "facts")
         (tmp / "snapshot.json").write_text(json.dumps(info.to_json(), indent=1))
     return info
 
@@ -104,14 +105,9 @@ def load(name: str | None, db: Path, source: Path | None = None, nearest: bool =
     tmp_facts = db.with_name(f".{facts_dir(db).name}.load-{os.getpid()}")
     try:
         shutil.copy2(snap / "db.duckdb", tmp_db)
-        _link_tree(snap / "facts", tmp_facts)
+        link_tree(snap / "facts", tmp_facts)
         os.replace(tmp_db, db)
-        old = facts_dir(db)
-        trash = old.with_name(f".{old.name}.old-{os.getpid()}")
-        if old.exists():
-            os.replace(old, trash)
-        os.replace(tmp_facts, old)
-        shutil.rmtree(trash, ignore_errors=True)
+        replace_dir(tmp_facts, facts_dir(db))
     finally:
         tmp_db.unlink(missing_ok=True)
         shutil.rmtree(tmp_facts, ignore_errors=True)
@@ -254,21 +250,6 @@ class _staging:
             os.replace(self.tmp, self.target)
         else:
             shutil.rmtree(self.tmp, ignore_errors=True)
-
-
-def _link_tree(src: Path, dst: Path) -> None:
-    """Copy the fact files of `src` into `dst`, hard-linking where possible."""
-    if not src.is_dir():
-        dst.mkdir(parents=True, exist_ok=True)
-        return
-    shutil.copytree(src, dst, copy_function=_link_or_copy)
-
-
-def _link_or_copy(s: str, d: str) -> None:
-    try:
-        os.link(s, d)
-    except OSError:
-        shutil.copy2(s, d)
 
 
 def _commit_distance(root: Path, ancestor: str, head: str) -> int | None:

@@ -15,11 +15,10 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
-import tempfile
 from pathlib import Path
 
 from extractors.clang.worker import TuResult
+from torchtalk.atomic import atomic_open
 
 VERSION = 3  # bump when the walk's output changes
 
@@ -86,11 +85,8 @@ class TuCache:
             "deps": {**(extra_deps or {}), **{dep: self.hashes(dep) for dep in result.includes}},
             "result": dataclasses.asdict(result),
         }
-        self.dir.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=self.dir)
-        with os.fdopen(fd, "w") as fh:
+        with atomic_open(self._entry(path), "w") as fh:
             json.dump(entry, fh)
-        os.replace(tmp, self._entry(path))
 
     def deps(self, path: str) -> dict[str, str]:
         """{included file: hash} recorded for the TU at `path` ({} if not cached)."""

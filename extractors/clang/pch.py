@@ -24,6 +24,7 @@ from multiprocessing import get_context
 from pathlib import Path
 
 from extractors.clang.flags import Command
+from torchtalk.atomic import atomic_open
 
 COMMON_HEADERS = (
     "ATen/core/Tensor.h", "ATen/Dispatch.h", "ATen/Parallel.h", "ATen/TensorUtils.h",
@@ -103,8 +104,6 @@ def with_pch(command: Command, cache_dir: Path, hashes, tmpdir: str, log=lambda 
         return command, {}
     deps = {p: hashes(p) for p in got if p != str(header)}
     os.replace(tmp, pch)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=pdir)
-    with os.fdopen(fd, "w") as fh:
+    with atomic_open(meta, "w") as fh:
         json.dump(deps, fh)
-    os.replace(tmp, meta)
     return Command((*base, "-include-pch", str(pch)), command.directory), deps

@@ -21,7 +21,6 @@ that fetches it (`hint`).
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
@@ -31,6 +30,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from torchtalk.atomic import replace_dir
 from torchtalk.errors import InputError
 
 
@@ -167,11 +167,7 @@ def fetch(name: str, log=lambda msg: None) -> Path:
         if not (tmp / "include" / sdk.marker).is_file():
             raise InputError(f"the {sdk.title} wheels have no {sdk.marker}")
         (tmp / _PINS).write_text(pins)
-        old = final.with_name(f".old-{sdk.name}-{os.getpid()}")
-        if final.exists():
-            os.replace(final, old)
-        os.replace(tmp, final)
-        shutil.rmtree(old, ignore_errors=True)
+        replace_dir(tmp, final)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return final / "include"

@@ -19,9 +19,10 @@ from __future__ import annotations
 import hashlib
 import os
 import pickle
-import tempfile
 from pathlib import Path
 from typing import Any
+
+from torchtalk.atomic import atomic_open
 
 VERSION = "cpp-fast-25"  # bump when FileFacts or the scanner changes
 
@@ -40,19 +41,9 @@ def digest_of_blob(blob: str) -> str:
 
 
 def write_atomic(path: Path, obj: Any) -> None:
-    """Pickle `obj` to `path` through a temp file and os.replace."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            pickle.dump(obj, fh, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    """Pickle `obj` to `path` atomically (torchtalk/atomic.py)."""
+    with atomic_open(path) as fh:
+        pickle.dump(obj, fh, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def read(path: Path) -> Any | None:

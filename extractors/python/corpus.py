@@ -18,13 +18,13 @@ from __future__ import annotations
 import hashlib
 import os
 import pickle
-import tempfile
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 from extractors.python.summary import FileSummary, summarize
+from torchtalk.atomic import atomic_open
 
 SUMMARY_VERSION = b"pysum-11"
 
@@ -123,12 +123,8 @@ def _load(cache_dir: Path, key: str) -> FileSummary | None:
 
 def _store(cache_dir: Path, key: str, summary: FileSummary) -> None:
     """Write atomically (temp file, then os.replace); a cache failure is not fatal."""
-    sub = cache_dir / key[:2]
     try:
-        sub.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=sub, suffix=".tmp")
-        with os.fdopen(fd, "wb") as fh:
+        with atomic_open(cache_dir / key[:2] / f"{key}.pkl") as fh:
             pickle.dump(summary, fh, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, sub / f"{key}.pkl")
     except OSError:
         pass

@@ -80,25 +80,18 @@ def _check_writable(path: Path) -> None:
 
 def _write_atomic(path: Path, text: str) -> None:
     import os
-    import tempfile
 
+    from torchtalk.atomic import atomic_open
     from torchtalk.errors import InputError
 
-    parent = path.resolve().parent
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=parent)
+        with atomic_open(path.resolve(), "w") as fh:
+            fh.write(text)
+            umask = os.umask(0)
+            os.umask(umask)
+            os.fchmod(fh.fileno(), 0o666 & ~umask)  # mkstemp makes 0600; a report is an ordinary file
     except OSError as err:
         raise InputError(f"cannot write {path}: {err.strerror}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a report is an ordinary file
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 class _progress:

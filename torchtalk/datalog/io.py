@@ -7,10 +7,9 @@ Example:
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
+from torchtalk.atomic import atomic_open
 from torchtalk.datalog import ast as A
 from torchtalk.datalog.compile import SQL_TYPES, q
 from torchtalk.errors import InputError
@@ -51,15 +50,9 @@ def write_outputs(out_dir: Path, results: dict[str, list[tuple]]) -> list[Path]:
     written = []
     for rel, rows in results.items():
         target = out_dir / f"{rel}.csv"
-        fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=f".{rel}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                for row in sorted(rows):
-                    fh.write("\t".join(str(v) for v in row) + "\n")
-            os.replace(tmp, target)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        with atomic_open(target, "w") as fh:
+            for row in sorted(rows):
+                fh.write("\t".join(str(v) for v in row) + "\n")
         written.append(target)
     return written
 

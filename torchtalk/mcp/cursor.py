@@ -12,13 +12,12 @@ Example:
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from torchtalk.atomic import atomic_open
 from torchtalk.errors import InputError, SrcLoc
 
 SERVER_NAME = "torchtalk"
@@ -50,17 +49,10 @@ def _load(path: Path) -> dict[str, Any]:
 
 
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
-    """Write `data` as JSON to `path` through a temp file in the same dir."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            json.dump(data, out, indent=2)
-            out.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    """Write `data` as JSON to `path` atomically (torchtalk/atomic.py)."""
+    with atomic_open(path, "w") as out:
+        json.dump(data, out, indent=2)
+        out.write("\n")
 
 
 def add_to_cursor(project: Path, args: list[str], command: str | None = None) -> Path:

@@ -27,7 +27,6 @@ paths, sizes and mtimes of every file read), so a query does not re-parse.
 from __future__ import annotations
 
 import hashlib
-import os
 import pickle
 from dataclasses import dataclass
 from pathlib import Path
@@ -224,15 +223,18 @@ KEEP_CACHED = 8  # parsed libraries kept (one per set of rule files and mtimes)
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    """Cache `data` at `path` (atomically; a cache failure is not fatal) and
+    drop all but the newest KEEP_CACHED libraries."""
+    from torchtalk.atomic import atomic_open
+
     try:
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
+        with atomic_open(path) as fh:
+            fh.write(data)
         old = sorted(path.parent.glob("library-*.pickle"), key=lambda p: p.stat().st_mtime)
         for stale in old[:-KEEP_CACHED]:
             stale.unlink(missing_ok=True)
     except OSError:
-        tmp.unlink(missing_ok=True)
+        pass
 
 
 def signature(program, name: str) -> Signature:
