@@ -29,7 +29,15 @@ from pathlib import Path
 
 from extractors.base import ExtractContext, Sink
 from extractors.ops_ufunc import UFUNC_DISPATCH_KEYS, ufunc_rows
-from extractors.ops_yaml import LineMap, Signature, entries, load_yaml, parse_member, reject_unknown
+from extractors.ops_yaml import (
+    LineMap,
+    Signature,
+    entries,
+    entry_signature,
+    load_yaml,
+    parse_member,
+    reject_unknown,
+)
 from torchtalk.errors import ExtractError, SrcLoc, TorchTalkError, did_you_mean
 
 
@@ -178,13 +186,7 @@ def extract_tags(root: Path, rel: str, sink: Sink) -> frozenset[str] | None:
 
 def extract_native(entry: LineMap, rel: str, valid_tags: frozenset[str] | None, sink: Sink) -> None:
     """All rows of one native_functions.yaml entry (STYLE 7: errors name the entry)."""
-    func = entry.get("func")
-    if not isinstance(func, str):
-        raise ExtractError("entry without a `func:` schema string", SrcLoc(rel, entry.line))
-    try:
-        sig = Signature.parse(func)
-    except ValueError as exc:
-        raise ExtractError(f"cannot parse func: {exc}", SrcLoc(rel, entry.key_line("func"))) from None
+    sig = entry_signature(entry, "func", rel, "entry without a `func:` schema string")
     try:
         _native_rows(entry, sig, rel, valid_tags, sink)
     except TorchTalkError:

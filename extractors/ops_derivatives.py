@@ -23,7 +23,13 @@ import re
 from pathlib import Path
 
 from extractors.base import Sink
-from extractors.ops_yaml import LineMap, Signature, entries, load_yaml, reject_unknown
+from extractors.ops_yaml import (
+    LineMap,
+    entries,
+    entry_signature,
+    load_yaml,
+    reject_unknown,
+)
 from torchtalk.errors import ExtractError, SrcLoc
 
 SPECIAL_KEYS = frozenset({"name", "output_differentiability", "dispatch"})
@@ -47,13 +53,7 @@ def extract_derivatives(root: Path, rel: str, sink: Sink) -> None:
 
 
 def _entry_formulas(entry: LineMap, rel: str) -> list[tuple[str, str, str, int]]:
-    name = entry.get("name")
-    if not isinstance(name, str):
-        raise ExtractError("derivative entry without a `name:` schema", SrcLoc(rel, entry.line))
-    try:
-        sig = Signature.parse(name)
-    except ValueError as exc:
-        raise ExtractError(f"cannot parse name: {exc}", SrcLoc(rel, entry.key_line("name"))) from None
+    sig = entry_signature(entry, "name", rel, "derivative entry without a `name:` schema")
     allowed = set(sig.args) | set(sig.returns)
     sections = [(entry, frozenset(entry) - SPECIAL_KEYS)]
     table = entry.get("dispatch")

@@ -167,3 +167,16 @@ def parse_member(cls: type[Enum], text: object, loc: SrcLoc, what: str):
     except ValueError:
         hint = did_you_mean(str(text), [k.value for k in cls])
         raise ExtractError(f"unknown {what} {text!r}", loc, hint=hint) from None
+
+
+def entry_signature(entry: LineMap, key: str, rel: str, missing: str) -> Signature:
+    """The Signature of the schema string under `key` of a YAML entry; an
+    ExtractError `missing` at the entry, or naming the key's line when it
+    does not parse."""
+    text = entry.get(key)
+    if not isinstance(text, str):
+        raise ExtractError(missing, SrcLoc(rel, entry.line))
+    try:
+        return Signature.parse(text)
+    except ValueError as exc:
+        raise ExtractError(f"cannot parse {key}: {exc}", SrcLoc(rel, entry.key_line(key))) from None
