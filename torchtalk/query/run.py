@@ -4,9 +4,12 @@ Binding follows Note [Named queries] (torchtalk/query/library.py): seeds and
 options become small input relations given to the engine, the other
 arguments filter the rows. Only the strata the relation needs are computed.
 
+`torchtalk.query.query` (the one entry point) parses, binds with `bind`
+and evaluates with `evaluate_bound`.
+
 Example:
-    >>> res = run_query("callees(matmul)", con, load_library())
-    >>> res.columns
+    >>> b = bind(parse_query("callees(matmul)"), load_library(), Resolver(con))
+    >>> b.sig.columns
     ('fn', 'callee', 'via', 'file', 'line')
 """
 
@@ -15,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from torchtalk.errors import QueryError, SrcLoc, did_you_mean
-from torchtalk.query.dsl import QUERY_FILE, Query, Value, parse_query
+from torchtalk.query.dsl import QUERY_FILE, Query, Value
 from torchtalk.query.library import NAMESPACE_OF, Param, Signature, signature
 from torchtalk.query.resolve import Ambiguous, Resolution, Resolver
 
@@ -183,30 +186,6 @@ def sort_order(sig: Signature) -> tuple[int, ...]:
     column by column."""
     cols = tuple(range(len(sig.columns)))
     return (sig.columns.index("depth"), *cols) if "depth" in sig.columns else cols
-
-
-def run_query(
-    text: str | Query,
-    con,
-    program,
-    *,
-    limit: int | None = None,
-    all_matches: bool = False,
-    engine: str = "duckdb",
-) -> Result:
-    """Parse, bind and evaluate one DSL query on fact DB connection `con`.
-
-    Example:
-        >>> run_query("impact(cpublas::gemm, depth=2)", con, load_library()).total > 0
-        True
-    """
-    q = parse_query(text) if isinstance(text, str) else text
-    resolver = Resolver(con)
-    b = bind(q, program, resolver, all_matches=all_matches)
-    rows = evaluate_bound(b, program, con, engine=engine, tables=frozenset(resolver.tables))
-    shown = rows if limit is None else rows[:limit]
-    return Result(b.sig.name, b.sig.columns, b.sig.types, tuple(shown), len(rows), b.resolutions,
-                  _notes(b))
 
 
 def _notes(b: Bound) -> tuple[str, ...]:
