@@ -331,13 +331,15 @@ def _index_locked(src, db_path, schema, chosen, notes, jobs, force, log, progres
             dropped = True
             continue
         keep.append(name)
-    if not any(p[3] for p in plans) and not dropped and _db_current(db_path, schema, src):
+    current, rules_current = (False, False) if any(p[3] for p in plans) or dropped else _db_current(
+        db_path, schema, src)
+    if current:
         reports = tuple(_carried(prev[p[0].name]) for p in plans)
         for lr in reports:
             log(f"{lr.name}: unchanged ({lr.rows:,} rows)")
-        if not _derived_current(db_path):
+        if not rules_current:
             log("rules changed since the last index: recomputing the stored relations")
-            _refresh_derived(db_path)
+            _refresh_derived(db_path, schema)
         return IndexReport(db_path, src.root, src.kind, True, time.perf_counter() - t0, reports, tuple(notes))
     reports = _build(src, db_path, schema, plans, prev, keep, jobs, log, progress)
     return IndexReport(db_path, src.root, src.kind, False, time.perf_counter() - t0, reports, tuple(notes))
@@ -379,36 +381,29 @@ def _previous_layers(db_path: Path, facts: Path) -> dict[str, dict]:
     return out
 
 
-def _db_current(db_path: Path, schema: Schema, src: store.Source) -> bool:
-    """The DB exists, opens, and was built from this schema and source."""
+def _db_current(db_path: Path, schema: Schema, src: store.Source) -> tuple[bool, bool]:
+    """(the DB exists, opens, and was built from this schema and source;
+    and its stored relations are those of the rules/ library as it is now,
+    Note [Derived at index time])."""
     from torchtalk.errors import StoreError
+    from torchtalk.query.derived import current
+    from torchtalk.query.library import load_library
 
     try:
         con = store.open_db(db_path)
     except StoreError:
-        return False
+        return False, False
     try:
         meta = store.read_meta(con)
-    finally:
-        con.close()
-    return (meta.get("schema_hash") == schema.digest and meta.get("source") == str(src.root)
-            and meta.get("format") == store.FORMAT)
-
-
-def _derived_current(db_path: Path) -> bool:
-    """The DB's stored relations are those of the rules/ library as it is now
-    (Note [Derived at index time])."""
-    from torchtalk.query.derived import current
-    from torchtalk.query.library import load_library
-
-    con = store.open_db(db_path)
-    try:
-        return current(con, load_library(user=False))
+        if not (meta.get("schema_hash") == schema.digest and meta.get("source") == str(src.root)
+                and meta.get("format") == store.FORMAT):
+            return False, False
+        return True, current(con, load_library(user=False))
     finally:
         con.close()
 
 
-def _refresh_derived(db_path: Path) -> None:
+def _refresh_derived(db_path: Path, schema: Schema) -> None:
     """Recompute the stored relations of an otherwise current DB, on a copy
     renamed over it (never a half-written DB)."""
     import duckdb
@@ -423,8 +418,7 @@ def _refresh_derived(db_path: Path) -> None:
             con.execute(f"DROP SCHEMA IF EXISTS {SCHEMA} CASCADE")
             con.execute("DELETE FROM torchtalk_meta WHERE key = 'derived'")
             counts = con.execute("SELECT relation, rows FROM torchtalk_relations").fetchall()
-            _lookup_indexes(con, load_schema())
-            _store_derived(con, counts)
+            _query_aids(con, schema, counts)
             con.execute("checkpoint")
         finally:
             con.close()
@@ -538,11 +532,16 @@ def _write_db(tmp_db: Path, src: store.Source, schema: Schema, facts: Path, fina
         warns = [(m["layer"], f, ln, msg) for m in layers for f, ln, msg in m["warnings"]]
         if warns:
             con.executemany("insert into torchtalk_warnings values (?, ?, ?, ?)", warns)
-        _lookup_indexes(con, schema)
-        _store_derived(con, counts)
+        _query_aids(con, schema, counts)
         con.execute("checkpoint")
     finally:
         con.close()
+
+
+def _query_aids(con, schema: Schema, counts: list[tuple[str, int]]) -> None:
+    """What makes queries on the fact tables fast: lookup indexes, stored relations."""
+    _lookup_indexes(con, schema)
+    _store_derived(con, counts)
 
 
 # Columns the query layer looks names up in (torchtalk/query/resolve.py): an
