@@ -215,17 +215,11 @@ class _Summarizer:
 
     def resolve(self, expr: ast.expr) -> str | None:
         """A Name/Attribute chain → dotted name through the file scope, or None."""
-        attrs: list[str] = []
-        while isinstance(expr, ast.Attribute):
-            attrs.append(expr.attr)
-            expr = expr.value
-        if not isinstance(expr, ast.Name):
-            return None
-        head = self.scope.get(expr.id)
+        chain = name_chain(expr)
+        head = self.scope.get(chain[0]) if chain else None
         if head is None:
             return None
-        attrs.reverse()
-        return ".".join([head, *attrs]) if attrs else head
+        return ".".join([head, *chain[1]])
 
     def callee(self, func: ast.expr) -> str | None:
         """The callee of a call: resolved dotted, "self.m", "super.m" or "?.m"."""
@@ -456,6 +450,17 @@ def _str(node: ast.expr | None) -> str:
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return node.value
     return ""
+
+
+def name_chain(node: ast.expr) -> tuple[str, tuple[str, ...]] | None:
+    """`a.b.c` → ("a", ("b", "c")); None unless `node` is a Name/Attribute chain."""
+    attrs: list[str] = []
+    while isinstance(node, ast.Attribute):
+        attrs.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    return node.id, tuple(reversed(attrs))
 
 
 def _tail(node: ast.expr) -> str:

@@ -177,14 +177,12 @@ class _FileScanner:
 
     def _dotted(self, node: ast.expr) -> str | None:
         """`aten.add.Tensor` → "torch.ops.aten.add.Tensor" after alias expansion."""
-        parts: list[str] = []
-        while isinstance(node, ast.Attribute):
-            parts.append(node.attr)
-            node = node.value
-        if not isinstance(node, ast.Name):
+        from extractors.python.summary import name_chain
+
+        chain = name_chain(node)
+        if chain is None:
             return None
-        head = self.aliases.get(node.id, node.id)
-        dotted = ".".join([head, *reversed(parts)])
+        dotted = ".".join([self.aliases.get(chain[0], chain[0]), *chain[1]])
         if dotted == "torch._ops.ops" or dotted.startswith("torch._ops.ops."):
             dotted = "torch.ops" + dotted[len("torch._ops.ops") :]  # the same object
         return dotted
