@@ -42,12 +42,34 @@ def test_the_index_stores_the_argument_free_relations(con):
     stored = derived.stored(con)
     assert stored == derived.fingerprints(library)
     # the walks' edges, the kernels, the tests' reach and the op reports are stored ...
-    assert {"step", "step_pair", "kernel_entry", "test_reaches", "op_stub_impl", "op_cuda_kernel"} <= set(stored)
+    assert {"step_at", "step_pair", "node", "kernel_entry", "test_reaches", "op_stub_impl", "op_cuda_kernel"} <= set(stored)
     # ... not views of one table, nor what reads a query argument, nor intermediates
-    assert not {"call_edge", "api_op", "up_reach", "impact", "aten_call"} & set(stored)
+    assert not {"call_edge", "api_op", "up_reach", "impact", "aten_call", "step"} & set(stored)
     counts = dict(con.execute(f"SELECT relation, rows FROM {derived.CATALOG}").fetchall())
-    assert counts["step"] == con.execute('SELECT count(*) FROM derived."step"').fetchone()[0]
-    assert counts["step"] >= con.execute("SELECT count(DISTINCT (caller, callee, file, line)) FROM calls").fetchone()[0]
+    assert counts["step_at"] == con.execute('SELECT count(*) FROM derived."step_at"').fetchone()[0]
+    assert counts["step_at"] >= con.execute("SELECT count(DISTINCT (caller, callee, file, line)) FROM calls").fetchone()[0]
+    # the walks' numbering (Note [ord]): every end of a step, one-to-one, as many pairs as steps' pairs
+    nodes = con.execute('SELECT count(*), count(DISTINCT name), count(DISTINCT id) FROM derived."node"').fetchone()
+    ends = con.execute('SELECT count(*) FROM (SELECT src FROM derived."step_at" UNION SELECT dst FROM derived."step_at")').fetchone()[0]
+    assert nodes == (ends, ends, ends) and ends > 30_000
+    pairs = con.execute('SELECT count(*) FROM (SELECT DISTINCT src, dst FROM derived."step_at")').fetchone()[0]
+    assert counts["step_pair"] == pairs
+
+
+def test_a_shared_ord_number_is_an_index_error():
+    import duckdb
+
+    from torchtalk.errors import EngineError
+
+    program = parse_text(".decl e(a: symbol)\n.decl node(name: symbol, id: number)\nnode(a, ord(a)) :- e(a).")
+    con = duckdb.connect()
+    con.execute("CREATE SCHEMA derived")
+    con.execute("CREATE TABLE derived.node AS SELECT * FROM (VALUES ('at::a', 7), ('at::b', 7), ('at::c', 8)) v(name, id)")
+    with pytest.raises(EngineError) as ei:
+        derived._check_one_to_one(con, program, "node")
+    assert ei.value.message == "ord() gives 'at::a' and 'at::b' the same number 7 in 'node'"
+    con.execute("UPDATE derived.node SET id = 9 WHERE name = 'at::b'")
+    derived._check_one_to_one(con, program, "node")  # one-to-one: no error
 
 
 @pytest.mark.real_tree
@@ -74,7 +96,7 @@ def test_a_changed_rule_is_computed_not_read(con):
     program, tables = derived.use_derived(changed, con)
     assert "kernel_entry" not in tables and "kernel_entry" not in program.inputs
     assert "op_stub_impl" in tables  # its closure does not hold the changed rule
-    assert "step" in tables and "step" in program.inputs and not program.rules_for("step")
+    assert "step_pair" in tables and "step_pair" in program.inputs and not program.rules_for("step_pair")
 
 
 def test_views_are_not_stored():

@@ -242,6 +242,25 @@ def test_search_and_limit(con):
     assert (len(r.rows), r.total) == (1, 3)
 
 
+def test_limit_and_filters_before_the_limit(con):
+    # the filter applies to every row, then the limit; total counts the filtered rows
+    full = q(con, "impact(cpublas::gemm)")
+    kinds = [row[1] for row in full.rows]
+    r = q(con, "impact(cpublas::gemm, kind=python)", limit=1)
+    assert r.total == kinds.count("python") >= 2
+    assert r.rows == tuple(row for row in full.rows if row[1] == "python")[:1]
+
+
+def test_presolved_copies_equal_the_engines(con, monkeypatch):
+    import torchtalk.query.run as run
+
+    texts = ("impact(cpublas::gemm, depth=2)", "trace(matmul)", "tests(softmax)", "paths(softmax_warp_forward -> python)")
+    fast = [q(con, t).rows for t in texts]
+    monkeypatch.setattr(run, "_copies", lambda *a: None)  # every argument-level relation by the engine
+    assert [q(con, t).rows for t in texts] == fast
+    assert all(fast)
+
+
 def test_filter_relation_without_seed(con):
     # `call_edge` has no seed: positional arguments filter its columns
     r = q(con, "call_edge(matmul)")

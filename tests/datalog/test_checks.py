@@ -35,6 +35,8 @@ CASES = [
     ("p(x, n) :- e(x, _), n = count : { x > 1 }.", "<text>:4:25: semantic error: 'count' aggregate body needs a positive atom"),
     ("p(x, count : { e(x, _) }) :- e(x, _).", "<text>:4:6: semantic error: an aggregate in the head of a rule is outside the subset (bind it in the body)"),
     (".output r", "<text>:4:1: semantic error: '.output' of undeclared relation 'r'"),
+    ("p(x, ord(x)) :- e(x, _).", "<text>:4:10: semantic error: 'ord' takes a symbol, got the number x"),
+    ("q(ord(y)) :- e(_, y).", "<text>:4:3: semantic error: column 'a' of 'q' is a symbol, got a number expression"),
     ("q(y) :- e(1, y), !q(y).", "<text>:4:19: semantic error: 'q' reads 'q' under negation or aggregation, but 'q' depends on 'q' (cycle q -> q): not stratifiable"),
 ]
 

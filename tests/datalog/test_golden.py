@@ -1,4 +1,6 @@
-"""Golden SQL: tests/datalog/golden/<case>.dl beside the expected <case>.sql.
+"""Golden SQL: tests/datalog/golden/<case>.dl beside the expected <case>.sql
+(the plan over tables, as the index stores relations) and <case>.one.sql (the
+one-statement plan a query runs, Note [One statement]).
 
 Rewrite the goldens after an intended change with
     TORCHTALK_REGOLD=1 .venv/bin/python -m pytest tests/datalog/test_golden.py
@@ -21,17 +23,18 @@ GOLDEN = Path(__file__).parent / "golden"
 CASES = sorted(p.stem for p in GOLDEN.glob("*.dl"))
 
 
-def compiled(case: str) -> str:
+def compiled(case: str, single: bool) -> str:
     program = parse_file(GOLDEN / f"{case}.dl")
     check(program)
     sources = {rel: [q(rel)] for rel in program.inputs}
-    return compile_program(program, program.outputs, sources).render()
+    return compile_program(program, program.outputs, sources, single=single).render()
 
 
+@pytest.mark.parametrize("single", [False, True], ids=["tables", "one"])
 @pytest.mark.parametrize("case", CASES)
-def test_golden_sql(case):
-    got = compiled(case)
-    path = GOLDEN / f"{case}.sql"
+def test_golden_sql(case, single):
+    got = compiled(case, single)
+    path = GOLDEN / f"{case}{'.one' if single else ''}.sql"
     if os.environ.get("TORCHTALK_REGOLD"):
         path.write_text(got)
     want = path.read_text() if path.exists() else ""

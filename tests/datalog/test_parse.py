@@ -67,6 +67,7 @@ ERRORS = [
     ("p(x) :- x = count y : { q(y) }.", "<text>:1:13: parse error: 'count' aggregate takes no target expression"),
     (".decl r()", "<text>:1:9: parse error: unexpected ')', expected a name"),
     ("p(x) :- q(x), .", "<text>:1:15: parse error: unexpected '.', expected '!' or match/contains or a term"),
+    ('p(ord(x, y)) :- q(x, y).', "<text>:1:3: parse error: 'ord' takes 1 argument, got 2"),
 ]
 
 
@@ -122,3 +123,15 @@ def test_rule_library_round_trips(name):
     """Every file of the rule library prints to Soufflé text that parses back the same."""
     prog = parse_file(ROOT / "rules" / name)
     assert parse_text(str(prog)) == prog
+
+
+def test_ord_functor_parses_prints_and_is_no_relation():
+    prog = parse_text('.decl n(s: symbol, i: number)\n.decl e(s: symbol)\n'
+                      'n(a, ord(a)) :- e(a).\nn(a, i) :- e(a), ord(a) = i.')
+    head = prog.rules[0].head.args[1]
+    assert head == A.Functor(A.FunctorName.ORD, (A.Var("a"),))
+    assert head.loc == SrcLoc("<text>", 3, 6)
+    assert [str(r) for r in prog.rules] == ["n(a, ord(a)) :- e(a).", "n(a, i) :- e(a), ord(a) = i."]
+    # `ord(a) = i` is a comparison, not an atom of a relation named ord
+    assert isinstance(prog.rules[1].body[1], A.Comparison)
+    assert parse_text("\n".join(str(r) for r in prog.rules)).rules == prog.rules

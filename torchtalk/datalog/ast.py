@@ -67,6 +67,10 @@ class AggFunc(_StrictEnum):
     MAX = "max"
 
 
+class FunctorName(_StrictEnum):
+    ORD = "ord"  # ord(s): the number of symbol s, one-to-one (Note [ord] in compile.py)
+
+
 class BuiltinName(_StrictEnum):
     MATCH = "match"  # match(regex, s): s matches regex entirely
     CONTAINS = "contains"  # contains(sub, s): sub is a substring of s
@@ -149,7 +153,30 @@ class Aggregate:
         return f"{self.func}{target} : {{ {body} }}"
 
 
-Term = Var | Wildcard | Str | Num | Neg | BinOp | Aggregate
+@dataclass(frozen=True)
+class Functor:
+    """`ord(s)`: a function of its arguments (Soufflé's intrinsic functors)."""
+
+    name: FunctorName
+    args: tuple[Term, ...]
+    loc: SrcLoc = _loc()
+
+    def __str__(self) -> str:
+        return f"{self.name}({', '.join(str(a) for a in self.args)})"
+
+
+Term = Var | Wildcard | Str | Num | Neg | BinOp | Functor | Aggregate
+
+
+def subterms(term: Term) -> tuple[Term, ...]:
+    """The terms directly inside an arithmetic or functor term (not an aggregate's)."""
+    if isinstance(term, Neg):
+        return (term.operand,)
+    if isinstance(term, BinOp):
+        return (term.left, term.right)
+    if isinstance(term, Functor):
+        return term.args
+    return ()
 
 
 def _wrap(term: Term) -> str:
@@ -350,11 +377,7 @@ def term_vars(term: Term) -> list[Var]:
     """Variables of a term outside aggregates (aggregate bodies are scopes)."""
     if isinstance(term, Var):
         return [term]
-    if isinstance(term, Neg):
-        return term_vars(term.operand)
-    if isinstance(term, BinOp):
-        return term_vars(term.left) + term_vars(term.right)
-    return []
+    return [v for t in subterms(term) for v in term_vars(t)]
 
 
 def literal_atoms(lit: Literal) -> list[tuple[Atom, bool]]:
@@ -382,8 +405,4 @@ def term_aggregates(term: Term) -> list[Aggregate]:
     """Aggregates directly inside a term (not nested inside other aggregates)."""
     if isinstance(term, Aggregate):
         return [term]
-    if isinstance(term, Neg):
-        return term_aggregates(term.operand)
-    if isinstance(term, BinOp):
-        return term_aggregates(term.left) + term_aggregates(term.right)
-    return []
+    return [a for t in subterms(term) for a in term_aggregates(t)]

@@ -203,6 +203,11 @@ class _Converter:
             return A.Neg(inner, loc)
         if kind == "Aggregate":
             return self.aggregate(item, loc)
+        if kind == "Functor":
+            args = tuple(self.term(a) for a in item.args)
+            if len(args) != 1:
+                raise self.error(f"'{item.name}' takes 1 argument, got {len(args)}", loc)
+            return A.Functor(A.FunctorName.parse(item.name, loc, "functor"), args, loc)
         raise self.error(f"internal: unexpected node {kind}", loc)
 
     def chain(self, item) -> A.Term:
@@ -253,6 +258,8 @@ _FLOAT = re.compile(r"\d+\.\d+")
 
 _RULE_NAMES = {
     "Ident": "a name",
+    "RelName": "a name",
+    "FunctorName": "a name",
     "DLString": "a string",
     "NumberLit": "a number",
     "WildcardLit": "'_'",

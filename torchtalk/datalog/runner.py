@@ -14,12 +14,12 @@ Example:
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from torchtalk.datalog.analysis.checks import check
 from torchtalk.datalog.ast import Program
-from torchtalk.datalog.engines import get_engine
+from torchtalk.datalog.engines import Fetch, get_engine
 from torchtalk.errors import InputError, did_you_mean
 
 # Programs that passed check(): the query layer evaluates one parsed library
@@ -36,7 +36,7 @@ def evaluate(
     engine: str = "duckdb",
     checked: bool = False,
     tables: Mapping[str, str] | None = None,
-    order: Mapping[str, Sequence[int]] | None = None,
+    fetch: Mapping[str, Fetch] | None = None,
 ) -> dict[str, list[tuple]]:
     """Rows of each output relation (a set, as tuples in no given order).
 
@@ -47,8 +47,8 @@ def evaluate(
     facts:   extra input rows by relation (e.g. query seeds).
     checked: skip `check(program)` when the caller already did it.
     tables:  the DB table of an input relation not stored under its own name.
-    order:   output relation -> column positions: its rows come back without
-             duplicates, sorted by those columns (a list, not a set).
+    fetch:   output relation -> `Fetch`: its rows come back as a `Page`:
+             distinct, filtered, sorted, cut to a limit (engines/__init__.py).
     """
     if not checked and program not in _CHECKED:
         check(program)
@@ -58,8 +58,8 @@ def evaluate(
         if rel not in program.decls:
             raise InputError(f"unknown relation '{rel}'", hint=did_you_mean(rel, program.decls))
     given = {rel: list(rows) for rel, rows in (facts or {}).items()}
-    ordered = {rel: tuple(cols) for rel, cols in (order or {}).items() if rel in wanted}
-    return get_engine(engine).run(program, con, wanted, given, dict(tables or {}), ordered)
+    shaped = {rel: spec for rel, spec in (fetch or {}).items() if rel in wanted}
+    return get_engine(engine).run(program, con, wanted, given, dict(tables or {}), shaped)
 
 
 def eval_file(

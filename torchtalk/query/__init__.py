@@ -54,11 +54,10 @@ def query(
     resolver = Resolver(con)
     b = bind(q, program, resolver, all_matches=all_matches)
     tables = frozenset(resolver.tables)
-    rows = evaluate_bound(b, program, con, engine=engine, tables=tables)
-    shown = rows if limit is None else rows[:limit]
+    shown = evaluate_bound(b, program, con, engine=engine, tables=tables, limit=limit)
     from torchtalk.query.run import _notes
 
-    result = Result(b.sig.name, b.sig.columns, b.sig.types, tuple(shown), len(rows),
+    result = Result(b.sig.name, b.sig.columns, b.sig.types, tuple(shown), shown.total,
                     b.resolutions, (*left_out, *_notes(b)))
     if explain:
         from torchtalk.query.explain import explain as _explain

@@ -98,7 +98,10 @@ def fingerprints(program: A.Program) -> dict[str, str]:
     for rel in argument_free(program):
         closure = needed_relations(program, [rel])
         text = [str(program.decls[r]) + (" .input" if r in inputs else "") for r in sorted(closure)]
-        text += sorted(str(r) for r in program.rules if r.head.name in closure)
+        rules = [r for r in program.rules if r.head.name in closure]
+        text += sorted(str(r) for r in rules)
+        if any(_ord_columns(r) for r in rules):  # ord() is DuckDB's hash (Note [ord])
+            text.append(f"duckdb {_duckdb_version()}")
         out[rel] = hashlib.sha1("\n".join(text).encode()).hexdigest()
     _FINGERPRINTS[id(program)] = (program, out)
     return out
@@ -116,9 +119,40 @@ def materialize(con: Any, program: A.Program, tables: frozenset[str]) -> dict[st
     con.execute(f"CREATE OR REPLACE TABLE {CATALOG} (relation VARCHAR, fingerprint VARCHAR, rows BIGINT)")
     live = prune(program, frozenset(), tables)
     counts = DuckDBEngine().materialize(live, con, {rel: table_of(rel) for rel in prints})
+    for rel in prints:
+        _check_one_to_one(con, program, rel)
     con.executemany(f"INSERT INTO {CATALOG} VALUES (?, ?, ?)",
                     [(rel, prints[rel], counts[rel]) for rel in prints])
     return counts
+
+
+def _duckdb_version() -> str:
+    import duckdb
+
+    return duckdb.__version__
+
+
+def _ord_columns(rule: A.Rule) -> list[tuple[int, int]]:
+    """(i, j) for each head column j holding `ord(v)` of the variable in head column i."""
+    args = rule.head.args
+    return [(i, j) for j, t in enumerate(args) if isinstance(t, A.Functor) and t.name is A.FunctorName.ORD
+            for i, v in enumerate(args) if isinstance(v, A.Var) and t.args == (v,)]
+
+
+def _check_one_to_one(con: Any, program: A.Program, rel: str) -> None:
+    """A stored relation holding symbols beside their ord() numbers (`node`)
+    must number them one-to-one (Note [ord]): the walks meet on numbers."""
+    from torchtalk.errors import EngineError
+
+    cols = program.decls[rel].columns
+    for rule in program.rules_for(rel):
+        for i, j in _ord_columns(rule):
+            sym, num = q(cols[i].name), q(cols[j].name)
+            clash = con.execute(f"SELECT {num}, min({sym}), max({sym}) FROM {table_of(rel)} GROUP BY {num} "
+                                f"HAVING count(DISTINCT {sym}) > 1 LIMIT 1").fetchone()
+            if clash:
+                raise EngineError(f"ord() gives {clash[1]!r} and {clash[2]!r} the same number {clash[0]} in '{rel}'",
+                                  hint="the walks would confuse them; report it (Note [ord])")
 
 
 _STORED: dict = {}  # per connection (Note [DB info cache] in torchtalk/connmemo.py)

@@ -101,17 +101,27 @@ class _Explainer:
 
 
 def _fresh_wildcards(body):
-    """Replace each `_` in positive atoms by a fresh variable; return (body, positive atoms)."""
+    """Replace each `_` in positive atoms by a fresh variable, and each
+    computed argument (`up_min(ord(s), j, d)`) by a fresh variable equal to
+    it, so the witness row carries its value as the engine computes it;
+    return (body, positive atoms)."""
     counter = iter(range(10_000))
-    out, atoms = [], []
+    out, atoms, eqs = [], [], []
     for lit in body:
         if isinstance(lit, A.Atom):
-            args = tuple(A.Var(f"tt_w{next(counter)}") if isinstance(t, A.Wildcard) else t
-                         for t in lit.args)
-            lit = A.Atom(lit.name, args, lit.loc)
+            args = []
+            for t in lit.args:
+                if isinstance(t, A.Wildcard):
+                    t = A.Var(f"tt_w{next(counter)}")
+                elif isinstance(t, (A.Functor, A.BinOp, A.Neg)):
+                    v = A.Var(f"tt_e{next(counter)}")
+                    eqs.append(A.Comparison(A.CmpOp.EQ, v, t))
+                    t = v
+                args.append(t)
+            lit = A.Atom(lit.name, tuple(args), lit.loc)
             atoms.append(lit)
         out.append(lit)
-    return tuple(out), atoms
+    return (*out, *eqs), atoms
 
 
 def _var_types(program, body) -> dict[str, str]:
@@ -125,7 +135,7 @@ def _var_types(program, body) -> dict[str, str]:
                     types.setdefault(t.name, str(col.type))
         elif isinstance(lit, A.Comparison) and lit.op is A.CmpOp.EQ:
             for a, b in ((lit.left, lit.right), (lit.right, lit.left)):
-                if isinstance(a, A.Var) and isinstance(b, (A.Aggregate, A.BinOp, A.Num)):
+                if isinstance(a, A.Var) and isinstance(b, (A.Aggregate, A.BinOp, A.Functor, A.Num)):
                     types.setdefault(a.name, "number")
     return types
 

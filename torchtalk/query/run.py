@@ -161,10 +161,12 @@ def _typed(q: Query, v: Value, p: Param):
 
 
 def evaluate_bound(b: Bound, program, con, *, engine: str = "duckdb",
-                   tables: frozenset | None = None) -> list[tuple]:
-    """The rows of the bound relation, filtered, in `sort_order`; `tables` =
-    the fact DB's table names (for Note [Pruning])."""
+                   tables: frozenset | None = None, limit: int | None = None):
+    """The rows of the bound relation, filtered, in `sort_order`, at most
+    `limit` of them: a `Page` (its `total` counts them all); `tables` = the
+    fact DB's table names (for Note [Pruning])."""
     from torchtalk.datalog import evaluate
+    from torchtalk.datalog.engines import Fetch, Page
     from torchtalk.query.derived import use_derived
 
     library = program
@@ -173,12 +175,10 @@ def evaluate_bound(b: Bound, program, con, *, engine: str = "duckdb",
     if engine == "duckdb":  # Note [Derived at index time]; Soufflé computes everything
         program, stored = use_derived(program, con, library)
     program, facts = presolve(program, con, b.facts, b.sig.name, engine, stored)
+    spec = Fetch(sort_order(b.sig), b.filters, limit)
     out = evaluate(program, con, outputs=[b.sig.name], facts=facts, engine=engine, checked=True,
-                   tables=stored, order={b.sig.name: sort_order(b.sig)})
-    rows = out.get(b.sig.name, [])
-    for i, allowed in b.filters:
-        rows = [r for r in rows if r[i] in allowed]
-    return rows
+                   tables=stored, fetch={b.sig.name: spec})
+    return out.get(b.sig.name, Page([]))
 
 
 def sort_order(sig: Signature) -> tuple[int, ...]:
@@ -258,13 +258,56 @@ def presolve(program, con, facts: dict, output: str, engine: str, tables: dict |
     cands = [rel for rel in needed if rel != output and _argument_level(program, rel, facts)]
     if not cands:
         return program, facts
-    rows = evaluate(program, con, outputs=cands, facts=facts, engine=engine, checked=True, tables=tables)
-    frozen = {rel: rows.get(rel, []) for rel in cands}
-    full = {rel: rs for rel, rs in frozen.items() if rs}
-    kept = [r for r in program.rules if r.head.name not in frozen]
-    sources = frozenset(program.inputs) | frozenset(facts) | frozenset(full)
-    program = _live_rules(program, kept, sources, frozenset())
-    return program, {**facts, **full}
+    rows = _copies(program, cands, facts)
+    if rows is None:
+        rows = evaluate(program, con, outputs=cands, facts=facts, engine=engine, checked=True, tables=tables)
+    full = {rel: rs for rel in cands if (rs := rows.get(rel, []))}
+    key = (id(program), frozenset(cands), frozenset(full), frozenset(facts))
+    hit = _PRESOLVED.get(key)
+    if hit is None or hit[0] is not program:
+        kept = [r for r in program.rules if r.head.name not in cands]
+        sources = frozenset(program.inputs) | frozenset(facts) | frozenset(full)
+        hit = _PRESOLVED[key] = (program, _live_rules(program, kept, sources, frozenset()))
+    return hit[1], {**facts, **full}
+
+
+# presolved programs by (program, frozen relations, non-empty ones, given
+# relations): the same program object for the same query shape, so the
+# engine's plan cache (Note [Plan cache]) can recognize it
+_PRESOLVED: dict[tuple, tuple] = {}
+
+
+def _copies(program, cands: list[str], facts: dict) -> dict[str, list[tuple]] | None:
+    """The rows of `cands` when each of their rules copies given facts
+    (`up_limit(d) :- impact_depth(d).`, `entry_need(o) :- trace_arg(o).`),
+    computed here rather than by an engine call; None if some rule does more."""
+    from torchtalk.datalog import ast as A
+
+    out: dict[str, list[tuple]] = {}
+    for rel in cands:
+        rows: set[tuple] = set()
+        for rule in program.rules_for(rel):
+            if len(rule.body) != 1 or not isinstance(rule.body[0], A.Atom) or rule.body[0].name not in facts:
+                return None
+            atom = rule.body[0]
+            if not all(isinstance(t, (A.Var, A.Wildcard, A.Str, A.Num)) for t in atom.args) or not all(
+                    isinstance(t, (A.Var, A.Str, A.Num)) for t in rule.head.args):
+                return None
+            for row in facts[atom.name]:
+                env: dict[str, object] = {}
+                if all(_match(t, v, env) for t, v in zip(atom.args, row, strict=True)):
+                    rows.add(tuple(env[t.name] if isinstance(t, A.Var) else t.value for t in rule.head.args))
+        out[rel] = sorted(rows, key=repr)
+    return out
+
+
+def _match(term, value, env: dict) -> bool:
+    """Bind or check `term` (a variable, `_` or a constant) against `value`."""
+    from torchtalk.datalog import ast as A
+
+    if isinstance(term, A.Var):
+        return env.setdefault(term.name, value) == value
+    return isinstance(term, A.Wildcard) or term.value == value
 
 
 def _argument_level(program, rel: str, facts: dict) -> bool:

@@ -148,6 +148,10 @@ class _Checker:
             for part in (node.left, node.right):
                 if _type_of(part, env) is num:
                     self.error(f"'{node.name}' takes symbols, got the number {part}", part.loc)
+        elif isinstance(node, A.Functor):  # ord(symbol) -> number
+            for part in node.args:
+                if _type_of(part, env) is num:
+                    self.error(f"'{node.name}' takes a symbol, got the number {part}", part.loc)
         elif isinstance(node, A.Aggregate) and node.target is not None:
             if _type_of(node.target, env) is sym:
                 self.error(f"'{node.func}' aggregates numbers, got the symbol {node.target}", node.target.loc)
@@ -155,7 +159,7 @@ class _Checker:
         if isinstance(node, A.Atom) and node.name in self.program.decls:
             for col, arg in zip(self.program.decls[node.name].columns, node.args, strict=False):
                 t = _type_of(arg, env)
-                if isinstance(arg, (A.BinOp, A.Neg, A.Aggregate)) and t is not col.type:
+                if isinstance(arg, (A.BinOp, A.Neg, A.Functor, A.Aggregate)) and t is not col.type:
                     self.error(f"column '{col.name}' of '{node.name}' is a {col.type}, got a number expression", arg.loc)
 
 
@@ -165,7 +169,7 @@ def _type_of(term: A.Term, env: dict[str, A.ColType]) -> A.ColType | None:
         return env.get(term.name)
     if isinstance(term, A.Str):
         return A.ColType.SYMBOL
-    if isinstance(term, (A.Num, A.BinOp, A.Neg, A.Aggregate)):
+    if isinstance(term, (A.Num, A.BinOp, A.Neg, A.Functor, A.Aggregate)):
         return A.ColType.NUMBER
     return None
 
@@ -183,10 +187,10 @@ def _children(node):
         return node.args
     if isinstance(node, A.Negation):
         return (node.target,)
-    if isinstance(node, (A.Comparison, A.Builtin, A.BinOp)):
+    if isinstance(node, (A.Comparison, A.Builtin)):
         return (node.left, node.right)
-    if isinstance(node, A.Neg):
-        return (node.operand,)
+    if isinstance(node, (A.BinOp, A.Neg, A.Functor)):
+        return A.subterms(node)
     if isinstance(node, A.Aggregate):
         return ((node.target,) if node.target is not None else ()) + node.body
     return ()

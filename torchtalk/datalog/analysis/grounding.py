@@ -64,11 +64,9 @@ def _parents_of(agg: A.Aggregate, rule: A.Rule) -> tuple[A.Aggregate, ...]:
                     term(sub, (*enc, t))
             if t.target is not None:
                 term(t.target, (*enc, t))
-        elif isinstance(t, A.BinOp):
-            term(t.left, enc)
-            term(t.right, enc)
-        elif isinstance(t, A.Neg):
-            term(t.operand, enc)
+        else:
+            for sub in A.subterms(t):
+                term(sub, enc)
 
     for lit in (rule.head, *rule.body):
         for t in _literal_terms(lit):
@@ -182,17 +180,15 @@ def _occurrences(rule: A.Rule) -> list[tuple[str, tuple[A.Aggregate, ...]]]:
     def term(t, enc) -> None:
         if isinstance(t, A.Var):
             out.append((t.name, enc))
-        elif isinstance(t, A.Neg):
-            term(t.operand, enc)
-        elif isinstance(t, A.BinOp):
-            term(t.left, enc)
-            term(t.right, enc)
         elif isinstance(t, A.Aggregate):
             inner = (*enc, t)
             if t.target is not None:
                 term(t.target, inner)
             for lit in t.body:
                 literal(lit, inner)
+        else:
+            for sub in A.subterms(t):
+                term(sub, enc)
 
     def literal(lit, enc) -> None:
         if isinstance(lit, A.Atom):

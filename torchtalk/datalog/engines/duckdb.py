@@ -11,11 +11,14 @@ Example:
 from __future__ import annotations
 
 import itertools
+import re
+import uuid
 from typing import Any
 
 from torchtalk.datalog import ast as A
 from torchtalk.datalog.analysis.strata import needed_relations
 from torchtalk.datalog.compile import SQL_TYPES, Exec, Plan, compile_program, q
+from torchtalk.datalog.engines import Fetch, Page
 from torchtalk.errors import EngineError, InputError
 
 _RUNS = itertools.count()
@@ -26,10 +29,10 @@ class DuckDBEngine:
 
     def run(self, program: A.Program, con: Any, outputs: list[str], facts: dict[str, list[tuple]],
             tables: dict[str, str] | None = None,
-            order: dict[str, tuple[int, ...]] | None = None) -> dict[str, list[tuple]]:
+            fetch: dict[str, Fetch] | None = None) -> dict[str, list[tuple]]:
         """Evaluate `outputs` over `con` (a duckdb connection, may be read-only);
-        an output in `order` comes back distinct and sorted by those columns."""
-        return self._run(program, con, outputs, facts, tables or {}, None, order or {})
+        an output in `fetch` comes back as its `Fetch` says, done in SQL."""
+        return self._run(program, con, outputs, facts, tables or {}, None, fetch or {})
 
     def materialize(self, program: A.Program, con: Any, into: dict[str, str],
                     tables: dict[str, str] | None = None) -> dict[str, int]:
@@ -37,7 +40,7 @@ class DuckDBEngine:
         value (created on the writable `con`); -> row counts."""
         return self._run(program, con, list(into), {}, tables or {}, into, {})
 
-    def _run(self, program, con, outputs, facts, tables, into, order):
+    def _run(self, program, con, outputs, facts, tables, into, fetch):
         import duckdb
 
         if con is None:
@@ -45,11 +48,15 @@ class DuckDBEngine:
         prefix = f"_tt{next(_RUNS)}_"
         created: list[str] = []
         try:
-            needed = needed_relations(program, outputs)
+            needed = _needed(program, outputs)
             sources = self._sources(program, con, needed, facts, tables, prefix, created)
-            plan = compile_program(program, outputs, sources, prefix, stored=into)
+            if into is None:
+                plan = _query_plan(program, outputs, sources, prefix)
+            else:
+                plan = compile_program(program, outputs, sources, prefix, stored=into)
             created += plan.temp_tables
-            return _execute(con, plan, into, order)
+            columns = {rel: [c.name for c in program.decls[rel].columns] for rel in fetch}
+            return _execute(con, plan, into, fetch, columns)
         except duckdb.Error as exc:
             raise EngineError(f"DuckDB failed: {str(exc).splitlines()[0]}") from None
         finally:
@@ -89,8 +96,61 @@ class DuckDBEngine:
         return sources
 
 
+# Note [Plan cache]: compiling a query's program costs 2-4 ms of Python, as
+# much as a small query's SQL. The plan of a program depends on its sources
+# only through where they are written (a fact table, a query's seeds inlined
+# as VALUES), so a one-statement plan (Note [One statement]) is compiled once
+# per (program, outputs, number of sources per relation) with placeholders
+# where the sources go, and each run fills them in. The query layer reuses
+# one program object per query shape (torchtalk/query/run.py), so
+# `trace(softmax)` after `trace(matmul)` compiles nothing. Bounded, like
+# every cache here, because `--explain` makes a program per row.
+_PLANS: dict[tuple, tuple[A.Program, Plan | None]] = {}
+_NEEDED: dict[tuple, tuple[A.Program, frozenset]] = {}
+_CACHE_SIZE = 256
+_HOLE = f"tt_source_{uuid.uuid4().hex[:12]}_"
+
+
+def _needed(program: A.Program, outputs: list[str]) -> frozenset:
+    key = (id(program), tuple(outputs))
+    hit = _NEEDED.get(key)
+    if hit is None or hit[0] is not program:
+        hit = _remember(_NEEDED, key, (program, frozenset(needed_relations(program, outputs))))
+    return hit[1]
+
+
+def _remember(cache: dict, key, value):
+    if len(cache) >= _CACHE_SIZE:
+        del cache[next(iter(cache))]
+    cache[key] = value
+    return value
+
+
+def _query_plan(program: A.Program, outputs: list[str], sources: dict[str, list[str]], prefix: str) -> Plan:
+    """The plan of a query run, from the cache when it is one statement."""
+    rels = sorted(sources)
+    key = (id(program), tuple(outputs), tuple((rel, len(sources[rel])) for rel in rels))
+    hit = _PLANS.get(key)
+    if hit is None or hit[0] is not program:
+        holes = {rel: [f"{_HOLE}{i}_{j}" for j in range(len(sources[rel]))] for i, rel in enumerate(rels)}
+        plan = compile_program(program, outputs, holes, f"{_HOLE}p_", single=True)
+        loop = any(not isinstance(step, Exec) for step in plan.steps)
+        hit = _remember(_PLANS, key, (program, None if loop else plan))
+    if hit[1] is None:  # the semi-naive loop: compiled for each run
+        return compile_program(program, outputs, sources, prefix, single=True)
+    pattern = re.compile(re.escape(_HOLE) + r"(?:(\d+)_(\d+)|p_)")
+
+    def fill(m: re.Match) -> str:
+        return prefix if m.group(1) is None else sources[rels[int(m.group(1))]][int(m.group(2))]
+
+    plan = hit[1]
+    return Plan(tuple(Exec(pattern.sub(fill, step.sql)) for step in plan.steps),
+                {rel: pattern.sub(fill, sql) for rel, sql in plan.fetch.items()},
+                tuple(pattern.sub(fill, t) for t in plan.temp_tables))
+
+
 def _execute(con, plan: Plan, into: dict[str, str] | None = None,
-             order: dict[str, tuple[int, ...]] | None = None) -> dict:
+             fetch: dict[str, Fetch] | None = None, columns: dict[str, list[str]] | None = None) -> dict:
     for step in plan.steps:
         if isinstance(step, Exec):
             con.execute(step.sql)
@@ -108,10 +168,31 @@ def _execute(con, plan: Plan, into: dict[str, str] | None = None,
         return {rel: con.execute(f"SELECT count(*) FROM {into[rel]}").fetchone()[0] for rel in plan.fetch}
     out = {}
     for rel, sql in plan.fetch.items():
-        if order and rel in order:
-            sql = f"SELECT DISTINCT * FROM ({sql}) ORDER BY {', '.join(str(i + 1) for i in order[rel])}"
-        out[rel] = con.execute(sql).fetchall()
+        spec = (fetch or {}).get(rel)
+        out[rel] = con.execute(sql).fetchall() if spec is None else _page(con, sql, spec, (columns or {})[rel])
     return out
+
+
+def _page(con, sql: str, spec: Fetch, columns: list[str]) -> Page:
+    """`sql`'s rows as `spec` says. With a limit, only those rows reach
+    Python; a window count gives the total (a query's 10K rows cost more
+    to hand over than to compute)."""
+    conds = [f"{q(columns[i])} IN ({', '.join(_literal(v) for v in sorted(allowed, key=repr))})"
+             if allowed else "false" for i, allowed in spec.keep]
+    rows_sql = f"SELECT DISTINCT * FROM ({sql}) AS r" + (f" WHERE {' AND '.join(conds)}" if conds else "")
+    order = ", ".join(str(i + 1) for i in spec.order)
+    if spec.limit is None:
+        return Page(con.execute(f"{rows_sql} ORDER BY {order}").fetchall())
+    if spec.limit <= 0:
+        return Page([], con.execute(f"SELECT count(*) FROM ({rows_sql})").fetchone()[0])
+    rows = con.execute(f"SELECT *, count(*) OVER () FROM ({rows_sql}) ORDER BY {order} LIMIT {int(spec.limit)}").fetchall()
+    return Page([r[:-1] for r in rows], rows[0][-1] if rows else 0)
+
+
+def _literal(v) -> str:
+    if isinstance(v, str):
+        return "'" + v.replace("'", "''") + "'"
+    return f"CAST({int(v)} AS BIGINT)"
 
 
 def db_tables(con, names: list[str]) -> dict[str, list[tuple[str, str]]]:

@@ -20,6 +20,7 @@ from typing import Any
 from torchtalk.datalog import ast as A
 from torchtalk.datalog.analysis.strata import needed_relations
 from torchtalk.datalog.compile import q
+from torchtalk.datalog.engines import Fetch, fetch_rows
 from torchtalk.errors import EngineError
 
 
@@ -33,9 +34,9 @@ class SouffleEngine:
 
     def run(self, program: A.Program, con: Any, outputs: list[str], facts: dict[str, list[tuple]],
             tables: dict[str, str] | None = None,
-            order: dict[str, tuple[int, ...]] | None = None) -> dict[str, list[tuple]]:
+            fetch: dict[str, Fetch] | None = None) -> dict[str, list[tuple]]:
         """Evaluate `outputs` with `souffle`; EngineError if it is not installed.
-        An output in `order` comes back distinct and sorted by those columns."""
+        An output in `fetch` comes back as its `Fetch` says (done in Python)."""
         exe = souffle_path()
         if exe is None:
             raise EngineError(
@@ -56,8 +57,8 @@ class SouffleEngine:
                 first = (proc.stderr or proc.stdout).strip().splitlines()
                 raise EngineError(f"souffle failed (exit {proc.returncode}): {first[0] if first else 'no output'}")
             out = {rel: read_csv(odir / f"{rel}.csv", program.decls[rel]) for rel in outputs}
-        for rel, cols in (order or {}).items():
-            out[rel] = sorted(set(out[rel]), key=lambda r, cols=cols: tuple(r[i] for i in cols))
+        for rel, spec in (fetch or {}).items():
+            out[rel] = fetch_rows(out[rel], spec)
         return out
 
 
