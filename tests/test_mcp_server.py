@@ -288,6 +288,24 @@ def test_trace_matmul_reaches_the_native_kernel(mcp, tree, layers):
     assert cuda.total <= r.total and any("focus 'CUDA'" in n for n in cuda.data["notes"])
 
 
+def test_trace_focus_searches_every_row_before_the_cap(mcp, db, layers):
+    # add.Tensor's trace has 3K+ rows, its tests sorted after the first 200:
+    # the focus finds them among all rows, not among the first 200
+    need(layers, "ops", "cpp", "tests")
+    from torchtalk import api
+
+    con = api.open_db(db=db)
+    every = api.query("trace(add.Tensor)", con=con)
+    con.close()
+    want = [dict(zip(every.columns, row, strict=True)) for row in every.rows
+            if any("test_binary_ufuncs" in str(v).lower() for v in row)]
+    assert every.total > 200 and len(want) > 10
+    r = mcp.call("trace", name="add.Tensor", focus="test_binary_ufuncs")
+    assert not r.is_error, r.text
+    assert r.total == len(want) and r.rows == want[:len(r.rows)]
+    assert f"focus 'test_binary_ufuncs': {len(want)} of {every.total} rows kept" in r.data["notes"]
+
+
 def test_query_and_affected(mcp, layers):
     need(layers, "cpp")
     r = mcp.call("query", dsl="callers(at::native::cpublas::gemm)")

@@ -66,21 +66,24 @@ def _table(result: Any, title: str) -> Table:
     return Table(title, tuple(order), tuple(tuple(d.get(c) for c in order) for d in dicts), len(dicts))
 
 
-def _dsl(ctx: Context, con, text: str) -> Table:
+def _dsl(ctx: Context, con, text: str, limit: int | None = STRUCT_ROWS) -> Table:
     """Evaluate a query-DSL text through the facade (with the server's --rules dirs)."""
     from torchtalk import api
 
     rules = ctx.request_context.lifespan_context.rules
-    return _table(api.query(text, con=con, limit=STRUCT_ROWS, rules=rules), text)
+    return _table(api.query(text, con=con, limit=limit, rules=rules), text)
 
 
-def _focus(table: Table, focus: str | None) -> Table:
+def _focused(ctx: Context, con, text: str, focus: str | None) -> Table:
+    """The rows of `text` mentioning `focus` (all of them are searched, then
+    capped like any answer), or its first rows without a focus."""
     if not focus:
-        return table
+        return _dsl(ctx, con, text)
+    table = _dsl(ctx, con, text, limit=None)
     f = focus.lower()
     rows = tuple(r for r in table.rows if any(f in str(v).lower() for v in r))
-    note = f"focus {focus!r}: {len(rows)} of {len(table.rows)} rows kept"
-    return Table(table.title, table.columns, rows, len(rows), (*table.notes, note))
+    note = f"focus {focus!r}: {len(rows)} of {table.total} rows kept"
+    return Table(table.title, table.columns, rows[:STRUCT_ROWS], len(rows), (*table.notes, note))
 
 
 def register(server: MCPServer) -> None:
@@ -114,7 +117,7 @@ async def trace(
     entries per backend, structured delegates, C++ kernels, dispatch stubs and CUDA
     kernels, with derivative formulas and covering tests, each step at file:line.
     Use it to understand or modify an operator."""
-    return await run_tool(ctx, "trace", lambda con: _focus(_dsl(ctx, con, f"trace({_name(name)})"), focus))
+    return await run_tool(ctx, "trace", lambda con: _focused(ctx, con, f"trace({_name(name)})", focus))
 
 
 async def search(
