@@ -389,3 +389,22 @@ def test_coverage_query_uses_the_report_model(con):
     r = q(con, "coverage(CUDA, tag=core)")
     assert {(row[1], row[2], row[3]) for row in r.rows} == {
         ("mm", "covered", "delegate"), ("_softmax", "covered", "direct")}
+
+
+def test_names_resolve_once_per_read_only_connection(tmp_path, monkeypatch):
+    import duckdb
+
+    path = tmp_path / "facts.duckdb"
+    build_db(path).close()
+    calls = []
+    real = Resolver._q
+    monkeypatch.setattr(Resolver, "_q", lambda self, *a: calls.append(a[0]) or real(self, *a))
+    ro = duckdb.connect(str(path), read_only=True)
+    first = Resolver(ro).resolve("torch.matmul", "op")
+    n = len(calls)
+    assert n > 0 and Resolver(ro).resolve("torch.matmul", "op") == first and len(calls) == n
+    build_db(tmp_path / "rw.duckdb").close()
+    rw = duckdb.connect(str(tmp_path / "rw.duckdb"))  # writable: its tables may change, no memo
+    Resolver(rw).resolve("torch.matmul", "op")
+    Resolver(rw).resolve("torch.matmul", "op")
+    assert len(calls) == 3 * n

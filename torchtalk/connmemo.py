@@ -31,3 +31,10 @@ def per_connection(memo: dict[int, tuple[Any, Any]], con: Any, compute: Callable
         memo.pop(next(iter(memo)))
     memo[id(con)] = (con, value)
     return value
+
+
+def read_only_memo(memo: dict[int, tuple[Any, Any]], con: Any) -> dict | None:
+    """A dict kept per read-only connection (its answers cannot change), or
+    None for a writable one, whose tables may change under a memo."""
+    return per_connection(memo, con, lambda c: {} if c.execute(
+        "SELECT current_setting('access_mode')").fetchone()[0] == "read_only" else None)

@@ -105,17 +105,22 @@ def group_matches(matches) -> dict[str, list[Match]]:
 
 
 _TABLES: dict = {}  # the main-schema table names per connection (Note [DB info cache])
+_RESOLVED: dict = {}  # per read-only connection: (text, namespace) -> Resolution
+_RESOLVED_MAX = 4096  # names remembered per connection
 
 
 class Resolver:
     """Resolves names against one fact DB connection (tables may be missing)."""
 
     def __init__(self, con) -> None:
-        from torchtalk.connmemo import per_connection
+        from torchtalk.connmemo import per_connection, read_only_memo
 
         self.con = con
         self.tables = per_connection(_TABLES, con, lambda c: {r[0] for r in c.execute(
             "SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main'").fetchall()})
+        # a read-only connection resolves a name the same way every time (Note
+        # [DB info cache]): an agent asks about the same few names again and again
+        self.memo = read_only_memo(_RESOLVED, con)
 
     def _q(self, sql: str, params, *tables: str) -> list[tuple]:
         if not all(t in self.tables for t in tables):
@@ -129,6 +134,16 @@ class Resolver:
             >>> Resolver(con).resolve("aten::add.Tensor", "op").ids
             ('add.Tensor',)
         """
+        if self.memo is not None and (text, ns) in self.memo:
+            return self.memo[(text, ns)]
+        found = self._resolve(text, ns)
+        if self.memo is not None:
+            if len(self.memo) >= _RESOLVED_MAX:
+                self.memo.clear()
+            self.memo[(text, ns)] = found
+        return found
+
+    def _resolve(self, text: str, ns: str) -> Resolution:
         tiers = {
             "fn": self._fn_tiers,
             "op": self._op_tiers,

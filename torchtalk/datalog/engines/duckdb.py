@@ -230,10 +230,9 @@ _PROBED: dict = {}  # per connection: {table reference: columns or None}, or Non
 def _probe_cache(con) -> dict | None:
     """The probe results of read-only `con` (Note [DB info cache] in
     torchtalk/connmemo.py); None for a writable connection, whose tables may change."""
-    from torchtalk.connmemo import per_connection
+    from torchtalk.connmemo import read_only_memo
 
-    return per_connection(_PROBED, con, lambda c: {} if c.execute(
-        "SELECT current_setting('access_mode')").fetchone()[0] == "read_only" else None)
+    return read_only_memo(_PROBED, con)
 
 
 _COMPATIBLE = {A.ColType.SYMBOL: {"VARCHAR"}, A.ColType.NUMBER: {"BIGINT", "INTEGER", "HUGEINT", "SMALLINT", "TINYINT", "UBIGINT", "UINTEGER"}}
