@@ -98,3 +98,29 @@ def test_indexer_reports_running_before_its_thread_starts_a_child(tmp_path, monk
         assert time.monotonic() < deadline
         time.sleep(0.01)
     assert seen == ["stages"] and ix.state.failed is None
+
+
+@pytest.mark.real_tree
+def test_warm_runs_each_tools_query_kind_on_the_busiest_names(real_db):
+    from torchtalk import api
+    from torchtalk.mcp.db import warm_queries
+
+    con = api.open_db(db=real_db)
+    assert warm_queries(con) == [
+        'search("at::TensorBase::size")', 'callers("at::TensorBase::size")',
+        'callees("at::TensorBase::size")', 'impact("at::TensorBase::size", depth=1)',
+        'trace("empty.memory_format")', 'kernels("empty.memory_format")', 'tests("empty.memory_format")']
+    for text in warm_queries(con):
+        assert api.query(text, con=con, limit=1).total > 0, text
+    con.close()
+
+
+@pytest.mark.real_tree
+def test_closing_stops_a_warm_run_at_once(real_db):
+    from torchtalk.mcp.db import FactDB
+
+    facts = FactDB(None, real_db)
+    facts.start_warm()
+    t = time.perf_counter()
+    facts.close()  # interrupts the warm query it may be in, joins the thread
+    assert not facts._warm_thread.is_alive() and time.perf_counter() - t < 5

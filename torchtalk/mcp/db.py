@@ -119,6 +119,8 @@ class FactDB:
         self._con = None
         self._path: Path | None = None
         self._ident: tuple[int, int] | None = None
+        self._closing = threading.Event()
+        self._warm_thread: threading.Thread | None = None
 
     def path(self) -> Path | None:
         """The DB file, or None while nothing is indexed for the source."""
@@ -157,16 +159,23 @@ class FactDB:
         self._con = api.open_db(db=path, read_only=True)
         self._path, self._ident = path, ident
 
-    def warm(self) -> None:
-        """Open the DB and load the query library ahead of the first call (run in a
-        thread while the client does its handshake); errors wait for that call."""
+    def warm(self, rules: tuple[Path, ...] = ()) -> None:
+        """Open the DB, load the query library and run one query of each tool's
+        kind ahead of the first call (Note [Warm queries]; in a thread while the
+        client does its handshake); errors wait for that call."""
+        from torchtalk import api
+        from torchtalk.query.library import load_library
+
         try:
             with self.lock:
-                self.connection()
-            from torchtalk.query.library import load_library
-
-            load_library()
-        except Exception:  # the first tool call reports it properly
+                texts = warm_queries(self.connection())
+            load_library(tuple(rules))
+            for text in texts:
+                with self.lock:  # one query at a time: a client's call waits for one at most
+                    if self._closing.is_set():
+                        return
+                    api.query(text, con=self.connection(), rules=rules, limit=1)
+        except Exception:  # the first tool call reports it properly (or the server is closing)
             pass
 
     def interrupt(self) -> None:
@@ -175,11 +184,43 @@ class FactDB:
         if con is not None:
             con.interrupt()
 
+    def start_warm(self, rules: tuple[Path, ...] = ()) -> None:
+        """`warm` in a thread of its own (joined by `close`)."""
+        self._warm_thread = threading.Thread(target=self.warm, args=(rules,), name="torchtalk-warm", daemon=True)
+        self._warm_thread.start()
+
     def close(self) -> None:
+        """Stop warming (a running warm query is interrupted: a thread still in
+        DuckDB when the interpreter exits aborts the process), then close."""
+        self._closing.set()
+        if self._warm_thread is not None and self._warm_thread.is_alive():
+            self.interrupt()
+            self._warm_thread.join(timeout=10)
         with self.lock:
             if self._con is not None:
                 self._con.close()
                 self._con = None
+
+
+# Note [Warm queries]: the first call of a query shape compiles its plan
+# (Note [Plan cache]) and reads the stored relations' blocks from the file:
+# 50-100 ms more than the calls after it. `warm` runs one query of each kind
+# the tools send, on the most connected op and function of the index, so an
+# agent's first `trace` costs what its tenth does. They run on the tools'
+# connection (its per-connection caches warm too), one query per turn of the
+# lock, so a client's first call waits for one warm query at most.
+_WARM = ("search({fn})", "callers({fn})", "callees({fn})", "impact({fn}, depth=1)",
+         "trace({op})", "kernels({op})", "tests({op})")
+
+
+def warm_queries(con) -> list[str]:
+    """The DSL texts `warm` runs: `_WARM` on this DB's busiest op and function."""
+    op = con.execute("SELECT op FROM dispatch GROUP BY op ORDER BY count(*) DESC, op LIMIT 1").fetchone()
+    fn = con.execute("SELECT callee FROM calls GROUP BY callee ORDER BY count(*) DESC, callee LIMIT 1").fetchone()
+    if op is None or fn is None:
+        return []
+    quote = lambda s: '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'  # noqa: E731
+    return [t.format(op=quote(op[0]), fn=quote(fn[0])) for t in _WARM]
 
 
 def default_log(source: Path | None) -> Path:

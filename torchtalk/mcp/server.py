@@ -15,7 +15,6 @@ Example:
 from __future__ import annotations
 
 import sys
-import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -55,7 +54,7 @@ def _lifespan(source: Path | None, db: Path | None, reindex: bool, rules: tuple[
     @asynccontextmanager
     async def lifespan(_server: MCPServer) -> AsyncIterator[App]:
         facts = FactDB(source, db)
-        threading.Thread(target=facts.warm, name="torchtalk-warm", daemon=True).start()
+        facts.start_warm(rules)
         indexer = None
         if source is not None and (reindex or facts.path() is None):
             indexer = Indexer(source, db, default_log(source))
