@@ -408,3 +408,31 @@ def test_names_resolve_once_per_read_only_connection(tmp_path, monkeypatch):
     Resolver(rw).resolve("torch.matmul", "op")
     Resolver(rw).resolve("torch.matmul", "op")
     assert len(calls) == 3 * n
+
+
+def test_library_loads_once_from_two_threads(tmp_path):
+    # the MCP server's warm thread and its first call load the library together:
+    # textX is not thread-safe, so one parses and the other waits for it
+    import threading
+
+    from torchtalk.query.library import load_library_notes
+
+    d = tmp_path / "myrules"
+    d.mkdir()
+    (d / "mine.dl").write_text(".decl mine_arg(op: symbol)\n.input mine_arg\n"
+                               ".decl mine(op: symbol)\nmine(o) :- mine_arg(o), op(o, _, _, _, _, _).\n")
+    got, errors = [], []
+
+    def load():
+        try:
+            got.append(load_library_notes((d,), user=False)[0])
+        except Exception as exc:  # noqa: BLE001  (collected for the assert)
+            errors.append(exc)
+
+    threads = [threading.Thread(target=load) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and len(got) == 4 and all(p is got[0] for p in got)
+    assert "mine" in got[0].decls

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import pickle
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -112,6 +113,11 @@ def load_library_notes(extra_dirs: tuple[Path, ...] = (), *, user: bool = True):
     key = _cache_key(files)
     if key in _MEMO:
         return _MEMO[key]
+    with _LOADING:  # the textX parser is not thread-safe (the MCP server warms in a thread)
+        return _MEMO[key] if key in _MEMO else _load(files, key)
+
+
+def _load(files: tuple[Path, ...], key: str):
     cached = _cache_path(key)
     if cached is not None and cached.is_file():
         try:
@@ -129,6 +135,7 @@ def load_library_notes(extra_dirs: tuple[Path, ...] = (), *, user: bool = True):
 
 # parsed libraries of this process, by cache key
 _MEMO: dict[str, tuple] = {}
+_LOADING = threading.Lock()
 
 
 def _parse_library(files: tuple[Path, ...]):
