@@ -140,19 +140,22 @@ def _ord_columns(rule: A.Rule) -> list[tuple[int, int]]:
 
 
 def _check_one_to_one(con: Any, program: A.Program, rel: str) -> None:
-    """A stored relation holding symbols beside their ord() numbers (`node`)
-    must number them one-to-one (Note [ord]): the walks meet on numbers."""
+    """A stored relation whose every rule holds a symbol beside its ord()
+    number (`node`) must number them one-to-one (Note [ord]): the walks meet
+    on numbers."""
     from torchtalk.errors import EngineError
 
     cols = program.decls[rel].columns
-    for rule in program.rules_for(rel):
-        for i, j in _ord_columns(rule):
-            sym, num = q(cols[i].name), q(cols[j].name)
-            clash = con.execute(f"SELECT {num}, min({sym}), max({sym}) FROM {table_of(rel)} GROUP BY {num} "
-                                f"HAVING count(DISTINCT {sym}) > 1 LIMIT 1").fetchone()
-            if clash:
-                raise EngineError(f"ord() gives {clash[1]!r} and {clash[2]!r} the same number {clash[0]} in '{rel}'",
-                                  hint="the walks would confuse them; report it (Note [ord])")
+    rules = program.rules_for(rel)
+    # the column pairs (symbol, its number) every rule of the relation fills
+    pairs = set.intersection(*(set(_ord_columns(r)) for r in rules)) if rules else set()
+    for i, j in sorted(pairs):
+        sym, num = q(cols[i].name), q(cols[j].name)
+        clash = con.execute(f"SELECT {num}, min({sym}), max({sym}) FROM {table_of(rel)} GROUP BY {num} "
+                            f"HAVING count(DISTINCT {sym}) > 1 LIMIT 1").fetchone()
+        if clash:
+            raise EngineError(f"ord() gives {clash[1]!r} and {clash[2]!r} the same number {clash[0]} in '{rel}'",
+                              hint="the walks would confuse them; report it (Note [ord])")
 
 
 _STORED: dict = {}  # per connection (Note [DB info cache] in torchtalk/connmemo.py)
