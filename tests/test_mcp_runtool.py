@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import anyio
@@ -19,6 +20,7 @@ from torchtalk.mcp.server import App, run_tool
 class FakeDB:
     def __init__(self, con=None, fail: Exception | None = None):
         self.lock = threading.Lock()
+        self.answered = threading.Event()
         self.con, self.fail, self.interrupted = con, fail, False
 
     def connection(self):
@@ -106,10 +108,10 @@ def test_warm_runs_each_tools_query_kind_on_the_busiest_names(real_db):
     from torchtalk.mcp.db import warm_queries
 
     con = api.open_db(db=real_db)
+    fn = '"at::functorch::unwrapTensorAtLevel"'  # 50 callers, the most up to 50
     assert warm_queries(con) == [
-        'search("at::TensorBase::size")', 'callers("at::TensorBase::size")',
-        'callees("at::TensorBase::size")', 'impact("at::TensorBase::size", depth=1)',
-        'trace("empty.memory_format")', 'kernels("empty.memory_format")', 'tests("empty.memory_format")']
+        'trace("empty.memory_format")', f"impact({fn}, depth=3)", f"callers({fn})", f"callees({fn})",
+        f"search({fn})", 'kernels("empty.memory_format")', 'tests("empty.memory_format")']
     for text in warm_queries(con):
         assert api.query(text, con=con, limit=1).total > 0, text
     con.close()
@@ -124,3 +126,24 @@ def test_closing_stops_a_warm_run_at_once(real_db):
     t = time.perf_counter()
     facts.close()  # interrupts the warm query it may be in, joins the thread
     assert not facts._warm_thread.is_alive() and time.perf_counter() - t < 5
+
+
+def test_warming_waits_for_the_first_answer(monkeypatch):
+    from torchtalk import api
+    from torchtalk.mcp import db as mcp_db
+
+    facts = mcp_db.FactDB(None, Path("unused.duckdb"))
+    events = []
+    con = SimpleNamespace(close=lambda: None)
+    monkeypatch.setattr(facts, "connection", lambda: con)
+    monkeypatch.setattr(mcp_db, "prime", lambda c: events.append("prime"))
+    monkeypatch.setattr(mcp_db, "warm_queries", lambda c: ["trace(x)", "impact(y)"])
+    monkeypatch.setattr("torchtalk.query.library.load_library", lambda *a, **k: None)
+    monkeypatch.setattr(api, "open_db", lambda **k: con)
+    monkeypatch.setattr(api, "query", lambda text, **k: events.append(text))
+    facts.start_warm()
+    time.sleep(0.3)
+    assert events == []  # no call answered yet, and not quiet for WARM_AFTER_S
+    facts.answered.set()
+    facts._warm_thread.join(timeout=5)
+    assert events == ["prime", "trace(x)", "impact(y)"]

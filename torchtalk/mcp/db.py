@@ -120,6 +120,8 @@ class FactDB:
         self._path: Path | None = None
         self._ident: tuple[int, int] | None = None
         self._closing = threading.Event()
+        self._warm_cursor = None
+        self.answered = threading.Event()  # set when the first tool call is answered
         self._warm_thread: threading.Thread | None = None
 
     def path(self) -> Path | None:
@@ -154,29 +156,47 @@ class FactDB:
         from torchtalk import api
 
         if self._con is not None:
+            # warming holds a connection of its own to the file being replaced;
+            # DuckDB keeps one database per path open while any connection is
+            self._stop_warm()
             self._con.close()
             self._con = None
         self._con = api.open_db(db=path, read_only=True)
         self._path, self._ident = path, ident
 
     def warm(self, rules: tuple[Path, ...] = ()) -> None:
-        """Open the DB, load the query library and run one query of each tool's
-        kind ahead of the first call (Note [Warm queries]; in a thread while the
-        client does its handshake); errors wait for that call."""
+        """Open the DB, load the query library and warm what the first calls
+        would pay for (Note [Warm queries]; in a thread while the client does
+        its handshake); errors wait for that call."""
         from torchtalk import api
         from torchtalk.query.library import load_library
 
         try:
             with self.lock:
-                texts = warm_queries(self.connection())
+                self.connection()
             load_library(tuple(rules))
+            # the rest after the first call is answered (or a quiet moment):
+            # it would slow that call, which a client waits for at its start
+            self.answered.wait(timeout=WARM_AFTER_S)
+            with self.lock:
+                if self._closing.is_set():
+                    return
+                con = self.connection()
+                prime(con)
+                texts = warm_queries(con)
+                # a connection of its own (not a cursor, which the tools' one
+                # could not be closed under when a new index replaces the file)
+                self._warm_cursor = api.open_db(db=self._path, read_only=True)
             for text in texts:
-                with self.lock:  # one query at a time: a client's call waits for one at most
-                    if self._closing.is_set():
-                        return
-                    api.query(text, con=self.connection(), rules=rules, limit=1)
+                if self._closing.is_set():
+                    break
+                api.query(text, con=self._warm_cursor, rules=rules, limit=1)
         except Exception:  # the first tool call reports it properly (or the server is closing)
             pass
+        finally:  # without the lock: _stop_warm may hold it while it waits for this
+            cursor, self._warm_cursor = self._warm_cursor, None
+            if cursor is not None:
+                cursor.close()
 
     def interrupt(self) -> None:
         """Abort the statement running on the connection (from another thread)."""
@@ -189,34 +209,72 @@ class FactDB:
         self._warm_thread = threading.Thread(target=self.warm, args=(rules,), name="torchtalk-warm", daemon=True)
         self._warm_thread.start()
 
+    def _stop_warm(self) -> None:
+        """Warming stops for good: its running query is interrupted and its
+        connection closed before this returns. While it has no connection it
+        is before its locked start (it sees the flag) or done: no wait."""
+        self._closing.set()
+        self.answered.set()  # wakes it if it waits for the first call
+        cursor = self._warm_cursor
+        if cursor is None or self._warm_thread is None or self._warm_thread is threading.current_thread():
+            return
+        try:
+            cursor.interrupt()
+        except Exception:  # closed meanwhile
+            pass
+        self._warm_thread.join(timeout=10)
+
     def close(self) -> None:
         """Stop warming (a running warm query is interrupted: a thread still in
         DuckDB when the interpreter exits aborts the process), then close."""
-        self._closing.set()
-        if self._warm_thread is not None and self._warm_thread.is_alive():
-            self.interrupt()
-            self._warm_thread.join(timeout=10)
+        self._stop_warm()
         with self.lock:
             if self._con is not None:
                 self._con.close()
                 self._con = None
+        self._stop_warm()  # it may have been in its locked start, and gone on to a query
+        if self._warm_thread is not None:  # nothing it waits for is held now
+            self._warm_thread.join(timeout=10)
 
 
 # Note [Warm queries]: the first call of a query shape compiles its plan
-# (Note [Plan cache]) and reads the stored relations' blocks from the file:
-# 50-100 ms more than the calls after it. `warm` runs one query of each kind
-# the tools send, on the most connected op and function of the index, so an
-# agent's first `trace` costs what its tenth does. They run on the tools'
-# connection (its per-connection caches warm too), one query per turn of the
-# lock, so a client's first call waits for one warm query at most.
-_WARM = ("search({fn})", "callers({fn})", "callees({fn})", "impact({fn}, depth=1)",
-         "trace({op})", "kernels({op})", "tests({op})")
+# (Note [Plan cache]) and reads the stored relations' blocks from the file,
+# and the first call on a connection fills its caches (Note [DB info cache]):
+# 50-100 ms more than the calls after it. Once the first call is answered
+# (it waits for no warming, and a client waits for it at its start) or the
+# client is quiet for WARM_AFTER_S, `warm` primes the tools' connection's
+# caches under the lock (a few ms), then runs one query of each
+# kind the tools send, on the busiest op of the index and a function with a
+# few dozen callers, on a connection of its own: the plans and the
+# database's blocks are shared with the tools' connection (DuckDB keeps one
+# instance per file), and the lock stays free, so a client's first call
+# never waits for a warm query.
+WARM_AFTER_S = 2.0  # warm after the first call, or after this long without one
+_WARM = ("trace({op})", "impact({fn}, depth=3)", "callers({fn})", "callees({fn})",
+         "search({fn})", "kernels({op})", "tests({op})")
+
+
+def prime(con) -> None:
+    """Fill `con`'s caches a query reads first: its table list, its stored
+    relations, the columns of every table (torchtalk/connmemo.py)."""
+    from torchtalk.datalog.compile import q
+    from torchtalk.datalog.engines.duckdb import db_tables
+    from torchtalk.query.derived import SCHEMA, stored, table_of
+    from torchtalk.query.resolve import Resolver
+
+    Resolver(con)
+    stored(con)
+    names = con.execute("SELECT schema_name, table_name FROM duckdb_tables() "
+                        "WHERE schema_name IN ('main', ?)", [SCHEMA]).fetchall()
+    db_tables(con, [q(t) if schema == "main" else table_of(t) for schema, t in names])
 
 
 def warm_queries(con) -> list[str]:
-    """The DSL texts `warm` runs: `_WARM` on this DB's busiest op and function."""
+    """The DSL texts `warm` runs: `_WARM` on this DB's busiest op and the
+    function with the most callers up to 50 (a warm query should be quick)."""
     op = con.execute("SELECT op FROM dispatch GROUP BY op ORDER BY count(*) DESC, op LIMIT 1").fetchone()
-    fn = con.execute("SELECT callee FROM calls GROUP BY callee ORDER BY count(*) DESC, callee LIMIT 1").fetchone()
+    fn = con.execute("SELECT callee FROM calls GROUP BY callee ORDER BY count(*) <= 50 DESC, count(*) DESC, "
+                     "callee LIMIT 1").fetchone()
     if op is None or fn is None:
         return []
     quote = lambda s: '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'  # noqa: E731

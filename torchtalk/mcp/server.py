@@ -96,7 +96,10 @@ def _locked(app: App, work: Callable[[object], Table], optional_db: bool) -> Tab
             if not optional_db:
                 raise
             con = None
-        return work(con)
+        try:
+            return work(con)
+        finally:
+            app.db.answered.set()  # warming may start (Note [Warm queries])
 
 
 async def run_tool(
