@@ -177,7 +177,8 @@ class FactDB:
             load_library(tuple(rules))
             # the rest after the first call is answered (or a quiet moment):
             # it would slow that call, which a client waits for at its start
-            self.answered.wait(timeout=WARM_AFTER_S)
+            if self.answered.wait(timeout=WARM_AFTER_S):
+                self._closing.wait(timeout=WARM_GRACE_S)  # the answer is still being sent
             with self.lock:
                 if self._closing.is_set():
                     return
@@ -241,7 +242,8 @@ class FactDB:
 # (Note [Plan cache]) and reads the stored relations' blocks from the file,
 # and the first call on a connection fills its caches (Note [DB info cache]):
 # 50-100 ms more than the calls after it. Once the first call is answered
-# (it waits for no warming, and a client waits for it at its start) or the
+# and sent (it waits for no warming, and a client waits for it at its start;
+# sending takes a moment after the answer leaves the lock) or the
 # client is quiet for WARM_AFTER_S, `warm` primes the tools' connection's
 # caches under the lock (a few ms), then runs one query of each
 # kind the tools send, on the busiest op of the index and a function with a
@@ -250,6 +252,7 @@ class FactDB:
 # instance per file), and the lock stays free, so a client's first call
 # never waits for a warm query.
 WARM_AFTER_S = 2.0  # warm after the first call, or after this long without one
+WARM_GRACE_S = 0.1  # after the first call's answer leaves the lock, for it to be sent
 _WARM = ("trace({op})", "impact({fn}, depth=3)", "callers({fn})", "callees({fn})",
          "search({fn})", "kernels({op})", "tests({op})")
 
