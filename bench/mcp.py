@@ -19,6 +19,8 @@ import sys
 import time
 from pathlib import Path
 
+from _machine import reference_line  # noqa: E402  (from this directory, before it leaves sys.path)
+
 # this file is named mcp.py: keep its directory off sys.path so `import mcp` finds the SDK
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
@@ -106,7 +108,7 @@ def main() -> int:
         ru = resource.getrusage(resource.RUSAGE_CHILDREN)
         return ru.ru_utime + ru.ru_stime
 
-    print(f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    print(f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; {reference_line()}")
     colds, cpus = [], []
     for _ in range(args.cold_runs):
         c0 = child_cpu()
@@ -126,6 +128,7 @@ def main() -> int:
         for tool, ts in sorted(times.items()):
             print(f"  {tool:20s} n={len(ts):3d}  p50 {pct(ts, 0.5):7.1f} ms  p95 {pct(ts, 0.95):7.1f} ms")
     print(f"coverage(key=CPU), a whole report: {coverage_ms:.0f} ms")
+    print(f"at the end: {reference_line()}")
     for e in errors:
         print(f"  not answered (layer or query missing?): {e}")
     return 0

@@ -17,6 +17,8 @@ import sys
 import time
 from pathlib import Path
 
+from _machine import reference_line
+
 QUERIES = (
     "callers(cpublas::gemm)",
     "callees(matmul)",
@@ -95,6 +97,7 @@ def main() -> int:
     from torchtalk import api
 
     db = api.resolve_db(source=args.source, db=args.db)
+    print(reference_line())
     print(f"fact DB: {db}\nin-process (first run of each query shown):")
     inproc, failed = in_process(db, args.repeat)
     proc = as_process(db, max(1, args.repeat // 2), failed)
@@ -103,6 +106,7 @@ def main() -> int:
     if inproc:
         print(f"in-process  p50 {pct(inproc, 50) * 1000:7.1f} ms   p95 {pct(inproc, 95) * 1000:7.1f} ms"
               f"   (goal p95 <= 50 ms; n={len(inproc)})")
+    print(reference_line())
     if proc:
         print(f"process     p50 {pct(proc, 50):7.3f} s    p95 {pct(proc, 95):7.3f} s"
               f"    (goal p95 <= 0.5 s; n={len(proc)}, mean {statistics.mean(proc):.3f} s)")
