@@ -50,9 +50,9 @@ def test_the_index_stores_the_argument_free_relations(con):
     assert counts["step_at"] >= con.execute("SELECT count(DISTINCT (caller, callee, file, line)) FROM calls").fetchone()[0]
     # the walks' numbering (Note [ord]): every end of a step, one-to-one, as many pairs as steps' pairs
     nodes = con.execute('SELECT count(*), count(DISTINCT name), count(DISTINCT id) FROM derived."node"').fetchone()
-    ends = con.execute('SELECT count(*) FROM (SELECT src FROM derived."step_at" UNION SELECT dst FROM derived."step_at")').fetchone()[0]
+    ends = con.execute('SELECT count(*) FROM (SELECT src_id FROM derived."step_at" UNION SELECT dst_id FROM derived."step_at")').fetchone()[0]
     assert nodes == (ends, ends, ends) and ends > 30_000
-    pairs = con.execute('SELECT count(*) FROM (SELECT DISTINCT src, dst FROM derived."step_at")').fetchone()[0]
+    pairs = con.execute('SELECT count(*) FROM (SELECT DISTINCT src_id, dst_id FROM derived."step_at")').fetchone()[0]
     assert counts["step_pair"] == pairs
 
 
