@@ -14,6 +14,7 @@ Example:
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -38,3 +39,16 @@ def read_only_memo(memo: dict[int, tuple[Any, Any]], con: Any) -> dict | None:
     None for a writable one, whose tables may change under a memo."""
     return per_connection(memo, con, lambda c: {} if c.execute(
         "SELECT current_setting('access_mode')").fetchone()[0] == "read_only" else None)
+
+
+_BOUNDED = threading.Lock()
+
+
+def remember(cache: dict, key: Any, value: T, size: int = 256) -> T:
+    """`cache[key] = value`, dropping the oldest entry once `cache` holds
+    `size` (the MCP server's warm thread and its calls share these caches)."""
+    with _BOUNDED:
+        if key not in cache and len(cache) >= size:
+            del cache[next(iter(cache))]
+        cache[key] = value
+    return value

@@ -251,6 +251,7 @@ def _is_argument(program, rel: str) -> bool:
 def presolve(program, con, facts: dict, output: str, engine: str, tables: dict | None = None):
     """(program, facts) with the argument-level relations evaluated and frozen
     (`tables`: where stored input relations live, see evaluate())."""
+    from torchtalk.connmemo import remember
     from torchtalk.datalog import evaluate
     from torchtalk.datalog.analysis.strata import needed_relations
 
@@ -267,7 +268,7 @@ def presolve(program, con, facts: dict, output: str, engine: str, tables: dict |
     if hit is None or hit[0] is not program:
         kept = [r for r in program.rules if r.head.name not in cands]
         sources = frozenset(program.inputs) | frozenset(facts) | frozenset(full)
-        hit = _PRESOLVED[key] = (program, _live_rules(program, kept, sources, frozenset()))
+        hit = remember(_PRESOLVED, key, (program, _live_rules(program, kept, sources, frozenset())))
     return hit[1], {**facts, **full}
 
 

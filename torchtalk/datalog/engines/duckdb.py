@@ -15,6 +15,7 @@ import re
 import uuid
 from typing import Any
 
+from torchtalk.connmemo import remember
 from torchtalk.datalog import ast as A
 from torchtalk.datalog.analysis.strata import needed_relations
 from torchtalk.datalog.compile import SQL_TYPES, Exec, Plan, compile_program, q
@@ -107,7 +108,6 @@ class DuckDBEngine:
 # every cache here, because `--explain` makes a program per row.
 _PLANS: dict[tuple, tuple[A.Program, Plan | None]] = {}
 _NEEDED: dict[tuple, tuple[A.Program, frozenset]] = {}
-_CACHE_SIZE = 256
 _HOLE = f"tt_source_{uuid.uuid4().hex[:12]}_"
 
 
@@ -115,15 +115,8 @@ def _needed(program: A.Program, outputs: list[str]) -> frozenset:
     key = (id(program), tuple(outputs))
     hit = _NEEDED.get(key)
     if hit is None or hit[0] is not program:
-        hit = _remember(_NEEDED, key, (program, frozenset(needed_relations(program, outputs))))
+        hit = remember(_NEEDED, key, (program, frozenset(needed_relations(program, outputs))))
     return hit[1]
-
-
-def _remember(cache: dict, key, value):
-    if len(cache) >= _CACHE_SIZE:
-        del cache[next(iter(cache))]
-    cache[key] = value
-    return value
 
 
 def _query_plan(program: A.Program, outputs: list[str], sources: dict[str, list[str]], prefix: str) -> Plan:
@@ -135,7 +128,7 @@ def _query_plan(program: A.Program, outputs: list[str], sources: dict[str, list[
         holes = {rel: [f"{_HOLE}{i}_{j}" for j in range(len(sources[rel]))] for i, rel in enumerate(rels)}
         plan = compile_program(program, outputs, holes, f"{_HOLE}p_", single=True)
         loop = any(not isinstance(step, Exec) for step in plan.steps)
-        hit = _remember(_PLANS, key, (program, None if loop else plan))
+        hit = remember(_PLANS, key, (program, None if loop else plan))
     if hit[1] is None:  # the semi-naive loop: compiled for each run
         return compile_program(program, outputs, sources, prefix, single=True)
     pattern = re.compile(re.escape(_HOLE) + r"(?:(\d+)_(\d+)|p_)")
