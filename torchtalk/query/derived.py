@@ -84,15 +84,18 @@ def _views(program: A.Program) -> set[str]:
     return views
 
 
-_FINGERPRINTS: dict[int, tuple[A.Program, dict[str, str]]] = {}
+_FINGERPRINTS: dict = {}  # per program (torchtalk/connmemo.py's per_object)
 
 
 def fingerprints(program: A.Program) -> dict[str, str]:
     """Relation -> digest of the decls, input directives and rules it depends
     on, for every argument-free relation (cached per program object)."""
-    hit = _FINGERPRINTS.get(id(program))
-    if hit is not None and hit[0] is program:
-        return hit[1]
+    from torchtalk.connmemo import per_object
+
+    return per_object(_FINGERPRINTS, program, None, lambda: _fingerprints(program))
+
+
+def _fingerprints(program: A.Program) -> dict[str, str]:
     inputs = set(program.inputs)
     out = {}
     for rel in argument_free(program):
@@ -103,7 +106,6 @@ def fingerprints(program: A.Program) -> dict[str, str]:
         if any(_ord_columns(r) for r in rules):  # ord() is DuckDB's hash (Note [ord])
             text.append(f"duckdb {_duckdb_version()}")
         out[rel] = hashlib.sha1("\n".join(text).encode()).hexdigest()
-    _FINGERPRINTS[id(program)] = (program, out)
     return out
 
 
@@ -183,7 +185,7 @@ def current(con: Any, library: A.Program) -> bool:
     return stored(con) == fingerprints(library)
 
 
-_USED: dict[tuple[int, frozenset], tuple[A.Program, A.Program, dict[str, str]]] = {}
+_USED: dict = {}  # per (program, stored relations used): (program', tables)
 
 
 def use_derived(program: A.Program, con: Any, library: A.Program | None = None) -> tuple[A.Program, dict[str, str]]:
@@ -196,13 +198,11 @@ def use_derived(program: A.Program, con: Any, library: A.Program | None = None) 
     use = frozenset(rel for rel, fp in have.items() if rel in present and prints.get(rel) == fp)
     if not use:
         return program, {}
-    key = (id(program), use)
-    hit = _USED.get(key)
-    if hit is not None and hit[0] is program:
-        return hit[1], hit[2]
-    rules = tuple(r for r in program.rules if r.head.name not in use)
-    dirs = program.directives + tuple(A.IODirective(A.IOKind.INPUT, rel) for rel in sorted(use))
-    out = dataclasses.replace(program, rules=rules, directives=dirs)
-    tables = {rel: table_of(rel) for rel in use}
-    _USED[key] = (program, out, tables)
-    return out, tables
+    from torchtalk.connmemo import per_object
+
+    def inputs_from_tables():
+        rules = tuple(r for r in program.rules if r.head.name not in use)
+        dirs = program.directives + tuple(A.IODirective(A.IOKind.INPUT, rel) for rel in sorted(use))
+        return dataclasses.replace(program, rules=rules, directives=dirs), {rel: table_of(rel) for rel in use}
+
+    return per_object(_USED, program, use, inputs_from_tables)

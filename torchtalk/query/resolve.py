@@ -33,6 +33,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
+from torchtalk.connmemo import remember
 from torchtalk.errors import QueryError
 
 
@@ -137,11 +138,7 @@ class Resolver:
         if self.memo is not None and (text, ns) in self.memo:
             return self.memo[(text, ns)]
         found = self._resolve(text, ns)
-        if self.memo is not None:
-            if len(self.memo) >= _RESOLVED_MAX:
-                self.memo.clear()
-            self.memo[(text, ns)] = found
-        return found
+        return found if self.memo is None else remember(self.memo, (text, ns), found, _RESOLVED_MAX)
 
     def _resolve(self, text: str, ns: str) -> Resolution:
         tiers = {

@@ -208,22 +208,24 @@ def _notes(b: Bound) -> tuple[str, ...]:
 # dropped, and so, in turn, are the rules over relations left without rules.
 # Such a rule derives nothing, so the answer is the same; fewer relations are
 # computed. The pruned program is cached per (library, given relations).
-_PRUNED: dict[tuple[int, frozenset], object] = {}
+_PRUNED: dict = {}  # per (program, given, tables), torchtalk/connmemo.py's per_object
 
 
 def prune(program, given: frozenset, tables: frozenset | None = None):
     """`program` without the rules that cannot fire for a query filling
     `given`: an input with no facts is empty when it is another query's
     argument, or (when `tables` is known) has no table in the fact DB."""
-    key = (id(program), given, tables)
-    if key not in _PRUNED:
+    from torchtalk.connmemo import per_object
+
+    def pruned():
         inputs = frozenset(program.inputs)
         empty = frozenset(
             n for n in inputs
             if n not in given and (_is_argument(program, n) or (tables is not None and n not in tables))
         )
-        _PRUNED[key] = _live_rules(program, program.rules, inputs, empty)
-    return _PRUNED[key]
+        return _live_rules(program, program.rules, inputs, empty)
+
+    return per_object(_PRUNED, program, (given, tables), pruned)
 
 
 def _is_argument(program, rel: str) -> bool:
@@ -251,7 +253,7 @@ def _is_argument(program, rel: str) -> bool:
 def presolve(program, con, facts: dict, output: str, engine: str, tables: dict | None = None):
     """(program, facts) with the argument-level relations evaluated and frozen
     (`tables`: where stored input relations live, see evaluate())."""
-    from torchtalk.connmemo import remember
+    from torchtalk.connmemo import per_object
     from torchtalk.datalog import evaluate
     from torchtalk.datalog.analysis.strata import needed_relations
 
@@ -263,19 +265,20 @@ def presolve(program, con, facts: dict, output: str, engine: str, tables: dict |
     if rows is None:
         rows = evaluate(program, con, outputs=cands, facts=facts, engine=engine, checked=True, tables=tables)
     full = {rel: rs for rel in cands if (rs := rows.get(rel, []))}
-    key = (id(program), frozenset(cands), frozenset(full), frozenset(facts))
-    hit = _PRESOLVED.get(key)
-    if hit is None or hit[0] is not program:
+
+    def frozen():
         kept = [r for r in program.rules if r.head.name not in cands]
         sources = frozenset(program.inputs) | frozenset(facts) | frozenset(full)
-        hit = remember(_PRESOLVED, key, (program, _live_rules(program, kept, sources, frozenset())))
-    return hit[1], {**facts, **full}
+        return _live_rules(program, kept, sources, frozenset())
+
+    shape = (frozenset(cands), frozenset(full), frozenset(facts))
+    return per_object(_PRESOLVED, program, shape, frozen), {**facts, **full}
 
 
 # presolved programs by (program, frozen relations, non-empty ones, given
 # relations): the same program object for the same query shape, so the
 # engine's plan cache (Note [Plan cache]) can recognize it
-_PRESOLVED: dict[tuple, tuple] = {}
+_PRESOLVED: dict = {}
 
 
 def _copies(program, cands: list[str], facts: dict) -> dict[str, list[tuple]] | None:

@@ -15,7 +15,7 @@ import re
 import uuid
 from typing import Any
 
-from torchtalk.connmemo import remember
+from torchtalk.connmemo import per_object
 from torchtalk.datalog import ast as A
 from torchtalk.datalog.analysis.strata import needed_relations
 from torchtalk.datalog.compile import SQL_TYPES, Exec, Plan, compile_program, q
@@ -106,37 +106,33 @@ class DuckDBEngine:
 # one program object per query shape (torchtalk/query/run.py), so
 # `trace(softmax)` after `trace(matmul)` compiles nothing. Bounded, like
 # every cache here, because `--explain` makes a program per row.
-_PLANS: dict[tuple, tuple[A.Program, Plan | None]] = {}
-_NEEDED: dict[tuple, tuple[A.Program, frozenset]] = {}
+_PLANS: dict = {}  # per (program, outputs and sources' shape): Plan, or None for a fixpoint
+_NEEDED: dict = {}  # per (program, outputs): the relations they need
 _HOLE = f"tt_source_{uuid.uuid4().hex[:12]}_"
 
 
 def _needed(program: A.Program, outputs: list[str]) -> frozenset:
-    key = (id(program), tuple(outputs))
-    hit = _NEEDED.get(key)
-    if hit is None or hit[0] is not program:
-        hit = remember(_NEEDED, key, (program, frozenset(needed_relations(program, outputs))))
-    return hit[1]
+    return per_object(_NEEDED, program, tuple(outputs), lambda: frozenset(needed_relations(program, outputs)))
 
 
 def _query_plan(program: A.Program, outputs: list[str], sources: dict[str, list[str]], prefix: str) -> Plan:
     """The plan of a query run, from the cache when it is one statement."""
     rels = sorted(sources)
-    key = (id(program), tuple(outputs), tuple((rel, len(sources[rel])) for rel in rels))
-    hit = _PLANS.get(key)
-    if hit is None or hit[0] is not program:
+
+    def compile_with_holes() -> Plan | None:
         holes = {rel: [f"{_HOLE}{i}_{j}" for j in range(len(sources[rel]))] for i, rel in enumerate(rels)}
         plan = compile_program(program, outputs, holes, f"{_HOLE}p_", single=True)
-        loop = any(not isinstance(step, Exec) for step in plan.steps)
-        hit = remember(_PLANS, key, (program, None if loop else plan))
-    if hit[1] is None:  # the semi-naive loop: compiled for each run
+        return None if any(not isinstance(step, Exec) for step in plan.steps) else plan
+
+    shape = (tuple(outputs), tuple((rel, len(sources[rel])) for rel in rels))
+    plan = per_object(_PLANS, program, shape, compile_with_holes)
+    if plan is None:  # the semi-naive loop: compiled for each run
         return compile_program(program, outputs, sources, prefix, single=True)
     pattern = re.compile(re.escape(_HOLE) + r"(?:(\d+)_(\d+)|p_)")
 
     def fill(m: re.Match) -> str:
         return prefix if m.group(1) is None else sources[rels[int(m.group(1))]][int(m.group(2))]
 
-    plan = hit[1]
     return Plan(tuple(Exec(pattern.sub(fill, step.sql)) for step in plan.steps),
                 {rel: pattern.sub(fill, sql) for rel, sql in plan.fetch.items()},
                 tuple(pattern.sub(fill, t) for t in plan.temp_tables))
