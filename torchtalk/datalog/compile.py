@@ -463,8 +463,7 @@ class _RuleSQL:
         value = {A.AggFunc.COUNT: "count(*)", A.AggFunc.SUM: f"sum({v})",
                  A.AggFunc.MIN: f"min({v})", A.AggFunc.MAX: f"max({v})"}[agg.func]
         table = self.table(atom, self.rule.body.index(atom))
-        source = (f"(SELECT {group + ', ' if group else ''}{value} AS _v FROM (SELECT DISTINCT * FROM {table}) AS g0"
-                  + (f" GROUP BY {group}" if group else "") + ") AS g")
+        source = f"(SELECT {group}, {value} AS _v FROM (SELECT DISTINCT * FROM {table}) AS g0 GROUP BY {group}) AS g"
         self.env = {name: f"g.{q(cols[k].name)}" for name, k in keys.items()}
         self.env[var.name] = "g._v"
         decl = self.comp.program.decls[self.rule.head.name]
