@@ -210,20 +210,21 @@ class FactDB:
         self._warm_thread = threading.Thread(target=self.warm, args=(rules,), name="torchtalk-warm", daemon=True)
         self._warm_thread.start()
 
-    def _stop_warm(self) -> None:
-        """Warming stops for good: its running query is interrupted and its
-        connection closed before this returns. While it has no connection it
-        is before its locked start (it sees the flag) or done: no wait."""
+    def _stop_warm(self, wait: bool = False) -> None:
+        """Warming stops for good: a running warm query is interrupted, and the
+        thread joined when it has its own connection (it needs the lock no
+        more) or `wait` says nothing it waits for is held. Otherwise it is
+        before its locked start, and sees the flag there."""
         self._closing.set()
         self.answered.set()  # wakes it if it waits for the first call
-        cursor = self._warm_cursor
-        if cursor is None or self._warm_thread is None or self._warm_thread is threading.current_thread():
-            return
-        try:
-            cursor.interrupt()
-        except Exception:  # closed meanwhile
-            pass
-        self._warm_thread.join(timeout=10)
+        cursor, thread = self._warm_cursor, self._warm_thread
+        if cursor is not None:
+            try:
+                cursor.interrupt()
+            except Exception:  # closed meanwhile
+                pass
+        if thread is not None and thread is not threading.current_thread() and (wait or cursor is not None):
+            thread.join(timeout=10)
 
     def close(self) -> None:
         """Stop warming (a running warm query is interrupted: a thread still in
@@ -233,9 +234,7 @@ class FactDB:
             if self._con is not None:
                 self._con.close()
                 self._con = None
-        self._stop_warm()  # it may have been in its locked start, and gone on to a query
-        if self._warm_thread is not None:  # nothing it waits for is held now
-            self._warm_thread.join(timeout=10)
+        self._stop_warm(wait=True)  # it may have been in its locked start, and gone on to a query
 
 
 # Note [Warm queries]: the first call of a query shape compiles its plan
@@ -280,8 +279,8 @@ def warm_queries(con) -> list[str]:
                      "callee LIMIT 1").fetchone()
     if op is None or fn is None:
         return []
-    quote = lambda s: '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'  # noqa: E731
-    return [t.format(op=quote(op[0]), fn=quote(fn[0])) for t in _WARM]
+    # quoted: taken as the exact id (the DSL reads a quoted value as written, no escapes)
+    return [t.format(op=f'"{op[0]}"', fn=f'"{fn[0]}"') for t in _WARM]
 
 
 def default_log(source: Path | None) -> Path:
