@@ -42,13 +42,20 @@ TREE = {
 }
 
 
-@pytest.fixture(scope="module")
-def results():
+def link_rows(tree: dict[str, str], given: dict[str, list[tuple]], wanted: list[str]) -> dict[str, list[tuple]]:
+    """rules/link.dl's `wanted` relations, sorted, on the facts the C++ fast
+    tier extracts from `tree` plus the `given` rows (the ops layer's)."""
     from torchtalk.datalog.parser import parse_file
     from torchtalk.datalog.runner import evaluate
 
-    facts = [scan_file(rel, text.encode()) for rel, text in sorted(TREE.items())]
-    rows, _, _ = resolve(facts)
+    rows, _, _ = resolve([scan_file(rel, text.encode()) for rel, text in sorted(tree.items())])
+    rows.update(given)
+    return {k: sorted(v) for k, v in evaluate(parse_file(LINK), None, outputs=wanted, facts=rows).items()}
+
+
+@pytest.fixture(scope="module")
+def results():
+    rows = {}
     rows["dispatch"] = [
         ("exp.out", "CPU", "exp_out", YAML, 10),
         ("exp.out", "CUDA", "exp_out", YAML, 10),
@@ -56,9 +63,8 @@ def results():
         ("exp.out", "MPS", "exp_out_mps", YAML, 12),
     ]
     rows["structured_delegate"] = [("exp", "exp.out", YAML, 5)]
-    program = parse_file(LINK)
     wanted = ["op_kernel_fn", "kernel_unlinked", "stub_impl", "op_stub", "op_stub_impl", "op_cuda_kernel"]
-    return {k: sorted(v) for k, v in evaluate(program, None, outputs=wanted, facts=rows).items()}
+    return link_rows(TREE, rows, wanted)
 
 
 def test_op_kernels_resolve_to_definitions_including_structured_delegates(results):
@@ -111,11 +117,7 @@ UFUNC_TREE = {
 @pytest.fixture(scope="module")
 def ufunc_results():
     """add.out as in 2.6: a ufunc whose stub registrations torchgen generates."""
-    from torchtalk.datalog.parser import parse_file
-    from torchtalk.datalog.runner import evaluate
-
-    facts = [scan_file(rel, text.encode()) for rel, text in sorted(UFUNC_TREE.items())]
-    rows, _, _ = resolve(facts)
+    rows = {}
     rows["ufunc_inner_loop"] = [("add.out", "Generic", "add", "All", YAML, 20),
                                 ("add.out", "CUDAFunctor", "AddFunctor", "Float", YAML, 21)]
     rows["ufunc_stub_register"] = [
@@ -126,7 +128,7 @@ def ufunc_results():
                         ("sub.out", "CPU", "sub_out", YAML, 30)]
     rows["structured_delegate"] = [("add.Tensor", "add.out", YAML, 5)]
     wanted = ["stub_impl_via", "ufunc_loop_call", "ufunc_entry", "op_stub", "op_stub_impl", "kernel_unlinked"]
-    return {k: sorted(v) for k, v in evaluate(parse_file(LINK), None, outputs=wanted, facts=rows).items()}
+    return link_rows(UFUNC_TREE, rows, wanted)
 
 
 def test_ufunc_stub_registrations_are_generated_code(ufunc_results):
