@@ -46,6 +46,17 @@ def cuda_sdk() -> Path:
 
 
 @pytest.fixture(scope="session")
+def souffle_bin() -> str:
+    """The `souffle` binary on PATH (scripts/test puts ../shared/souffle/bin there)."""
+    import shutil
+
+    path = shutil.which("souffle")
+    if path is None:
+        _missing("souffle is not on PATH; scripts/test puts ../shared/souffle/bin on it")
+    return path
+
+
+@pytest.fixture(scope="session")
 def torch_wheel():
     """The installed torch==2.13.0 wheel (the runtime-dispatcher oracle)."""
     try:

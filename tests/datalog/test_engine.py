@@ -3,7 +3,6 @@ outputs-only evaluation, cleanup, given facts, errors; Soufflé cross-check."""
 
 from __future__ import annotations
 
-import shutil
 
 import duckdb
 import pytest
@@ -185,8 +184,7 @@ def test_souffle_program_text_is_flat_and_reparses():
 
 
 @pytest.mark.souffle
-@pytest.mark.skipif(shutil.which("souffle") is None, reason="souffle is not on PATH (not installable here)")
-def test_cross_engine_same_rows(db):
+def test_cross_engine_same_rows(db, souffle_bin):
     con = duckdb.connect(str(db), read_only=True)
     prog = parse_text(GRAPH)
     a = evaluate(prog, con, facts={"seed": [("d",)]})
