@@ -3,7 +3,6 @@ outputs-only evaluation, cleanup, given facts, errors; Soufflé cross-check."""
 
 from __future__ import annotations
 
-
 import duckdb
 import pytest
 
