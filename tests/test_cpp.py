@@ -602,9 +602,9 @@ Tensor g(const Tensor& self) { return self; }
     names = AtenNames(frozenset({"mm", "mv", "relu", "add"}), frozenset({"mv"}))
     rows, _stats, _ = resolve([scan_file("a.cpp", src)], aten=names)
     assert sorted(rows["calls_op"]) == [
-        ("at::native::f", "add", "a.cpp", 4),
-        ("at::native::f", "mm", "a.cpp", 3),
-        ("at::native::f", "mv", "a.cpp", 6),
-        ("at::native::f", "relu", "a.cpp", 5),
+        ("at::native::f", "add", "a.cpp", 4, "qualified"),
+        ("at::native::f", "mm", "a.cpp", 3, "qualified"),
+        ("at::native::f", "mv", "a.cpp", 6, "guess"),
+        ("at::native::f", "relu", "a.cpp", 5, "qualified"),
     ]
     assert rows["calls"] == [("at::native::f", "at::native::g", "a.cpp", 8, "qualified")]

@@ -159,7 +159,7 @@ def test_callees(con):
         ("at::native::_matmul_impl", "mm", "ambiguous", LA, 2034),
         ("at::native::_matmul_impl", "mm", "aten", LA, 2036),
         ("at::native::_matmul_impl", "mm_out", "aten", LA, 2034),
-        ("at::native::_matmul_impl", "mv", "aten", LA, 2030),
+        ("at::native::_matmul_impl", "mv", "aten (typed)", LA, 2030),
     )
 
 
@@ -198,8 +198,8 @@ def test_trace_stub_and_cuda_kernel(con):
 
 def test_kernels(con):
     r = q(con, "kernels(_softmax)")
-    assert r.rows == (("_softmax", "CUDA", "at::native::(anonymous)::softmax_warp_forward",
-                       "at::native::(anonymous)::host_softmax", "at::native::softmax_cuda",
+    assert r.rows == (("_softmax", "CUDA", "CUDA", "at::native::(anonymous)::softmax_warp_forward",
+                       "at::native::(anonymous)::host_softmax", "at::native::softmax_cuda", "resolved",
                        "aten/src/ATen/native/cuda/SoftMax.cu", 910),)
 
 

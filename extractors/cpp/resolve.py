@@ -356,7 +356,7 @@ def _mentions(f: FileFacts) -> frozenset[str]:
     return frozenset(out)
 
 
-FILES_FORMAT = 2  # the per-file tuple: (digest, rows, stats, helper sites, mentions)
+FILES_FORMAT = 3  # the per-file tuple: (digest, rows, stats, helper sites, mentions)
 
 
 def resolve(facts: list[FileFacts], digests: dict[str, str] | None = None,
@@ -450,9 +450,9 @@ def _calls_rows(f: FileFacts, rv: Resolver, rows, stats, helper_sites) -> None:
             callee, n, via = rv.receiver_call(name, recv, caller)
         else:
             callee, n, via = rv.function(parts, member, caller)
-        op = _aten_op(rv.aten, parts, member, callee, n, via)
+        op, op_via = _aten_op(rv.aten, parts, member, callee, n, via)
         if op:
-            rows["calls_op"].append((caller, op, f.file, line))
+            rows["calls_op"].append((caller, op, f.file, line, op_via))
             if callee and via == "member":  # Note [ATen API calls]: t.mm() is Tensor::mm, not a guess
                 continue
         if callee:
@@ -471,14 +471,18 @@ def _calls_rows(f: FileFacts, rv: Resolver, rows, stats, helper_sites) -> None:
                 helper_sites.append((caller, "", f.file, line))
 
 
-def _aten_op(aten: AtenNames, parts: tuple[str, ...], member: int, callee: str, n: int, via: str) -> str | None:
-    """The op an ATen API call names (Note [ATen API calls]), or None."""
+def _aten_op(aten: AtenNames, parts: tuple[str, ...], member: int, callee: str, n: int,
+             via: str) -> tuple[str | None, str]:
+    """(the op an ATen API call names, how it is known: calls_op's `via`)
+    (Note [ATen API calls]), or (None, ""). A member call on a receiver of
+    unknown type whose name is a Tensor method is a "guess"."""
     if member in (MEMBER, RECV, TYPED):
         unresolved = not callee and n <= 1 and via != "std"
         if (unresolved or via == "member") and parts[-1] in aten.methods:
-            return parts[-1]
-        return None
-    return None if callee else op_of_call(parts, aten)
+            return parts[-1], "guess"
+        return None, ""
+    op = None if callee else op_of_call(parts, aten)
+    return op, "qualified"
 
 
 def _construct_rows(f: FileFacts, rv: Resolver, rows) -> None:
