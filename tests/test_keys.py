@@ -1,0 +1,118 @@
+"""Walks keep their dispatch key (Note [Walks keep their key] in rules/graph.dl)
+and label what a name guess reached (Note [Op call resolution]), on a small
+hand-made graph: the edge cases, each with the wrong answer absent.
+
+    op `f`: CPU kernel f_cpu, CUDA kernel f_cuda, both call f_stub;
+            SparseCPU kernel f_sparse calls at::g
+    op `g`: CPU kernel g_cpu, SparseCPU kernel g_sparse
+    op `h`: CompositeImplicitAutograd kernel h_comp calls at::f
+    f_stub: CPU impl f_cpu_impl (native/cpu), CUDA impl f_cuda_impl (.cu), which launches k1
+    f_cuda calls helper (shared code) by a name guess; helper launches k2
+"""
+
+from __future__ import annotations
+
+import duckdb
+import pytest
+
+from torchtalk.query import query
+
+NF = "aten/src/ATen/native/native_functions.yaml"
+CU = "aten/src/ATen/native/cuda/F.cu"
+CPUK = "aten/src/ATen/native/cpu/FKernel.cpp"
+SH = "aten/src/ATen/native/F.cpp"
+
+FACTS = {
+    "op": [("f", "f", "", "f(Tensor self) -> Tensor", NF, 1), ("g", "g", "", "g(Tensor self) -> Tensor", NF, 5),
+           ("h", "h", "", "h(Tensor self) -> Tensor", NF, 9)],
+    "dispatch": [("f", "CPU", "f_cpu", NF, 2), ("f", "CUDA", "f_cuda", NF, 2), ("f", "SparseCPU", "f_sparse", NF, 3),
+                 ("g", "CPU", "g_cpu", NF, 6), ("g", "SparseCPU", "g_sparse", NF, 7),
+                 ("h", "CompositeImplicitAutograd", "h_comp", NF, 9)],
+    "dispatch_default": [("h", "h_comp")],
+    "func": [("at::native::f_cpu", "f_cpu", SH, 10, "cpp"), ("at::native::f_cuda", "f_cuda", CU, 10, "cuda"),
+             ("at::native::f_sparse", "f_sparse", SH, 20, "cpp"), ("at::native::g_cpu", "g_cpu", SH, 30, "cpp"),
+             ("at::native::g_sparse", "g_sparse", SH, 40, "cpp"), ("at::native::h_comp", "h_comp", SH, 50, "cpp"),
+             ("at::native::f_cpu_impl", "f_cpu_impl", CPUK, 5, "cpp"),
+             ("at::native::f_cuda_impl", "f_cuda_impl", CU, 30, "cuda"),
+             ("at::native::helper", "helper", SH, 60, "cpp"),
+             ("at::native::k1", "k1", CU, 50, "cuda"), ("at::native::k2", "k2", CU, 60, "cuda")],
+    "kernel": [("at::native::k1", "k1", CU, 50), ("at::native::k2", "k2", CU, 60)],
+    "stub_decl": [("at::native::f_stub", SH, 1)],
+    "stub_call": [("at::native::f_cpu", "at::native::f_stub", SH, 11),
+                  ("at::native::f_cuda", "at::native::f_stub", CU, 11)],
+    "stub_register": [("at::native::f_stub", "CPU", "at::native::f_cpu_impl", CPUK, 9),
+                      ("at::native::f_stub", "CUDA", "at::native::f_cuda_impl", CU, 40)],
+    "launches": [("at::native::f_cuda_impl", "at::native::k1", CU, 31, "<<<>>>"),
+                 ("at::native::helper", "at::native::k2", SH, 61, "<<<>>>")],
+    "calls": [("at::native::f_cuda", "at::native::helper", CU, 12, "unique")],
+    "calls_op": [("at::native::f_sparse", "g", SH, 21, "qualified"), ("at::native::h_comp", "f", SH, 51, "qualified")],
+}
+
+
+@pytest.fixture(scope="module")
+def con(tmp_path_factory):
+    import os
+
+    from torchtalk.datalog import parse_file
+    from torchtalk.store import SCHEMA_PATH, create_tables
+
+    os.environ.setdefault("TORCHTALK_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+    c = duckdb.connect(":memory:")
+    decls = parse_file(SCHEMA_PATH).decls
+    create_tables(c, decls)
+    for rel, rows in FACTS.items():
+        marks = ", ".join("?" * len(rows[0]))
+        c.executemany(f'INSERT INTO "{rel}" VALUES ({marks})', rows)
+    yield c
+    c.close()
+
+
+def kernels(con, op: str) -> set[tuple]:
+    """(key, on, kernel, host, res) of kernels(op)."""
+    rows = query(f"kernels({op})", con, user_rules=False, limit=None).rows
+    return {(r[1], r[2], r[3].rpartition("::")[2], r[4].rpartition("::")[2], r[6]) for r in rows}
+
+
+def test_kernels_per_key(con):
+    # f's CUDA kernel: the stub's CUDA implementation launches k1 (resolved);
+    # the helper it calls by a name guess launches k2 (labelled a guess).
+    # f's CPU kernel calls the same stub: no row (the CPU registration launches nothing).
+    assert kernels(con, "f") == {("CUDA", "CUDA", "k1", "f_cuda_impl", "resolved"),
+                                 ("CUDA", "CUDA", "k2", "helper", "guess")}
+
+
+def test_a_composite_kernel_is_walked_per_backend_it_reaches(con):
+    # h's composite kernel calls at::f: on CUDA it reaches f's CUDA kernel and its launches
+    assert kernels(con, "h") == {("CompositeImplicitAutograd", "CUDA", "k1", "f_cuda_impl", "resolved"),
+                                 ("CompositeImplicitAutograd", "CUDA", "k2", "helper", "guess")}
+
+
+def _down(con, seed: str, state: str) -> set[tuple[str, str]]:
+    from torchtalk.datalog.engines.duckdb import DuckDBEngine
+    from torchtalk.datalog.parser import parse_text
+    from torchtalk.query.library import RULES_DIR
+
+    program = parse_text(f'#include "graph.dl"\ndown_seed("at::native::{seed}", "{state}").\ndown_limit(5).\n'
+                         f'.decl r(device: symbol, node: symbol)\n'
+                         f'r(v, n) :- down_dist("at::native::{seed}", "{state}", v, n, _).\n', "t.dl", base=RULES_DIR)
+    rows = DuckDBEngine().run(program, con, ["r"], {})["r"]
+    return {(v, n.rpartition("::")[2]) for v, n in rows}
+
+
+def test_a_cpu_walk_takes_the_cpu_registration_only(con):
+    reached = _down(con, "f_cpu", "CPU")
+    assert ("CPU", "f_cpu_impl") in reached
+    assert not {n for _v, n in reached} & {"f_cuda_impl", "k1", "k2"}
+
+
+def test_a_sparse_kernel_reaches_its_key_and_the_dense_kernel_of_its_device(con):
+    # at::g from f's SparseCPU kernel: g's SparseCPU kernel and g's CPU kernel (on dense values)
+    reached = _down(con, "f_sparse", "SparseCPU")
+    assert {("SparseCPU", "g_sparse"), ("CPU", "g_cpu")} <= reached
+
+
+def test_a_dense_kernel_never_reaches_a_sparse_one(con):
+    # at::f from the composite h, walked as if on CPU: f's CPU kernel, not its SparseCPU one
+    reached = _down(con, "h_comp", "CPU")
+    assert ("CPU", "f_cpu") in reached
+    assert not {n for _v, n in reached} & {"f_sparse", "g_sparse", "f_cuda", "k1"}
