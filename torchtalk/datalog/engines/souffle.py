@@ -47,11 +47,14 @@ class SouffleEngine:
             fdir, odir = Path(tmp, "facts"), Path(tmp, "out")
             fdir.mkdir()
             odir.mkdir()
-            for rel in program.inputs:
+            # the inputs, and the relations given as facts (a presolved relation,
+            # Note [Presolve] in torchtalk/query/run.py, is no .input of the program)
+            given = [rel for rel in needed if rel in facts and rel not in program.inputs]
+            for rel in [*program.inputs, *given]:
                 if rel in needed:
                     write_facts(fdir / f"{rel}.facts", _rows(con, rel, facts.get(rel, []), (tables or {}).get(rel)))
             prog = Path(tmp, "program.dl")
-            prog.write_text(souffle_text(program, outputs))
+            prog.write_text(souffle_text(program, outputs, given))
             proc = subprocess.run([exe, "-F", str(fdir), "-D", str(odir), str(prog)], capture_output=True, text=True)
             if proc.returncode != 0:
                 first = (proc.stderr or proc.stdout).strip().splitlines()
@@ -62,9 +65,11 @@ class SouffleEngine:
         return out
 
 
-def souffle_text(program: A.Program, outputs: list[str]) -> str:
-    """The program as one Soufflé file whose `.output`s are exactly `outputs`."""
+def souffle_text(program: A.Program, outputs: list[str], given: list[str] = ()) -> str:
+    """The program as one Soufflé file whose `.output`s are exactly `outputs`,
+    reading the relations `given` as facts too."""
     dirs = [d for d in program.directives if d.kind is A.IOKind.INPUT]
+    dirs += [A.IODirective(A.IOKind.INPUT, rel) for rel in given]
     dirs += [A.IODirective(A.IOKind.OUTPUT, rel) for rel in outputs]
     flat = A.Program(program.decls, program.rules, tuple(dirs))
     return str(flat)
