@@ -23,7 +23,10 @@ GRAMMAR = Path(__file__).with_name("grammar.tx")
 # Note [Include once]: Soufflé runs the C preprocessor, where including a file
 # twice duplicates its declarations. Rule files here each include the schema
 # they read, and a query combines several rule files, so we include every
-# file once. Programs sent to `souffle` are printed flat (no #include).
+# file once. For Soufflé itself, each file of facts/ and rules/ starts with
+# `#pragma once` (which the preprocessor honours and we accept as a no-op),
+# so `souffle rules/graph.dl` reads the schema once too. Programs sent to
+# `souffle` by the engine are printed flat (no #include).
 
 
 @functools.cache
@@ -116,6 +119,8 @@ class _State:
         if kind == "Include":
             rel = A.unescape_string(item.path[1:-1])
             self.read_file(base / rel, loc)
+        elif kind == "PragmaOnce":  # every file is included once anyway
+            return
         elif kind == "Unsupported":
             raise conv.error(f"'{item.directive}' is outside TorchTalk's Soufflé subset (see docs/datalog.md)", loc)
         elif kind == "Decl":
