@@ -13,7 +13,8 @@ download --no-deps`, unpacks only their headers into `<cache>/sdk/<name>/
 include` and drops the wheels (for CUDA ~1 GB of libraries for ~10 MB of
 headers). The directory is made under a temp name and renamed into place,
 with the pins written beside it: a killed fetch leaves nothing half-made, a
-second fetch is a no-op, and a change of pins fetches again. Synthesized
+second fetch is a no-op, and a change of pins fetches again (only the added
+wheels when pins were only added). Synthesized
 flags add every fetched SDK as `-isystem` (flags.synthesized); a TU that
 still misses an SDK header is reported with the SDK's name and the command
 that fetches it (`hint`).
@@ -21,6 +22,7 @@ that fetches it (`hint`).
 
 from __future__ import annotations
 
+import fnmatch
 import re
 import shutil
 import subprocess
@@ -46,18 +48,21 @@ class Sdk:
     wheels: tuple[str, ...]
     layout: str
     marker: str
-    headers: tuple[str, ...]
+    headers: tuple[str, ...]  # names, leading dirs, or fnmatch patterns ("curand*.h")
     subdirs: tuple[str, ...] = ()
 
     def owns(self, header: str) -> bool:
         """Whether `header` (as written in an #include) comes from this SDK."""
-        return any(header == h or header.startswith(h + "/") for h in self.headers)
+        return any(header == h or header.startswith(h + "/") or ("*" in h and fnmatch.fnmatchcase(header, h))
+                   for h in self.headers)
 
 
 # The CUDA 12.4 wheels torch==2.6.0 depends on (its default build), plus two
 # that are part of the same toolkit: nvcc's crt/ headers (cuda_runtime_api.h
 # includes crt/host_defines.h) and CCCL's nv/target (cuda_fp16.hpp includes
-# it; 12.4.127 was yanked for lacking nv/, 12.4.127.post1 has it).
+# it; 12.4.127 was yanked for lacking nv/, 12.4.127.post1 has it). cuRAND's
+# headers are needed by `.cu` files (curand_kernel.h) and by clang's own CUDA
+# wrapper (__clang_cuda_runtime_wrapper.h includes curand_mtgp32_kernel.h).
 CUDA = Sdk(
     name="cuda",
     title="CUDA 12.4",
@@ -70,13 +75,14 @@ CUDA = Sdk(
         "nvidia-cusparse-cu12==12.3.1.170",
         "nvidia-cusolver-cu12==11.6.1.9",
         "nvidia-cufft-cu12==11.2.1.3",
+        "nvidia-curand-cu12==10.3.5.147",
     ),
     layout=r"nvidia/[^/]+/include/(.+)",
     marker="cuda_runtime_api.h",
     headers=(
         "cuda.h", "cuda_runtime.h", "cuda_runtime_api.h", "cuda_fp16.h", "cuda_bf16.h",
         "cublas_v2.h", "cublas.h", "cublasLt.h", "cusparse.h", "cusolverDn.h", "cusolver_common.h",
-        "cufft.h", "cufftXt.h", "nvrtc.h", "curand.h", "crt", "nv", "thrust", "cub",
+        "cufft.h", "cufftXt.h", "nvrtc.h", "curand*.h", "crt", "nv", "thrust", "cub",
     ),
 )
 # The XPU build's SYCL runtime headers (oneAPI 2025.0, the DPC++ release of
@@ -124,6 +130,23 @@ def include_dirs() -> tuple[Path, ...]:
     return tuple(out)
 
 
+def cuda_path() -> Path | None:
+    """The fetched CUDA headers as a directory clang takes for `--cuda-path`
+    (None if not fetched). Clang accepts an install only with `include/` and
+    `bin/` (it reads the version from include/cuda.h and never runs bin/
+    under `-nocudalib --cuda-host-only`): the empty `bin/` is made here.
+
+    Example:
+        >>> cuda_path()
+        PosixPath('/root/.cache/torchtalk/sdk/cuda')
+    """
+    inc = include_dir(CUDA)
+    if inc is None:
+        return None
+    (inc.parent / "bin").mkdir(exist_ok=True)
+    return inc.parent
+
+
 def hint(message: str) -> str | None:
     """For a fatal "'X' file not found" naming an SDK header: which SDK is
     missing and how to get it; else None.
@@ -143,7 +166,8 @@ def hint(message: str) -> str | None:
 
 def fetch(name: str, log=lambda msg: None) -> Path:
     """Fetch SDK `name`'s headers (Note [SDK headers]); its include dir.
-    A no-op when the same pins are already there.
+    A no-op when the same pins are already there; when pins were only added,
+    only the new wheels are downloaded.
 
     Example:
         >>> fetch("cuda")
@@ -154,13 +178,18 @@ def fetch(name: str, log=lambda msg: None) -> Path:
         raise InputError(f"unknown SDK {name!r}", hint=f"one of: {', '.join(sorted(SDKS))}")
     final = sdk_root() / sdk.name
     pins = "\n".join(sdk.wheels) + "\n"
-    if include_dir(sdk) is not None and _read(final / _PINS) == pins:
+    had = (_read(final / _PINS) or "").splitlines() if include_dir(sdk) is not None else []
+    if had == list(sdk.wheels):
         return final / "include"
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{sdk.name}-", dir=final.parent))
     try:
-        log(f"downloading the {sdk.title} header wheels ({len(sdk.wheels)}) ...")
-        wheels = _download(sdk.wheels, tmp / "wheels")
+        todo = sdk.wheels
+        if had and set(had) <= set(sdk.wheels):  # pins only added: keep what is there
+            shutil.copytree(final / "include", tmp / "include", symlinks=True)
+            todo = tuple(w for w in sdk.wheels if w not in had)
+        log(f"downloading the {sdk.title} header wheels ({len(todo)}) ...")
+        wheels = _download(todo, tmp / "wheels")
         for wheel in wheels:
             _unpack_includes(wheel, sdk.layout, tmp / "include")
         shutil.rmtree(tmp / "wheels")
