@@ -49,20 +49,24 @@ FACTS = {
 }
 
 
+def _db(facts: dict[str, list[tuple]]):
+    from torchtalk.datalog import parse_file
+    from torchtalk.store import SCHEMA_PATH, create_tables
+
+    c = duckdb.connect(":memory:")
+    create_tables(c, parse_file(SCHEMA_PATH).decls)
+    for rel, rows in facts.items():
+        marks = ", ".join("?" * len(rows[0]))
+        c.executemany(f'INSERT INTO "{rel}" VALUES ({marks})', rows)
+    return c
+
+
 @pytest.fixture(scope="module")
 def con(tmp_path_factory):
     import os
 
-    from torchtalk.datalog import parse_file
-    from torchtalk.store import SCHEMA_PATH, create_tables
-
     os.environ.setdefault("TORCHTALK_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
-    c = duckdb.connect(":memory:")
-    decls = parse_file(SCHEMA_PATH).decls
-    create_tables(c, decls)
-    for rel, rows in FACTS.items():
-        marks = ", ".join("?" * len(rows[0]))
-        c.executemany(f'INSERT INTO "{rel}" VALUES ({marks})', rows)
+    c = _db(FACTS)
     yield c
     c.close()
 
@@ -116,3 +120,17 @@ def test_a_dense_kernel_never_reaches_a_sparse_one(con):
     reached = _down(con, "h_comp", "CPU")
     assert ("CPU", "f_cpu") in reached
     assert not {n for _v, n in reached} & {"f_sparse", "g_sparse", "f_cuda", "k1"}
+
+
+def test_the_compilers_edges_supersede_the_fast_tiers_in_a_parsed_file():
+    """F.cu parsed by the precise tier: its fast-tier guess (f_cuda -> helper)
+    is gone, and the compiler's edges are what the walk takes."""
+    facts = {**FACTS, "precise_file": [(CU,)],
+             "calls_precise": [("at::native::f_cuda_impl", "at::native::f_cpu_impl", CU, 32)]}
+    c = _db(facts)
+    try:
+        assert kernels(c, "f") == {("CUDA", "CUDA", "k1", "f_cuda_impl", "resolved")}
+        # the compiler's call from CUDA code into a CPU-only function is no step a CUDA walk takes
+        assert ("CPU", "f_cpu_impl") not in _down(c, "f_cuda", "CUDA")
+    finally:
+        c.close()
