@@ -47,12 +47,17 @@ def registered_at(torch, op: str, key: str) -> str:
         if name == key:
             m = re.search(r"registered at (\S+?):\d+", line)
             if m:
-                path = m.group(1)
-                for marker in ("/site-packages/", "/pytorch/build/", "/pytorch/"):
-                    if marker in path:
-                        return path.split(marker, 1)[1]
-                return path
+                return short_path(m.group(1))
     return "?"
+
+
+def short_path(path: str) -> str:
+    """A registration's file as the runtime names it, relative to the build or
+    source tree: "/pytorch/build/aten/src/ATen/RegisterCPU.cpp" -> "aten/src/ATen/RegisterCPU.cpp"."""
+    for marker in ("/site-packages/", "/pytorch/build/", "/pytorch/"):
+        if marker in path:
+            return path.split(marker, 1)[1]
+    return path
 
 
 def classify_missing(torch, op: str, key: str, yaml_ops: set[str], python: bool) -> str:
