@@ -1,16 +1,33 @@
 """Calls of ATen ops through PyTorch's generated C++ API.
 
 Note [ATen API calls]: `at::mm(...)`, `at::mm_out(...)`, `at::cpu::mm(...)`,
-`at::_ops::mm::call(...)` and `tensor.mm(...)` call functions that torchgen
-generates at build time, so no definition of them is in the tree and the
-call graph has no edge for them. They are recorded as `calls_op(caller, name,
-file, line)` with `name` the op's base name ("mm": the `_out`, `_outf` and
-`_symint` spellings name the same op; no op of native_functions.yaml ends
-in those), and the rules link the name to the op's kernels. Only names of
-ops in the tree's native_functions.yaml count; a member call counts when its
-receiver is not known to be a non-Tensor class of the tree and the name is a
-Tensor method (`variants: method`); it then replaces the "unique method"
-guess, which for `t.mm()` would name an unrelated class's `mm`.
+`at::_ops::mm::call(...)`, `tensor.mm(...)` and `a + b` call functions that
+torchgen generates at build time, so no definition of them is in the tree and
+the call graph has no edge for them. They are recorded as `calls_op(caller,
+name, file, line, via)` with `name` the op's base name ("mm": the `_out`,
+`_outf` and `_symint` spellings name the same op; no op of
+native_functions.yaml ends in those), and the rules link the name to the op's
+kernels. Only names of ops in the tree's native_functions.yaml count.
+
+Note [Op call resolution]: how a call is known to be an op call (`via`):
+  "qualified"  spelled through the generated API: at::X, at::_ops::X::call,
+               at::cpu::X, ... (an unqualified X is a function of the tree or none);
+  "typed"      a method or operator (Note [Tensor operators]) whose receiver
+               or operand is declared at::Tensor / at::TensorBase (or derives
+               from one): a parameter or local (`const Tensor& self`), a field,
+               an element of a container of Tensors, `auto x = <expr>` of such
+               a type, or an expression whose type is known: the declared
+               return type of a tree function, a generated op returning one
+               Tensor (`at::empty(...)`, `t.mul(2)`), a Tensor operator. On a
+               Tensor, a method torchgen generates (`variants: method`, not
+               `manual_cpp_binding`) hides TensorBase's own (TensorBase::fill_)
+               unless class Tensor brings it in (`using TensorBase::size;`);
+  "guess"      a member call on a receiver of unknown type (a template
+               parameter, an `auto` of unknown type) whose name is a Tensor method.
+A receiver of a known other type (a tree class, std::, a builtin: SymInt's
+max, IntArrayRef's data) is never an op call, nor is anything in a file that
+cannot see ATen (Note [Who can call ops]: all of c10/). Types are followed
+through aliases (Note [Aliases]).
 
 Example:
     >>> op_of_call(("at", "_ops", "mm", "call"), names)
@@ -20,6 +37,7 @@ Example:
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,14 +51,20 @@ SUFFIXES = ("_outf", "_out", "_symint")
 
 @dataclass(frozen=True)
 class AtenNames:
-    """Op base names of native_functions.yaml, and those with a method variant."""
+    """Op base names of native_functions.yaml, those with a method variant, and
+    those every overload of which returns one Tensor (`-> Tensor`, `-> Tensor(a!)`:
+    the type of `at::X(...)` / `t.X(...)`, Note [Op call resolution])."""
 
     ops: frozenset[str]
     methods: frozenset[str]
+    tensor_returning: frozenset[str] = frozenset()
+    generated: frozenset[str] = frozenset()  # methods torchgen writes into class Tensor (not manual_cpp_binding)
 
     @property
     def digest(self) -> str:
-        return hashlib.sha1("\n".join(sorted(self.ops) + ["--"] + sorted(self.methods)).encode()).hexdigest()
+        return hashlib.sha1("\n".join(sorted(self.ops) + ["--"] + sorted(self.methods) + ["--"]
+                                      + sorted(self.tensor_returning) + ["--"] + sorted(self.generated)
+                                      ).encode()).hexdigest()
 
 
 EMPTY = AtenNames(frozenset(), frozenset())
@@ -75,23 +99,31 @@ def load_names(root: Path, cache_dir: Path | None = None) -> AtenNames:
     return names
 
 
-CACHE_VERSION = "1"
+CACHE_VERSION = "3"
 
 
 def _parse_names(root: Path, path: Path) -> AtenNames:
     from extractors.ops_yaml import Signature, entries, load_yaml
 
     rel = path.relative_to(root).as_posix()
-    ops, methods = set(), set()
+    ops, methods, not_tensor, generated = set(), set(), set(), set()
     for entry in entries(load_yaml(path, rel), rel, "native function"):
+        func = str(entry.get("func", ""))
         try:
-            sig = Signature.parse(str(entry.get("func", "")))
+            sig = Signature.parse(func)
         except ValueError:
             continue
         ops.add(sig.name)
         if "method" in str(entry.get("variants", "function")):
             methods.add(sig.name)
-    return AtenNames(frozenset(ops), frozenset(methods))
+            if not entry.get("manual_cpp_binding"):
+                generated.add(sig.name)
+        if not _ONE_TENSOR_RE.fullmatch(func.rpartition("->")[2].strip()):
+            not_tensor.add(sig.name)
+    return AtenNames(frozenset(ops), frozenset(methods), frozenset(ops - not_tensor), frozenset(generated))
+
+
+_ONE_TENSOR_RE = re.compile(r"Tensor(?:\([a-z]!?\))?")
 
 
 def base_name(name: str, names: AtenNames) -> str | None:
@@ -129,3 +161,36 @@ def op_of_call(parts: tuple[str, ...], names: AtenNames) -> str | None:
     if len(parts) == 2 and parts[0] in BACKEND_NS:
         return base_name(parts[1], names)
     return None
+
+
+# Note [Tensor operators]: what a C++ operator on an at::Tensor calls, as the
+# tree defines them: aten/src/ATen/TensorOperators.h (AT_FORALL_BINARY_OPS:
+# the body for a Tensor left operand, then the one for `Scalar op Tensor`)
+# and the member operators of aten/src/ATen/templates/TensorBody.h
+# (`-t` is neg(), `t += x` add_(x), `t[i]` select(0, i), `t[i] = v` on the
+# temporary fill_(v) / copy_(v)). tests/test_cpp_typed_real.py checks this
+# table against those headers.
+BINARY_OPS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "+": (("add",), ("add",)),
+    "*": (("mul",), ("mul",)),
+    "-": (("sub",), ("empty_like", "fill_", "sub_")),
+    "/": (("div",), ("empty_like", "fill_", "div_")),
+    "%": (("remainder",), ("empty_like", "fill_", "remainder_")),
+    "&": (("bitwise_and",), ("bitwise_and",)),
+    "|": (("bitwise_or",), ("bitwise_or",)),
+    "^": (("bitwise_xor",), ("bitwise_xor",)),
+    "<": (("lt",), ("gt",)),
+    "<=": (("le",), ("ge",)),
+    ">": (("gt",), ("lt",)),
+    ">=": (("ge",), ("le",)),
+    "==": (("eq",), ("eq",)),
+    "!=": (("ne",), ("ne",)),
+}
+UNARY_OPS: dict[str, tuple[str, ...]] = {"-": ("neg",), "~": ("bitwise_not",)}
+COMPOUND_OPS: dict[str, tuple[str, ...]] = {
+    "+=": ("add_",), "-=": ("sub_",), "*=": ("mul_",), "/=": ("div_",),
+    "&=": ("bitwise_and_",), "|=": ("bitwise_or_",), "^=": ("bitwise_xor_",),
+}
+INDEX_OPS = ("select",)  # t[i]; t[tensor] is t[tensor.item()]
+INDEX_BY_TENSOR_OPS = ("item", "select")
+ASSIGN_OPS = {"scalar": ("fill_",), "tensor": ("copy_",)}  # `t[i] = v` (Tensor::operator= &&)

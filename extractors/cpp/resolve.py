@@ -18,7 +18,9 @@ Note [Call resolution]: a call never gets a guessed edge. In order:
      unless `f` is also a method of the C++ standard library (size, push_back,
      find, get, ... see STD_METHODS): on a receiver of unknown type that could
      be either, so no row at all (counted as "std_like_member_calls").
-Anonymous and inline namespaces are transparent for lookup. Several
+Names are looked up through aliases (Note [Aliases]): using-declarations,
+`using namespace` (after the names declared in a scope), namespace and type
+aliases. Anonymous and inline namespaces are transparent for lookup. Several
 candidates give a `call_ambiguous` row with their number; none (std::,
 CUDA runtime, third-party, macros) gives nothing and is counted as external.
 `via` is "qualified", "scope", "unique", "type", "member", prefixed "macro-" when the
@@ -37,9 +39,10 @@ import pickle
 from collections import defaultdict
 from collections.abc import Iterable
 
+from extractors.cpp import aten as _aten
 from extractors.cpp.aten import EMPTY, AtenNames, op_of_call
 from extractors.cpp.names import ANON
-from extractors.cpp.scan import FREE, IN_MACRO, KERNEL, LAUNCH, MEMBER, RECV, TYPED, FileFacts
+from extractors.cpp.scan import FREE, IN_MACRO, KERNEL, LAUNCH, MEMBER, OPER, RECV, TYPED, FileFacts
 
 # Launch helpers (aten/src/ATen/native/cuda/Loops.cuh, CUDALoops.cuh, Reduce.cuh,
 # JitLoops.cuh, IndexKernel.cu ...): a call launches the `__global__` kernels
@@ -51,7 +54,7 @@ LAUNCH_HELPERS = frozenset({
     "opmath_jitted_gpu_kernel_with_scalars", "launch_kernel", "launch_legacy_kernel",
     "launch_vectorized_kernel", "launch_unrolled_kernel",
 })
-RESOLVE_VERSION = "resolve-8"  # bump when resolution changes (keys the resolved-rows cache)
+RESOLVE_VERSION = "resolve-10"  # bump when resolution changes (keys the resolved-rows cache)
 _HELPER_DEPTH = 8
 # Method names of the standard library's containers, strings, smart pointers,
 # optionals, atomics and streams (Note [Call resolution], step 5).
@@ -65,7 +68,22 @@ first second key operator() write read flush close open good fail what merge
 extract sort unique reverse fill shrink_to_fit max_size use_count expired
 """.split())
 _POINTERS = frozenset({"shared_ptr", "unique_ptr", "intrusive_ptr", "weak_intrusive_ptr", "MaybeOwned", "optional"})
+# Note [Op call resolution]: the classes whose methods and operators are ATen
+# ops (TensorBody.h, TensorBase.h), and the type of a call of a generated op.
+TENSOR_CLASSES = frozenset({"at::Tensor", "at::TensorBase"})
+_TENSOR_ONLY = frozenset({"at::Tensor"})
+_TENSOR = (("at", "Tensor"), (), "_")
+_NO_TYPE = ("", (), "")  # an alias that names no one type: found, and unknown
+_BUILTINS = frozenset("""
+void bool char short int long unsigned signed float double size_t ssize_t ptrdiff_t
+intptr_t uintptr_t half auto
+""".split())
+
 _CONTAINERS = frozenset({"vector", "SmallVector", "ArrayRef", "array", "List", "IListRef", "deque", "OptionalArrayRef"})
+
+
+def _builtin(name: str) -> bool:
+    return name in _BUILTINS or (name.endswith("_t") and name.lstrip("u").startswith("int"))
 
 
 class LookupKey:
@@ -103,6 +121,7 @@ class Index:
         self.fields: dict[str, dict[str, tuple]] = defaultdict(dict)
         defs: list[tuple[str, str, int]] = []
         self.returns: dict[str, set[tuple]] = defaultdict(set)
+        global_rows: list[tuple] = []
         for f in facts:
             for (qual, _n, _l, _fl), ret in zip(f.defs, f.returns, strict=True):
                 self.returns[qual].add(ret)
@@ -119,6 +138,8 @@ class Index:
                 key = _lookup_key(stub)
                 self.stubs[key].add(stub)
                 self.stubs_by_name[key.rpartition("::")[2]].add(stub)
+            if f.aliases and f.file.endswith(HEADERS):
+                global_rows.extend(a for a in f.aliases if not a[5])
         for qual, name, flags in defs:
             key = _lookup_key(qual)
             self.by_key[key].add(qual)
@@ -128,6 +149,77 @@ class Index:
                 self.kernels[key].add(qual)
                 self.kernels_by_name[name].add(qual)
         self.classes = classes
+        self.namespaces = {k.rpartition("::")[0] for k in (*self.by_key, *classes)}
+        for k in list(self.namespaces):
+            while "::" in k:
+                k = k.rpartition("::")[0]
+                self.namespaces.add(k)
+        self.aliases = Aliases(global_rows, self, None)
+        for key, quals in self.aliases.fn.items():  # a header's using-declarations are everyone's
+            self.by_key[key] |= quals
+
+
+HEADERS = (".h", ".hpp", ".cuh", ".hh", ".inl")
+
+
+class Aliases:
+    """Note [Aliases]: the aliases in force, by the lookup key they declare.
+
+    A header's namespace-scope aliases hold wherever it is included (the
+    Index's, for every file); those of a source file, and those written in a
+    function body, hold in that file only (a Resolver's `local`).
+      type_alias  `using N = T;` / `typedef T N;`, and `using a::C;` of a type
+      fn          `using a::b::f;` of functions: N::f -> the definitions of a::b::f
+      ns_alias    `namespace n = a::b;`: N::n -> a::b
+      using_ns    `using namespace a::b;` in N: N -> {a::b}, for a second
+                  lookup pass after the names declared in N itself
+    """
+
+    def __init__(self, rows: Iterable[tuple], ix: Index, base: Aliases | None) -> None:
+        key = ix.key
+        self.type_alias: dict[str, set[tuple]] = defaultdict(set)  # key -> (target parts, inner, scope)
+        self.alias_by_name: dict[str, set[str]] = defaultdict(set)
+        self.fn: dict[str, set[str]] = defaultdict(set)
+        self.ns_alias: dict[str, set[tuple[str, ...]]] = defaultdict(set)
+        self.using_ns: dict[str, set[str]] = defaultdict(set)
+        using = []
+        for kind, scope, name, target, inner, _local in rows:
+            at = f"{scope}::{name}" if scope else name
+            if kind == "type":
+                self.type_alias[key(at)].add((target, inner, scope))
+                self.alias_by_name[name].add(key(at))
+            elif kind == "using":
+                using.append((scope, name, target))
+            elif kind == "namespace":
+                self.ns_alias[key(at)].add(target)
+            elif kind == "using-namespace":
+                ns = _namespace_of(target, scope, ix)
+                if ns is not None:
+                    self.using_ns[key(scope)].add(ns)
+        for _ in range(2):  # twice, for chains
+            for scope, name, target in using:
+                k = key(f"{scope}::{name}" if scope else name)
+                hit = _by_scope(ix.by_key, _scopes(f"{scope}::_" if scope else "_", key), "::".join(target))
+                if hit is None and base is not None:
+                    hit = _by_scope(base.fn, _scopes(f"{scope}::_" if scope else "_", key), "::".join(target))
+                if hit and not hit <= self.fn[k]:
+                    self.fn[k] |= hit
+        for scope, name, target in using:  # `using c10::IntArrayRef;`: no function, so a type
+            k = key(f"{scope}::{name}" if scope else name)
+            if not self.fn.get(k) and k not in ix.classes and not self.type_alias.get(k):
+                self.type_alias[k].add((target, (), scope))
+                self.alias_by_name[name].add(k)
+        self.ns_alias_names = frozenset(k.rpartition("::")[2] for k in self.ns_alias)
+
+
+def _namespace_of(target: tuple[str, ...], scope: str, ix: Index) -> str | None:
+    """The namespace `using namespace target;` written in `scope` names."""
+    written = "::".join(target)
+    for s in _scopes(f"{scope}::_" if scope else "_", ix.key):
+        k = f"{s}::{written}" if s else written
+        if k in ix.namespaces:
+            return k
+    return None
 
 
 def _scopes(caller: str, key: LookupKey) -> list[str]:
@@ -155,27 +247,179 @@ class Resolver:
     def __init__(self, index: Index) -> None:
         self.ix = index
         self.aten: AtenNames = EMPTY
-        self.memo: dict[tuple, tuple[str, int, str]] = {}
-        self.class_memo: dict[tuple, str | None] = {}
+        self.local: Aliases | None = None
+        self._shared = self._memos = self._fresh_memos()
+
+    @staticmethod
+    def _fresh_memos() -> tuple[dict, ...]:
+        return {}, {}, {}, {}, {}
+
+    @property
+    def _memos(self) -> tuple[dict, ...]:
+        return self.memo, self.class_memo, self.tensor_memo, self.kind_memo, self.method_memo
+
+    @_memos.setter
+    def _memos(self, memos: tuple[dict, ...]) -> None:
+        self.memo, self.class_memo, self.tensor_memo, self.kind_memo, self.method_memo = memos
+
+    def use_file(self, f: FileFacts | None) -> None:
+        """Resolve from file `f` on (None: from no file): its own aliases (a
+        source file's, and those in bodies, Note [Aliases]) join the headers';
+        memos are kept per such file (the shared ones hold for every file without)."""
+        rows = [a for a in f.aliases if a[5] or not f.file.endswith(HEADERS)] if f is not None else ()
+        if rows:
+            self.local = Aliases(rows, self.ix, self.ix.aliases)
+            self._memos = self._fresh_memos()
+        elif self.local is not None:
+            self.local = None
+            self._memos = self._shared
+
+    def _aliases(self) -> tuple[Aliases, ...]:
+        return (self.local, self.ix.aliases) if self.local is not None else (self.ix.aliases,)
+
+    def _directed(self, scopes: list[str], parts: tuple[str, ...], probe):
+        """The first probe(k) hit for `parts` found through a `using namespace`
+        of an enclosing scope (C++ looks there after the names declared)."""
+        head = "::".join(parts[:-1])
+        for s in scopes:
+            at = f"{s}::{head}" if s and head else s or head
+            for a in self._aliases():
+                for ns in sorted(a.using_ns.get(at, ())):
+                    hit = probe(f"{ns}::{parts[-1]}")
+                    if hit:
+                        return hit
+        return None
 
     def cls(self, parts: tuple[str, ...], scope_of: str) -> str | None:
-        """The tree class written `parts` inside `scope_of`, or None."""
-        key = (parts, scope_of.rpartition("::")[0])
+        """The tree class written `parts` inside `scope_of`, or None; through
+        type aliases and using-declarations (Note [Aliases])."""
+        found = self.type_of_name(parts, scope_of)
+        return found[0] if found and found[0] in self.ix.classes else None
+
+    def type_of_name(self, parts: tuple[str, ...], scope_of: str, strict: bool = False) -> tuple | None:
+        """(class key or the final written parts, template arg parts, their
+        scope) of the type written `parts` inside `scope_of`, aliases
+        followed; None when no class or alias of the tree has that name.
+        `strict`: a bare name must be found from the scope (not as the one
+        class of that name anywhere: a local alias may shadow it)."""
+        key = (parts, scope_of.rpartition("::")[0], strict)
         if key in self.class_memo:
             return self.class_memo[key]
+        self.class_memo[key] = None  # a cycle of aliases is no type
+        parts = self.unalias_ns(parts, scope_of)
         written = "::".join(parts)
+        scopes = _scopes(scope_of, self.ix.key)
         found = None
-        for s in _scopes(scope_of, self.ix.key):
-            k = f"{s}::{written}" if s else written
-            if k in self.ix.classes:
-                found = k
+        for s in scopes:
+            found = self._type_at(f"{s}::{written}" if s else written)
+            if found is not None:
                 break
         if found is None:
+            found = self._directed(scopes, parts, self._type_at)
+        if found is None and not (strict and len(parts) == 1):
             tail = "::" + written
             cands = {c for c in self.ix.class_by_name.get(parts[-1], ()) if c.endswith(tail) or c == written}
-            found = next(iter(cands)) if len(cands) == 1 else None
+            if len(cands) == 1:
+                found = (next(iter(cands)), (), "")
+            elif not cands:
+                aliases = {k for a in self._aliases() for k in a.alias_by_name.get(parts[-1], ())
+                           if k.endswith(tail) or k == written}
+                found = self._follow(next(iter(aliases))) if len(aliases) == 1 else None
         self.class_memo[key] = found
         return found
+
+    def _type_at(self, k: str) -> tuple | None:
+        """The type lookup key `k` names: a class, or what an alias `k` names."""
+        if k in self.ix.classes:
+            return (k, (), "")
+        if any(k in a.type_alias for a in self._aliases()):
+            return self._follow(k) or _NO_TYPE
+        return None
+
+    def _follow(self, alias: str) -> tuple | None:
+        """What type alias `alias` names; one alias written in several headers
+        (at::TensorList in ATen_fwd.h and TensorBody.h) must name one type. A
+        cycle of aliases names nothing (type_of_name's guard)."""
+        found = set()
+        for target, inner, scope in sorted(next(a.type_alias[alias] for a in self._aliases() if alias in a.type_alias)):
+            at = f"{scope}::_" if scope else "_"
+            hit = self.type_of_name(target, at)
+            if hit is None:  # an alias of a type outside the tree (std::vector<T>)
+                found.add(("::".join(target), inner, at))
+            else:
+                found.add((hit[0], hit[1] or inner, hit[2] if hit[1] else at))
+        if len({(k, i) for k, i, _s in found}) != 1:
+            return None
+        return min(found)
+
+    def _norm(self, parts: tuple[str, ...], inner: tuple[str, ...], scope: str) -> tuple:
+        """(parts, inner, scope) of a declared type with its alias followed
+        when it has no template argument of its own (TensorList -> ArrayRef<Tensor>)."""
+        if inner or not parts:
+            return parts, inner, scope
+        hit = self.type_of_name(parts, scope)
+        if hit is None or not hit[1]:
+            return parts, inner, scope
+        return tuple(hit[0].split("::")), hit[1], hit[2]
+
+    def unalias_ns(self, parts: tuple[str, ...], scope_of: str) -> tuple[str, ...]:
+        """`F::gelu` where `namespace F = torch::nn::functional;` is visible: torch::nn::functional::gelu."""
+        if len(parts) < 2 or not any(parts[0] in a.ns_alias_names for a in self._aliases()):
+            return parts
+        for s in _scopes(scope_of, self.ix.key):
+            for a in self._aliases():
+                hit = a.ns_alias.get(f"{s}::{parts[0]}" if s else parts[0])
+                if hit:
+                    return (*next(iter(hit)), *parts[1:]) if len(hit) == 1 else parts
+        return parts
+
+    def kind(self, parts: tuple[str, ...], scope_of: str) -> tuple[str | None, str]:
+        """Note [Op call resolution]: ("tensor", class) when the type written
+        `parts` is at::Tensor / at::TensorBase (or derives from one), ("other",
+        class) when it is known to be another type (a tree class, std::, a
+        builtin), (None, "") when unknown (a template parameter, a type outside
+        the tree)."""
+        found = self.type_of_name(parts, scope_of, strict=True)
+        if found is None:  # a Tensor class found only by its name anywhere still counts
+            loose = self.type_of_name(parts, scope_of)
+            if loose is not None and loose[0] in self.ix.classes and self.is_tensor(loose[0]):
+                found = loose
+        if found is not None:
+            if found[0] in self.ix.classes:
+                return ("tensor" if self.is_tensor(found[0]) else "other"), found[0]
+            parts = tuple(found[0].split("::"))
+        if parts[0] == "std" or (len(parts) == 1 and _builtin(parts[0])):
+            return "other", ""
+        return None, ""
+
+    def generated_call(self, cls: str, name: str) -> str:
+        """Note [Op call resolution]: what `t.name()` on a `cls` (at::Tensor
+        or a subclass) calls when `name` is a method torchgen generates into
+        class Tensor: "op" (the generated method, which hides TensorBase's
+        own `name`: TensorBase::fill_, ::to), "both" (class Tensor also
+        defines `name` in the tree: a hand-written overload, Tensor::to(TypeMeta),
+        may be the one called), "tree" (class Tensor brings TensorBase's in,
+        `using TensorBase::size;`: size(int64_t) is the tree's), or "" (not a
+        generated method, or not a Tensor)."""
+        if name not in self.aten.generated or not self.is_tensor(cls, _TENSOR_ONLY):
+            return ""
+
+        def own(c: str) -> str | None:
+            quals = self.ix.by_key.get(f"{c}::{name}") if c not in TENSOR_CLASSES or c == "at::Tensor" else None
+            if not quals:
+                return None
+            return "both" if any(self.ix.key(q).rpartition("::")[0] == c for q in quals) else "tree"
+
+        hits = self._in_class_graph(cls, own)
+        return "op" if not hits else "both" if "both" in hits else "tree"
+
+    def is_tensor(self, cls: str, which: frozenset[str] = TENSOR_CLASSES) -> bool:
+        """`cls` is one of `which` or derives from one."""
+        key = (cls, which)
+        hit = self.tensor_memo.get(key)
+        if hit is None:
+            hit = self.tensor_memo[key] = bool(self._in_class_graph(cls, lambda c: c in which))
+        return hit
 
     def _typed(self, parts: tuple[str, ...], scope_of: str) -> tuple[str, int, str]:
         return self.method_of(self.cls(parts[:-1], scope_of), parts[-1])
@@ -183,8 +427,12 @@ class Resolver:
     def method_of(self, cls: str | None, name: str) -> tuple[str, int, str]:
         """Method `name` of class `cls` or of its bases: the nearest level of
         the base-class graph that has one; several there is ambiguous."""
-        hits = self._in_class_graph(cls, lambda c: self.ix.by_key.get(f"{c}::{name}"))
-        return _pick(set().union(*hits), "type") if hits else ("", 0, "type")
+        key = (cls, name)
+        hit = self.method_memo.get(key)
+        if hit is None:
+            hits = self._in_class_graph(cls, lambda c: self.ix.by_key.get(f"{c}::{name}"))
+            hit = self.method_memo[key] = _pick(set().union(*hits), "type") if hits else ("", 0, "type")
+        return hit
 
     def _in_class_graph(self, cls: str | None, probe) -> list:
         """probe(c) results, non-empty, for the classes of the first level
@@ -218,6 +466,8 @@ class Resolver:
     def _function(self, parts: tuple[str, ...], member: int, scope_of: str) -> tuple[str, int, str]:
         ix = self.ix
         name = parts[-1]
+        if member not in (TYPED, MEMBER):
+            parts = self.unalias_ns(parts, scope_of)
         if member == TYPED:
             return self._typed(parts, scope_of)
         if member == RECV:
@@ -229,7 +479,9 @@ class Resolver:
             return _pick(cands, "member")
         scopes = _scopes(scope_of, self.ix.key)
         written = "::".join(parts)
-        hit = _by_scope(ix.by_key, scopes, written)
+        hit = (self.local is not None and _by_scope(self.local.fn, scopes, written)) or _by_scope(ix.by_key, scopes, written)
+        if not hit:
+            hit = self._directed(scopes, parts, ix.by_key.get)
         if hit:
             return _pick(hit, "qualified" if len(parts) > 1 else "scope")
         if len(parts) > 1:
@@ -249,14 +501,25 @@ class Resolver:
 
     def _class_of(self, recv: tuple, caller: str, depth: int) -> str | None:
         """The tree class of receiver (arrow, enc), or None when unknown."""
+        typed = self.recv_type(recv, caller, depth)
+        return self.cls(typed[0], typed[2]) if typed else None
+
+    def recv_type(self, recv: tuple, caller: str, depth: int = 0) -> tuple | None:
+        """(type parts, scope they are written in) of receiver (arrow, enc): a
+        smart pointer's pointee for `->`; None when unknown."""
         arrow, enc = recv
         typed = self._type_of(enc, caller, depth)
         if typed is None:
             return None
-        parts, inner, scope = typed
+        parts, inner, scope = self._norm(*typed) if arrow else typed
         if arrow and inner and parts[-1] in _POINTERS:
             parts = inner
-        return self.cls(parts, scope) if parts else None
+        elif arrow and parts:  # `x->f()` on a class with operator-> (TensorArg -> const Tensor*)
+            op, _n, _v = self.method_of(self.cls(parts, scope), "operator->")
+            rets = self.ix.returns.get(op, ()) if op else ()
+            if len(rets) == 1 and next(iter(rets)):
+                parts, scope = next(iter(rets))[0], op
+        return (parts, (), scope) if parts else None
 
     def _type_of(self, enc: tuple, caller: str, depth: int) -> tuple | None:
         """(type parts, template arg parts, scope they are written in) of enc."""
@@ -272,23 +535,61 @@ class Resolver:
             return self._field_type(self._class_of((False, enc[1]), caller, depth + 1), enc[2])
         if kind == "i":
             sub = self._type_of(enc[1], caller, depth + 1)
-            if sub is None or not sub[1] or sub[0][-1] not in _CONTAINERS:
+            if sub is None:
                 return None
+            sub = self._norm(*sub)
+            if not sub[1] or sub[0][-1] not in _CONTAINERS:
+                return _TENSOR if self.kind(sub[0], sub[2])[0] == "tensor" else None  # t[i]
             return sub[1], (), sub[2]
+        if kind == "d":  # *p: a smart pointer's pointee, a class's operator*, else p's own type
+            sub = self._type_of(enc[1], caller, depth + 1)
+            if sub is None:
+                return None
+            parts, inner, scope = self._norm(*sub)
+            if inner and parts[-1] in _POINTERS:
+                return inner, (), scope
+            op, _n, _v = self.method_of(self.cls(parts, scope), "operator*")
+            rets = self.ix.returns.get(op, ()) if op else ()
+            if len(rets) == 1 and next(iter(rets)):
+                return (*next(iter(rets)), op)
+            return None if op else (parts, inner, scope)
+        if kind == "o":  # a Tensor operator's result is a Tensor
+            kinds = [self.enc_kind(e, caller) for e in enc[2:]]
+            return _TENSOR if "tensor" in kinds else None
+        if kind != "c":
+            return None
         _c, parts, code, sub = enc
         if code == FREE:
             fn, _n, _via = self.function(parts, FREE, caller)
-            if not fn:  # `Foo(...)`: a constructor call gives a Foo
+            if not fn:  # `Foo(...)`: a constructor call gives a Foo; `at::empty(...)` a Tensor
                 cls = self.cls(parts, caller)
-                return (tuple(cls.split("::")), (), "") if cls else None
+                if cls:
+                    return tuple(cls.split("::")), (), ""
+                op = op_of_call(parts, self.aten)
+                return _TENSOR if op in self.aten.tensor_returning else None
         else:
-            cls = self._class_of(sub, caller, depth + 1)
+            typed = self.recv_type(sub, caller, depth + 1)
+            cls = self.cls(typed[0], typed[2]) if typed else None
             fn = self.method_of(cls, parts[-1])[0] if cls else ""
+            if cls and parts[-1] in self.aten.tensor_returning and self.is_tensor(cls) and (
+                    not fn or self.generated_call(cls, parts[-1]) in ("op", "both")):
+                return _TENSOR  # t.mul(2): a generated Tensor method
         rets = self.ix.returns.get(fn, set()) if fn else set()
         if len(rets) != 1:
             return None
         ret = next(iter(rets))
         return (ret[0], ret[1], fn) if ret else None
+
+    def enc_kind(self, enc: tuple | None, caller: str) -> str | None:
+        """kind() of the type of receiver encoding `enc` ("tensor", "other", None)."""
+        if enc is None:
+            return None
+        key = (enc, caller.rpartition("::")[0])
+        if key in self.kind_memo:
+            return self.kind_memo[key]
+        typed = self.recv_type((False, enc), caller)
+        hit = self.kind_memo[key] = self.kind(typed[0], typed[2])[0] if typed else None
+        return hit
 
     def _field_type(self, cls: str | None, name: str) -> tuple | None:
         """(type parts, template arg parts, scope) of field `name` of `cls` or
@@ -321,7 +622,8 @@ def interface_of(facts: list[FileFacts], aten: AtenNames = EMPTY) -> str:
     op names of native_functions.yaml (Note [ATen API calls])."""
     h = hashlib.sha1((RESOLVE_VERSION + aten.digest).encode())
     for f in facts:
-        h.update(pickle.dumps((f.file, f.defs, f.returns, f.classes, f.stub_decls, f.stub_defines, f.inline_ns), 4))
+        h.update(pickle.dumps((f.file, f.defs, f.returns, f.classes, f.stub_decls, f.stub_defines, f.inline_ns,
+                               f.aliases), 4))
     return h.hexdigest()
 
 
@@ -331,7 +633,7 @@ def _shape_of(facts: list[FileFacts], aten: AtenNames) -> str:
     h = hashlib.sha1((RESOLVE_VERSION + aten.digest).encode())
     for f in facts:
         stubs = sorted({s for s, _line in (*f.stub_decls, *f.stub_defines)})
-        h.update(pickle.dumps((f.file, f.classes, stubs, f.inline_ns), 4))
+        h.update(pickle.dumps((f.file, f.classes, stubs, f.inline_ns, f.aliases), 4))
     return h.hexdigest()
 
 
@@ -341,19 +643,9 @@ def _defs_of(facts: list[FileFacts]) -> frozenset:
 
 def _mentions(f: FileFacts) -> frozenset[str]:
     """Every name component a file's calls and constructs write (what its
-    resolution may look up), for Note [Incremental resolution]."""
-    out: set[str] = set()
-
-    def walk(x) -> None:
-        if isinstance(x, str):
-            out.update(x.split("::"))
-        elif isinstance(x, tuple):
-            for y in x:
-                walk(y)
-
-    for field in (f.calls, f.binds, f.lib_impls, f.impl_funcs, f.stub_regs):
-        walk(field)
-    return frozenset(out)
+    resolution may look up), for Note [Incremental resolution]; found by the
+    scanner (FileFacts.mentions)."""
+    return f.mentions
 
 
 FILES_FORMAT = 3  # the per-file tuple: (digest, rows, stats, helper sites, mentions)
@@ -403,7 +695,11 @@ def resolve(facts: list[FileFacts], digests: dict[str, str] | None = None,
         for k, v in fstats.items():
             stats[k] += v
         helper_sites.extend(fsites)
+    rv.use_file(None)
     _helper_launches(helper_sites, rows, rv)
+    if rows.get("calls_op"):
+        seen = aten_visible(facts)
+        rows["calls_op"] = [r for r in rows["calls_op"] if r[2] in seen]
     for rel in list(rows):  # a macro expanded twice on one line repeats its rows
         rows[rel] = sorted(set(rows[rel]))
     for rel, rs in rows.items():
@@ -417,6 +713,7 @@ def _file_rows(f: FileFacts, rv: Resolver) -> tuple[dict, dict, list]:
     rows: dict[str, list[tuple]] = defaultdict(list)
     stats: dict[str, int] = defaultdict(int)
     helper_sites: list[tuple[str, str, str, int]] = []
+    rv.use_file(f)
     _defs_rows(f, rows)
     _calls_rows(f, rv, rows, stats, helper_sites)
     _construct_rows(f, rv, rows)
@@ -436,6 +733,10 @@ def _calls_rows(f: FileFacts, rv: Resolver, rows, stats, helper_sites) -> None:
     ix = rv.ix
     for idx, parts, member, line, flags, recv in f.calls:
         caller = f.defs[idx][0]
+        if member == OPER:
+            for op in _operator_ops(rv, parts[0], recv, caller):
+                rows["calls_op"].append((caller, op, f.file, line, "typed"))
+            continue
         stats["call_sites"] += 1
         name = parts[-1]
         if member not in (MEMBER, TYPED) and name in ix.stubs_by_name:
@@ -450,11 +751,15 @@ def _calls_rows(f: FileFacts, rv: Resolver, rows, stats, helper_sites) -> None:
             callee, n, via = rv.receiver_call(name, recv, caller)
         else:
             callee, n, via = rv.function(parts, member, caller)
-        op, op_via = _aten_op(rv.aten, parts, member, callee, n, via)
+        op, op_via = _aten_op(rv, parts, member, callee, n, via, recv, caller)
         if op:
+            if op_via == "typed+tree":  # the op, and the tree's own overload of it (Tensor::to(TypeMeta))
+                op_via, callee_too = "typed", True
+            else:
+                callee_too = False
             rows["calls_op"].append((caller, op, f.file, line, op_via))
-            if callee and via == "member":  # Note [ATen API calls]: t.mm() is Tensor::mm, not a guess
-                continue
+            if callee and (via == "member" or op_via == "typed") and not callee_too:
+                continue  # Note [ATen API calls]: t.mm() is Tensor::mm, not the tree's TensorBase::mm
         if callee:
             if flags & IN_MACRO:
                 via = "macro-" + via
@@ -471,18 +776,98 @@ def _calls_rows(f: FileFacts, rv: Resolver, rows, stats, helper_sites) -> None:
                 helper_sites.append((caller, "", f.file, line))
 
 
-def _aten_op(aten: AtenNames, parts: tuple[str, ...], member: int, callee: str, n: int,
-             via: str) -> tuple[str | None, str]:
+def _aten_op(rv: Resolver, parts: tuple[str, ...], member: int, callee: str, n: int, via: str,
+             recv: tuple | None, caller: str) -> tuple[str | None, str]:
     """(the op an ATen API call names, how it is known: calls_op's `via`)
-    (Note [ATen API calls]), or (None, ""). A member call on a receiver of
-    unknown type whose name is a Tensor method is a "guess"."""
+    (Note [ATen API calls], Note [Op call resolution]), or (None, "")."""
     if member in (MEMBER, RECV, TYPED):
+        name = parts[-1]
+        if name not in rv.aten.methods:
+            return None, ""
+        if member == TYPED:
+            kind, cls = rv.kind(parts[:-1], caller)
+        elif member == RECV:
+            typed = rv.recv_type(recv, caller)
+            kind, cls = rv.kind(typed[0], typed[2]) if typed else (None, "")
+        else:
+            kind, cls = None, ""
+        if kind == "tensor":
+            if not callee:
+                return name, "typed"
+            how = rv.generated_call(cls, name)
+            return (name, "typed" if how == "op" else "typed+tree") if how in ("op", "both") else (None, "")
+        if kind == "other":
+            return None, ""
         unresolved = not callee and n <= 1 and via != "std"
-        if (unresolved or via == "member") and parts[-1] in aten.methods:
-            return parts[-1], "guess"
-        return None, ""
-    op = None if callee else op_of_call(parts, aten)
+        return (name, "guess") if unresolved or via == "member" else (None, "")
+    op = None if callee else op_of_call(parts, rv.aten)
     return op, "qualified"
+
+
+def _operator_ops(rv: Resolver, sym: str, encs: tuple, caller: str) -> tuple[str, ...]:
+    """The ops a C++ operator calls when an operand is a Tensor (Note [Tensor
+    operators]); () when none is known to be one (never a guess)."""
+    lhs, rhs = (rv.enc_kind(e, caller) if e is not None else None for e in encs)
+    if sym in _aten.BINARY_OPS:
+        ops = _aten.BINARY_OPS[sym][0] if lhs == "tensor" else _aten.BINARY_OPS[sym][1] if rhs == "tensor" else ()
+    elif sym.startswith("u"):
+        ops = _aten.UNARY_OPS.get(sym[1:], ()) if lhs == "tensor" else ()
+    elif sym in _aten.COMPOUND_OPS:
+        ops = _aten.COMPOUND_OPS[sym] if lhs == "tensor" else ()
+    elif sym == "[]":
+        ops = (_aten.INDEX_BY_TENSOR_OPS if rhs == "tensor" else _aten.INDEX_OPS) if lhs == "tensor" else ()
+    elif sym == "=[]":
+        ops = _aten.INDEX_OPS + _aten.ASSIGN_OPS["tensor" if rhs == "tensor" else "scalar"] if lhs == "tensor" else ()
+    else:
+        ops = ()
+    return tuple(op for op in ops if op in rv.aten.ops)
+
+
+def aten_visible(facts: list[FileFacts]) -> set[str]:
+    """Note [Who can call ops]: the files that see ATen's C++ API: their
+    #include closure reaches the definition of at::Tensor / at::TensorBase or
+    a header torchgen generates (an `ATen/...` or `torch/...` include no file
+    of the tree answers). The others (all of c10/) cannot call an op, whatever
+    a method they call is named. A file without any #include is a fragment
+    compiled in its includer's context, and counts as seeing it; in a tree
+    that does not define at::Tensor at all, every file does.
+
+    Example:
+        >>> aten_visible([scan_file("c10/a.cpp", b'#include <c10/b.h>')])
+        set()
+    """
+    files = {f.file for f in facts}
+    by_tail: dict[str, list[str]] = defaultdict(list)
+    for rel in files:
+        parts = rel.split("/")
+        for k in range(len(parts)):
+            by_tail["/".join(parts[k:])].append(rel)
+    includers: dict[str, list[str]] = defaultdict(list)
+    seeds: set[str] = set()
+    for f in facts:
+        if any(c in TENSOR_CLASSES for c, _info in f.classes):
+            seeds.add(f.file)
+        here = f.file.rpartition("/")[0]
+        for inc in f.includes:
+            local = f"{here}/{inc}" if here else inc
+            # `<vector>`, `<cuda.h>`: a bare name is a file of the includer's own directory or none of the tree's
+            targets = [local] if local in files else by_tail.get(inc, ()) if "/" in inc else ()
+            if not targets and inc.startswith(("ATen/", "torch/")):
+                seeds.add(f.file)
+            for t in targets:
+                includers[t].append(f.file)
+    if not any(c in TENSOR_CLASSES for f in facts for c, _info in f.classes):
+        return files  # a tree without ATen's Tensor (a snippet): no file can be ruled out
+    seen, frontier = set(seeds), list(seeds)
+    while frontier:
+        nxt = []
+        for t in frontier:
+            for inc in includers.get(t, ()):
+                if inc not in seen:
+                    seen.add(inc)
+                    nxt.append(inc)
+        frontier = nxt
+    return seen | {f.file for f in facts if not f.includes}  # a fragment, in its includer's context
 
 
 def _construct_rows(f: FileFacts, rv: Resolver, rows) -> None:

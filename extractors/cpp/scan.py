@@ -22,6 +22,7 @@ import tree_sitter as ts
 import tree_sitter_cpp as tsc
 
 from extractors.cpp import constructs
+from extractors.cpp.aten import BINARY_OPS, COMPOUND_OPS, UNARY_OPS
 from extractors.cpp.macros import expand_local_macros
 from extractors.cpp.names import ANON, is_macro_name, member_name, name_parts, strip_templates
 from extractors.cpp.preprocess import Cleaned, clean, mask
@@ -29,8 +30,10 @@ from extractors.cpp.preprocess import Cleaned, clean, mask
 KERNEL = 2  # FileFacts.defs flag: a CUDA __global__ function
 
 # FileFacts.calls member codes: f(), x.f() on an unknown type, this->f(),
-# x.f() where x is a parameter or local declared with class type T (parts T..., f)
-FREE, MEMBER, THIS, TYPED, RECV = 0, 1, 2, 3, 4
+# x.f() where x is a parameter or local declared with class type T (parts T..., f),
+# e.f() on a receiver expression (Note [Receiver expressions]), and an operator
+# (`a + b`: parts ("+",), receiver (lhs enc, rhs enc); Note [Tensor operators])
+FREE, MEMBER, THIS, TYPED, RECV, OPER = 0, 1, 2, 3, 4, 5
 # Note [Receiver expressions]: a RECV call `e.f()` carries (arrow, enc) where enc
 # describes the receiver `e` for the resolver to type:
 #   ("v", type parts, pointee parts)    a variable declared with that type
@@ -40,6 +43,9 @@ FREE, MEMBER, THIS, TYPED, RECV = 0, 1, 2, 3, 4
 #   ("m", enc, name)                    field `name` of enc's class (a bare
 #                                       name: ("m", ("this",), name))
 #   ("i", enc)                          an element enc[i] of a container
+#                                       (or t[i] of a Tensor)
+#   ("d", enc)                          *enc (a smart pointer's pointee)
+#   ("o", op, lhs enc, rhs enc)         `lhs op rhs` / `op lhs` (Tensor operators)
 # and the resolver types it through the callees' declared return types.
 # FileFacts.calls flag bits
 IN_MACRO, LAUNCH = 1, 2
@@ -48,7 +54,11 @@ _LANG = ts.Language(tsc.language())
 _QUERY = ts.Query(
     _LANG,
     "(function_definition body: (_)) @def (call_expression) @call (ERROR) @err"
-    " (parameter_declaration) @var (optional_parameter_declaration) @var (declaration) @var",
+    " (parameter_declaration) @var (optional_parameter_declaration) @var (declaration) @var"
+    " (for_range_loop) @var"
+    " (alias_declaration) @alias (type_definition) @alias (using_declaration) @alias"
+    " (namespace_alias_definition) @alias"
+    " (binary_expression) @op (unary_expression) @op (subscript_expression) @op (assignment_expression) @op",
 )
 # Smart pointers whose `->` reaches their first template argument.
 _POINTERS = frozenset({"shared_ptr", "unique_ptr", "intrusive_ptr", "weak_intrusive_ptr", "MaybeOwned", "optional"})
@@ -90,6 +100,14 @@ class FileFacts:
     stub_regs: (stub parts, key, fn parts, line, scope)
     errors:   tree-sitter ERROR nodes in the file
     inline_ns: names of the inline namespaces the file declares (CPU_CAPABILITY)
+    aliases:  (kind, scope, name, target parts, template arg parts, in a body)
+              of the aliases (Note [Aliases]): kind "type" (`using N = T;`,
+              `typedef T N;`), "using" (`using a::b::f;`), "namespace"
+              (`namespace n = a::b;`), "using-namespace" (`using namespace
+              a::b;`, name ""); type aliases in a body only type its locals
+    includes: the `#include` targets as written ("ATen/core/Tensor.h")
+    mentions: every name component the calls and constructs write (what
+              resolving them may look up: Note [Incremental resolution])
     """
 
     file: str
@@ -107,6 +125,9 @@ class FileFacts:
     stub_regs: tuple[tuple[tuple[str, ...], str, tuple[str, ...], int, str], ...]
     errors: int
     inline_ns: tuple[str, ...] = ()
+    aliases: tuple[tuple[str, str, str, tuple[str, ...], tuple[str, ...], bool], ...] = ()
+    includes: tuple[str, ...] = ()
+    mentions: frozenset[str] = frozenset()
 
 
 def lang_of(rel: str) -> str:
@@ -184,6 +205,9 @@ class _Scanner:
         self.returns: list[tuple] = []
         self.classes: dict[str, tuple[tuple[str, ...], ...]] = {}
         self.var_types: dict[int, dict[str, tuple]] = {}  # def idx -> var -> ("v", ...) | ("e", enc)
+        self.locals: dict[int, set[str]] = {}  # def idx -> every parameter and local it declares
+        self.local_types: dict[int, dict[str, tuple]] = {}  # def idx -> `using Vec = ...` in its body
+        self.aliases: list[tuple] = []
         self.calls: list[tuple[int, tuple[str, ...], int, int, int, tuple | None]] = []
         self.blocks: list[tuple[int, int, int, tuple]] = []  # (start, end, def idx, block info)
         self.out = constructs.Constructs()
@@ -192,17 +216,23 @@ class _Scanner:
         caps = _captures(self.trees)
         self._collect_defs(caps.get("def", []))
         self.blocks.sort()
+        self._collect_aliases(sorted(caps.get("alias", []), key=_order))
         self._collect_vars(sorted(caps.get("var", []), key=_order))
         self._collect_calls(sorted(caps.get("call", []), key=_order))
+        self._collect_operators(sorted(caps.get("op", []), key=_order))
         constructs.scan_stub_macros(self.src, self.rel, self.out, self.scope_text_at)
         o = self.out
+        calls = tuple(self.calls)
         return FileFacts(
             self.rel, lang_of(self.rel), tuple(self.defs), tuple(self.returns),
             tuple(sorted(self.classes.items())),
-            tuple(self.calls), tuple(o.binds), tuple(o.lib_defs), tuple(o.lib_impls),
+            calls, tuple(o.binds), tuple(o.lib_defs), tuple(o.lib_impls),
             tuple(o.impl_funcs), tuple(o.stub_decls), tuple(o.stub_defines), tuple(o.stub_regs),
             len(caps.get("err", [])),
             tuple(sorted(set(_INLINE_NS_RE.findall(self.cleaned.text.decode(errors="replace"))))),
+            tuple(self.aliases),
+            tuple(dict.fromkeys(m.decode(errors="replace") for m in _INCLUDE_RE.findall(self.src))),
+            _names_in((calls, o.binds, o.lib_impls, o.impl_funcs, o.stub_regs)),
         )
 
     def spans(self) -> list[tuple[str, int, int]]:
@@ -314,16 +344,20 @@ class _Scanner:
             self.classes[qual] = (tuple(bases) or old[0], _fields(node) or old[1])
 
     def _collect_vars(self, nodes: list[ts.Node]) -> None:
-        """Declared class types of parameters and locals, per def (for x.f())."""
+        """Declared class types of parameters and locals, per def (for x.f()),
+        and the names of all of them (a name declared in the function is no
+        field, function or stub)."""
         starts = [b[0] for b in self.blocks]
         for node in nodes:
             i = bisect.bisect_right(starts, node.start_byte) - 1
             if i < 0 or node.end_byte > self.blocks[i][1] or self.blocks[i][2] < 0:
                 continue
+            idx = self.blocks[i][2]
+            names = [n for d in node.children_by_field_name("declarator") if (n := _declared_name(d)) is not None]
+            self.locals.setdefault(idx, set()).update(n.text.decode(errors="replace") for n in names)
             tnode = node.child_by_field_name("type")
             if tnode is None:
                 continue
-            idx = self.blocks[i][2]
             if tnode.type == "placeholder_type_specifier":
                 self._auto_vars(node, idx)
                 continue
@@ -332,39 +366,82 @@ class _Scanner:
             vtype = _var_type(tnode)
             if vtype is None:
                 continue
-            vtype = ("v", *vtype)
+            local = self.local_types.get(idx, {}).get(vtype[0][0]) if len(vtype[0]) == 1 else None
+            vtype = ("v", *(local or vtype))
             table = self.var_types.setdefault(idx, {})
-            for d in node.children_by_field_name("declarator"):
-                while d is not None and d.type != "identifier":
-                    d = d.child_by_field_name("declarator") or (
-                        d.named_children[-1] if d.type in _DECLARATOR_WRAPPERS and d.named_children else None
-                    )
-                if d is not None:
-                    table[d.text.decode(errors="replace")] = vtype
+            for n in names:
+                table[n.text.decode(errors="replace")] = vtype
 
     def _auto_vars(self, node: ts.Node, idx: int) -> None:
-        """`auto x = <call>;`: x has the call's type, found later by the resolver."""
+        """`auto x = <expr>;` (`auto& x`, `const auto* x` too): x has the
+        expression's type, found later by the resolver; `for (auto& x : e)`:
+        an element of e."""
+        if node.type == "for_range_loop":
+            var, value = _declared_name(node.child_by_field_name("declarator")), node.child_by_field_name("right")
+            enc = self._recv(value, idx, 0) if var is not None else None
+            if enc is not None:
+                self.var_types.setdefault(idx, {})[var.text.decode(errors="replace")] = ("e", ("i", enc))
+            return
         for d in node.children_by_field_name("declarator"):
             if d.type != "init_declarator":
                 continue
-            var, value = d.child_by_field_name("declarator"), d.child_by_field_name("value")
-            if var is None or value is None or var.type != "identifier":
+            var, value = _declared_name(d.child_by_field_name("declarator")), d.child_by_field_name("value")
+            if var is None or value is None:
                 continue
             enc = self._recv(value, idx, 0)
             if enc is not None:
                 self.var_types.setdefault(idx, {})[var.text.decode(errors="replace")] = ("e", enc)
 
+    def _collect_aliases(self, nodes: list[ts.Node]) -> None:
+        """Namespace- and class-scope aliases (FileFacts.aliases, Note [Aliases]);
+        type aliases in a function body type that function's locals."""
+        starts = [b[0] for b in self.blocks]
+        for node in nodes:
+            scope, nested = self.scope(node)
+            row = _alias_row(node)
+            if row is None:
+                continue
+            if not nested:
+                self.aliases.append((row[0], "::".join(scope), *row[1:], False))
+                continue
+            if row[0] != "type":  # `using namespace at;` in a body: for this file only
+                self.aliases.append((row[0], "::".join(self.scope(node, classes=False)[0]), *row[1:], True))
+                continue
+            i = bisect.bisect_right(starts, node.start_byte) - 1
+            if i >= 0 and node.end_byte <= self.blocks[i][1] and self.blocks[i][2] >= 0:
+                self.local_types.setdefault(self.blocks[i][2], {})[row[1]] = row[2:]
+
     def _recv(self, node: ts.Node | None, idx: int, depth: int) -> tuple | None:
         """The receiver encoding of expression `node` (Note [Receiver expressions])."""
-        if node is None or depth > 3:
+        if node is None or depth > 5:
             return None
         t = node.type
         if t == "identifier":
             name = node.text.decode(errors="replace")
             v = self.var_types.get(idx, {}).get(name)
             if v is None:
+                if name in self.locals.get(idx, ()):
+                    return None  # a local of no known type
                 return ("m", ("this",), name)  # a field of the caller's class, if any
             return v if v[0] == "v" else v[1]
+        if t == "conditional_expression":
+            return (self._recv(node.child_by_field_name("consequence"), idx, depth + 1)
+                    or self._recv(node.child_by_field_name("alternative"), idx, depth + 1))
+        if t == "pointer_expression":
+            op = node.child_by_field_name("operator")
+            sub = self._recv(node.child_by_field_name("argument"), idx, depth + 1) if op and op.type == "*" else None
+            return ("d", sub) if sub is not None else None
+        if t == "binary_expression":
+            op = node.child_by_field_name("operator")
+            if op is None or op.type not in BINARY_OPS:
+                return None
+            lhs = self._recv(node.child_by_field_name("left"), idx, depth + 1)
+            rhs = self._recv(node.child_by_field_name("right"), idx, depth + 1)
+            return ("o", op.type, lhs, rhs) if lhs is not None or rhs is not None else None
+        if t == "unary_expression":
+            op = node.child_by_field_name("operator")
+            sub = self._recv(node.child_by_field_name("argument"), idx, depth + 1) if op and op.type == "-" else None
+            return ("o", "u-", sub, None) if sub is not None else None
         if t == "field_expression":
             field = node.child_by_field_name("field")
             sub = self._recv(node.child_by_field_name("argument"), idx, depth + 1)
@@ -436,6 +513,49 @@ class _Scanner:
                     flags |= LAUNCH
             self.calls.append((block[2], parts, FREE, fn.start_point[0] + 1, flags, None))
 
+    def _collect_operators(self, nodes: list[ts.Node]) -> None:
+        """Operator expressions with an operand of a known or knowable type
+        (Note [Tensor operators]): one OPER call per operator, at its line."""
+        starts = [b[0] for b in self.blocks]
+        for node in nodes:
+            i = bisect.bisect_right(starts, node.start_byte) - 1
+            if i < 0 or node.end_byte > self.blocks[i][1] or self.blocks[i][2] < 0:
+                continue
+            idx = self.blocks[i][2]
+            got = self._operator(node, idx)
+            if got is not None and (got[1] is not None or got[2] is not None):
+                sym, lhs, rhs, at = got
+                self.calls.append((idx, (sym,), OPER, at.start_point[0] + 1, 0, (lhs, rhs)))
+
+    def _operator(self, node: ts.Node, idx: int) -> tuple | None:
+        """(symbol, lhs enc, rhs enc, node whose line it is) of an operator
+        expression Tensors define, or None."""
+        t = node.type
+        op = node.child_by_field_name("operator")
+        if t == "subscript_expression":
+            obj, ind = node.child_by_field_name("argument"), node.child_by_field_name("indices")
+            first = ind.named_children[0] if ind is not None and ind.named_child_count == 1 else None
+            return "[]", self._recv(obj, idx, 0), self._recv(first, idx, 0), node
+        if op is None:
+            return None
+        sym = op.type
+        if t == "binary_expression":
+            if sym not in BINARY_OPS:
+                return None
+            return sym, self._recv(node.child_by_field_name("left"), idx, 0), \
+                self._recv(node.child_by_field_name("right"), idx, 0), op
+        if t == "unary_expression":
+            if sym not in UNARY_OPS:
+                return None
+            return "u" + sym, self._recv(node.child_by_field_name("argument"), idx, 0), None, op
+        left = node.child_by_field_name("left")  # assignment_expression
+        if sym in COMPOUND_OPS:
+            return sym, self._recv(left, idx, 0), self._recv(node.child_by_field_name("right"), idx, 0), op
+        if sym == "=" and left is not None and left.type == "subscript_expression":  # `t[i] = v`
+            return "=[]", self._recv(left.child_by_field_name("argument"), idx, 0), \
+                self._recv(node.child_by_field_name("right"), idx, 0), op
+        return None
+
     def _member_call(self, call: ts.Node, fn: ts.Node, block, in_macro: bool) -> None:
         field = fn.child_by_field_name("field")
         if field is None:
@@ -451,10 +571,10 @@ class _Scanner:
         if member == MEMBER and obj is not None:
             enc = self._recv(obj, block[2], 0)
             arrow = _is_arrow(fn)
-            if enc is not None and enc[0] == "v":
-                tparts = enc[2] if arrow and enc[2] and enc[1][-1] in _POINTERS else enc[1]
+            if enc is not None and enc[0] == "v" and (not arrow or enc[1][-1] in _POINTERS):
+                tparts = enc[2] if arrow and enc[2] else enc[1]
                 member, parts = TYPED, (*tparts, name)
-            elif enc is not None:
+            elif enc is not None:  # `p->f()` on a class type: its operator-> (TensorArg) or a raw pointer
                 member, recv = RECV, (arrow, enc)
         line = field.start_point[0] + 1
         self.calls.append((block[2], parts, member, line, IN_MACRO if in_macro else 0, recv))
@@ -492,9 +612,18 @@ class _Scanner:
 
 
 _INLINE_NS_RE = re.compile(r"\binline\s+namespace\s+(\w+)")
+_INCLUDE_RE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*[<"]([^>"\n]+)[>"]', re.M)
 _RAW_STRING_RE = re.compile(rb'R"([^(\s]*)\((.*?)\)\1"', re.S)
 # A line starting a top-level declaration (not a brace, directive, comment, ObjC @).
 _CHUNK_START_RE = re.compile(rb"^(?=[A-Za-z_~])", re.M)
+
+
+def _names_in(x) -> frozenset[str]:
+    """The `::`-separated components of every string in the nesting `x`."""
+    return frozenset("::".join(_STR_RE.findall(repr(x))).split("::"))  # repr: a C-speed walk
+
+
+_STR_RE = re.compile(r"'([^'\\]*)'")  # names hold no quotes; a string that does is no name
 
 
 def _order(node: ts.Node) -> tuple[int, int]:
@@ -604,6 +733,46 @@ def _fields(cls: ts.Node) -> tuple[tuple[str, tuple[str, ...], tuple[str, ...]],
             if d is not None:
                 out.append((d.text.decode(errors="replace"), *vtype))
     return tuple(out)
+
+
+def _declared_name(d: ts.Node | None) -> ts.Node | None:
+    """The identifier a declarator declares (`x`, `&x`, `*x`, `x = 1`, `x[4]`), or None."""
+    while d is not None and d.type != "identifier":
+        if d.type in ("function_declarator", "field_identifier"):
+            return None
+        d = d.child_by_field_name("declarator") or (
+            d.named_children[-1] if d.type in _DECLARATOR_WRAPPERS and d.named_children else None)
+    return d
+
+
+def _alias_row(node: ts.Node) -> tuple | None:
+    """(kind, name, target parts, template arg parts) of an alias node (FileFacts.aliases)."""
+    t = node.type
+    if t == "using_declaration":
+        target = node.named_children[-1] if node.named_children else None
+        parts = name_parts(target.text.decode(errors="replace")) if target is not None else ()
+        if not parts:
+            return None
+        if any(c.type == "namespace" for c in node.children):
+            return ("using-namespace", "", parts, ())
+        return ("using", parts[-1], parts, ()) if len(parts) > 1 else None
+    if t == "namespace_alias_definition":
+        name = node.child_by_field_name("name")
+        target = node.named_children[-1] if node.named_children else None
+        parts = name_parts(target.text.decode(errors="replace")) if target is not None else ()
+        return ("namespace", name.text.decode(errors="replace"), parts, ()) if name is not None and parts else None
+    if t == "alias_declaration":
+        name, tnode = node.child_by_field_name("name"), node.child_by_field_name("type")
+        if tnode is not None and tnode.type == "type_descriptor":
+            tnode = tnode.child_by_field_name("type")
+    else:  # type_definition: `typedef T N;`
+        tnode, name = node.child_by_field_name("type"), node.child_by_field_name("declarator")
+        if name is not None and name.type != "type_identifier":
+            return None
+    if name is None or tnode is None or tnode.type not in _TYPE_NODES:
+        return None
+    vtype = _var_type(tnode)
+    return ("type", name.text.decode(errors="replace"), *vtype) if vtype else None
 
 
 def _is_arrow(field_expr: ts.Node) -> bool:
