@@ -143,6 +143,8 @@ def _read_compile_db(path: Path) -> dict[str, Command]:
     for entry in entries:
         directory = entry.get("directory", str(path.parent))
         argv = entry.get("arguments") or shlex.split(entry.get("command", ""))
+        if argv and Path(argv[0]).name.startswith("nvcc"):
+            continue  # nvcc's options are not clang's: such a .cu gets synthesized flags
         src = str(Path(directory, entry["file"]).resolve())
         out[src] = Command(tuple(_clean(argv[1:], entry["file"])), directory)
     return out
@@ -177,6 +179,43 @@ def synthesized(root: Path, gen_dir: Path, resource_dir: str, sdk_dirs: Sequence
     args = ["-x", "c++", "-std=c++17", "-resource-dir", resource_dir, *incs, *DEFINES,
             "-fsyntax-only", "-Wno-everything", "-ferror-limit=0"]
     return Command(tuple(args), str(root))
+
+
+# ----------------------------------------------------------------- CUDA host code
+
+# Note [CUDA host parse]: a `.cu` TU is parsed as CUDA host code: `-x cuda
+# --cuda-host-only` with the fetched CUDA headers as the install
+# (`--cuda-path`, sdk.cuda_path) and no libdevice (`-nocudalib`). Clang then
+# force-includes its own __clang_cuda_runtime_wrapper.h (from the resource
+# dir), which defines __global__, threadIdx, <<<>>>'s configuration call, and
+# includes cuda_runtime.h, as nvcc does. Kernels' and __device__ functions'
+# bodies are parsed too (clang checks both sides), with __CUDA_ARCH__ unset.
+# One fix-up, CUDA_PRELUDE, is force-included after the wrapper: CUDA's
+# crt/host_defines.h defines `__noinline__` as `__attribute__((noinline))`,
+# which breaks libstdc++ 12's `__attribute__((__noinline__))`
+# (bits/shared_ptr_base.h:196, "use of undeclared identifier 'noinline'");
+# clang knows `__noinline__` as a CUDA keyword, so the macro is undefined.
+CUDA_PRELUDE = "#undef __noinline__\n"
+
+
+def cuda_host(command: Command, cuda_path: Path, prelude_dir: Path) -> Command:
+    """`command` (synthesized C++ flags) turned into flags for a `.cu` TU
+    (Note [CUDA host parse]); the prelude is written into `prelude_dir`.
+
+    Example:
+        >>> cuda_host(cmd, Path("/root/.cache/torchtalk/sdk/cuda"), cache).args[:2]
+        ('-x', 'cuda')
+    """
+    prelude = prelude_dir / "cuda_host_prelude.h"
+    if not prelude.is_file() or prelude.read_text() != CUDA_PRELUDE:
+        prelude_dir.mkdir(parents=True, exist_ok=True)
+        prelude.write_text(CUDA_PRELUDE)
+    args = list(command.args)
+    if args[:2] == ["-x", "c++"]:
+        args = args[2:]
+    args = ["-x", "cuda", "--cuda-host-only", f"--cuda-path={cuda_path}", "-nocudalib",
+            *args, "-include", str(prelude)]
+    return Command(tuple(args), command.directory)
 
 
 # ----------------------------------------------------------------- generated headers
