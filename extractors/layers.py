@@ -27,7 +27,7 @@ LAYERS: tuple[Layer, ...] = (
             "op", "op_tag", "tag", "op_variant", "op_python_module", "dispatch",
             "dispatch_default", "structured", "structured_delegate",
             "structured_inherits", "autogen", "op_attr", "ufunc_inner_loop",
-            "ufunc_stub_register", "derivative", "derivative_calls",
+            "ufunc_stub_register", "derivative", "derivative_calls", "codegen_kernel", "codegen_call",
         ),
     ),
     Layer(
@@ -45,5 +45,5 @@ LAYERS: tuple[Layer, ...] = (
         ("py_def", "py_calls", "py_api", "binds", "module_class", "class_base", "decomp", "py_op_impl"),
     ),
     Layer("tests", "extractors.tests", ("test", "opinfo", "tests_cover", "test_util", "test_file", "test_file_uses")),
-    Layer("precise", "extractors.clang", ("calls_precise",), optional=True),
+    Layer("precise", "extractors.clang", ("calls_precise", "calls_op", "precise_file"), optional=True),
 )

@@ -86,13 +86,18 @@ int k() { return 0; }
 
 
 class RowSink:
+    """`rows`: the calls_precise rows; `other`: the other relations' rows."""
+
     def __init__(self) -> None:
         self.rows: list[tuple] = []
+        self.other: dict[str, list[tuple]] = {"calls_op": [], "precise_file": []}
         self.warnings: list[tuple[str, int, str]] = []
 
     def add(self, relation: str, *values) -> None:
-        assert relation == "calls_precise"
-        self.rows.append(values)
+        if relation == "calls_precise":
+            self.rows.append(values)
+        else:
+            self.other[relation].append(values)
 
     def warn(self, file: str, line: int, message: str) -> None:
         self.warnings.append((file, line, message))
@@ -149,6 +154,8 @@ def test_snippet_exact_edges(snippet: Path, tmp_path: Path) -> None:
     # vector::push_back, the global initializer
     assert stats.dropped == {"operator": 2, "constructor": 3, "external": 1, "outside_function": 1}
     assert sink.warnings == []
+    assert sorted(sink.other["precise_file"]) == [("a.cpp",), ("b.cpp",)]
+    assert sink.other["calls_op"] == []  # no ATen here
 
 
 def test_cache_reuses_and_header_edit_invalidates(snippet: Path, tmp_path: Path) -> None:
@@ -166,6 +173,7 @@ def test_cache_reuses_and_header_edit_invalidates(snippet: Path, tmp_path: Path)
 def test_unparsable_tu_is_reported_and_counted(snippet: Path, tmp_path: Path) -> None:
     sink, stats = _run(snippet, tmp_path / "cache", ["broken.cpp", "b.cpp"])
     assert (stats.tus, stats.ok, stats.fatal) == (2, 1, 1)
+    assert sink.other["precise_file"] == [("b.cpp",)]  # the fast tier keeps broken.cpp
     assert sink.warnings == [
         ("broken.cpp", 2, "precise: broken.cpp does not parse: 'no_such_header.h' file not found")
     ]
@@ -184,6 +192,7 @@ def test_missing_sdk_header_names_the_sdk(snippet: Path, tmp_path: Path) -> None
 @pytest.mark.parametrize("message, expected", [
     ("'cuda_runtime_api.h' file not found", "the CUDA 12.4 headers are missing: run `torchtalk fetch cuda`"),
     ("'nv/target' file not found", "the CUDA 12.4 headers are missing: run `torchtalk fetch cuda`"),
+    ("'curand_mtgp32_kernel.h' file not found", "the CUDA 12.4 headers are missing: run `torchtalk fetch cuda`"),
     ("'oneapi/dnnl/dnnl.hpp' file not found",
      "the XPU (SYCL and oneDNN, oneAPI 2025.0) headers are missing: run `torchtalk fetch xpu`"),
     ("'sycl/sycl.hpp' file not found",
@@ -243,6 +252,36 @@ def test_sdk_fetch_unpacks_headers_once(tmp_path: Path, monkeypatch) -> None:
     assert [p.name for p in root.iterdir()] == ["fake"]
 
 
+def test_sdk_fetch_added_pin_downloads_only_it(tmp_path: Path, monkeypatch) -> None:
+    """A pin added to an SDK (cuRAND to CUDA) downloads that wheel only and
+    keeps the headers already there."""
+    from extractors.clang import sdk
+
+    monkeypatch.setenv("TORCHTALK_CACHE_DIR", str(tmp_path / "cache"))
+    fake = sdk.Sdk("fake", "Fake 1.0", ("fake-rt==1.0",), r"nvidia/[^/]+/include/(.+)", "fake_api.h",
+                   ("fake_api.h", "fake_rand*.h"))
+    monkeypatch.setitem(sdk.SDKS, "fake", fake)
+    calls = []
+    contents = {"fake-rt==1.0": {"nvidia/rt/include/fake_api.h": "int f();"},
+                "fake-rand==1.0": {"nvidia/rand/include/fake_rand_kernel.h": "int r();"}}
+
+    def download(wheels, dest):
+        calls.append(wheels)
+        dest.mkdir(parents=True)
+        for i, w in enumerate(wheels):
+            _fake_wheel(dest / f"{i}.whl", contents[w])
+        return sorted(dest.glob("*.whl"))
+
+    monkeypatch.setattr(sdk, "_download", download)
+    inc = sdk.fetch("fake")
+    monkeypatch.setitem(sdk.SDKS, "fake", dataclasses.replace(fake, wheels=("fake-rt==1.0", "fake-rand==1.0")))
+    assert sdk.fetch("fake") == inc
+    assert calls == [("fake-rt==1.0",), ("fake-rand==1.0",)]
+    assert sorted(p.name for p in inc.iterdir()) == ["fake_api.h", "fake_rand_kernel.h"]
+    assert (inc.parent / "pins.txt").read_text() == "fake-rt==1.0\nfake-rand==1.0\n"
+    assert sdk.SDKS["fake"].owns("fake_rand_kernel.h") and not sdk.SDKS["fake"].owns("fake_other.h")
+
+
 def test_sdk_fetch_errors(tmp_path: Path, monkeypatch, capsys) -> None:
     from torchtalk.cli import main
 
@@ -257,6 +296,57 @@ def test_sdk_fetch_errors(tmp_path: Path, monkeypatch, capsys) -> None:
     with pytest.raises(InputError) as err:
         fetch("rocm")
     assert err.value.render() == "error: unknown SDK 'rocm' (one of: cuda, xpu)"
+
+
+CUDA_STUB_H = """\
+#define __global__ __attribute__((global))
+struct dim3 { unsigned x, y, z; dim3(unsigned a = 1, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c) {} };
+extern "C" int __cudaPushCallConfiguration(dim3 grid, dim3 block, unsigned long shmem = 0, void* stream = 0);
+"""
+
+K_CU = """\
+#include <cuda_stub.h>
+namespace k {
+template <typename T> __global__ void fill(T* p) { p[0] = T(1); }
+__global__ void zero(int* p) { p[0] = 0; }
+int helper(int x) { return x; }
+void host(int* p, bool c) {
+  fill<int><<<1, 1>>>(p);
+  auto kern = &fill<int>;
+  kern<<<helper(1),
+         1>>>(p);
+  auto pick = c ? &zero : &fill<int>;
+  pick<<<1, 1>>>(p);
+}
+void param(void (*f)(int*), int* p) { f<<<1, 1>>>(p); }
+}  // namespace k
+"""
+
+
+def test_cuda_launches_resolved_by_the_compiler(tmp_path: Path) -> None:
+    """A .cu TU parsed as CUDA host code: a call of a __global__ function is a
+    launch (not an edge), at the line of the kernel's name; a kernel held in a
+    variable is found through the variable's initializer (both arms of a
+    conditional); a kernel passed as a parameter is unresolved."""
+    root, sdk = tmp_path / "tree", tmp_path / "sdk"
+    root.mkdir()
+    sdk.mkdir()
+    (sdk / "cuda_stub.h").write_text(CUDA_STUB_H)  # outside the tree, as CUDA's headers are
+    (root / "k.cu").write_text(K_CU)
+    (root / "compile_commands.json").write_text(json.dumps([{
+        "directory": str(root), "file": "k.cu",
+        "command": f"clang++ -x cuda --cuda-host-only -nocudainc -nocudalib -std=c++17 -isystem {sdk} -c k.cu"}]))
+    sink, stats = _run(root, tmp_path / "cache", ["k.cu"])
+    assert (stats.tus, stats.ok, stats.fatal) == (1, 1, 0)
+    assert sorted(stats.launches) == [
+        ("k::host", "k::fill", "k.cu", 7),
+        ("k::host", "k::fill", "k.cu", 9),  # through `auto kern = &fill<int>`
+        ("k::host", "k::fill", "k.cu", 12),
+        ("k::host", "k::zero", "k.cu", 12),  # `c ? &zero : &fill<int>`
+    ]
+    assert sink.rows == [("k::host", "k::helper", "k.cu", 9)]
+    assert stats.unresolved == [("k::param", "f", "k.cu", 14)]
+    assert sink.other["precise_file"] == [("k.cu",)]
 
 
 def test_timeout_is_counted_not_fatal(snippet: Path, tmp_path: Path) -> None:
@@ -324,9 +414,12 @@ def test_real_matmul_edges(real) -> None:
         ("at::native::matmul", "at::namedinference::propagate_names_if_nonempty", f, 2184),
         ("at::native::matmul", "at::native::_matmul_impl", f, 2183),
     ]
-    # methods of Tensor resolved through the generated TensorBody.h, ops through ATen/ops/*.h
-    assert ("at::native::_matmul_impl", "at::Tensor::mm", f, 2033) in rows
-    assert ("at::native::_matmul_impl", "at::mm_out", f, 2032) in rows
+    # methods of Tensor (the generated TensorBody.h) and functions of ATen/ops/*.h
+    # that reach an op are calls_op rows (test_clang_real.py), not edges
+    assert not any(r[1] in ("at::Tensor::mm", "at::mm_out") for r in rows)
+    assert ("at::native::_matmul_impl", "mm", f, 2033, "compiler") in sink.other["calls_op"]
+    assert ("at::native::_matmul_impl", "mm", f, 2032, "compiler") in sink.other["calls_op"]
+    # TensorBase::dim reads the TensorImpl: an edge, not an op call
     assert ("at::native::_matmul_impl", "at::TensorBase::dim", f, 2005) in rows
     assert ("at::native::matmul_out", "at::native::_matmul_impl", f, 2190) in rows
 

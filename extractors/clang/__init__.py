@@ -4,7 +4,13 @@ definition.
 
 Writes `calls_precise(caller, callee, file, line)` for every call made by a
 function defined in a TU's main file to a function declared in the tree
-(Note [Precise edges] in visit.py). Flags come from the tree's
+(Note [Precise edges] in visit.py), `calls_op(caller, name, file, line,
+"compiler")` for every call the compiler resolves to ATen's C++ API that
+reaches an op (Note [Op calls by the compiler] in api.py), and
+`precise_file(file)` for every TU that parsed without a fatal error (the
+fast tier's calls there are superseded). Kernel launches that the compiler
+resolves in `.cu` TUs are counted in `Stats.launches` (bench/precise.py
+compares them with the fast tier's), not written. Flags come from the tree's
 compile_commands.json, else are synthesized without a build (Note
 [Synthesized flags] in flags.py). TUs are parsed in parallel, one process per
 TU with a timeout (Note [One process per TU] in worker.py), and cached by the
@@ -14,12 +20,12 @@ of its first fatal diagnostic and counted, never fatal; when the missing
 header belongs to a GPU SDK the warning names the SDK and `torchtalk fetch`
 command that provides it (Note [SDK headers] in sdk.py).
 
-Scope: the `.cpp`/`.cc` files under DEFAULT_DIRS (tests and benchmarks left
-out), or the `:`-separated dirs (relative to the tree) in
-TORCHTALK_PRECISE_DIRS. `.cu` files are device code for nvcc, which libclang
-does not stand in for here: the layer does not parse them (`run` counts any it
-is given as `skipped_cuda`); their calls come from the fast tier only. The
-`.cpp` files of the CUDA and XPU backends are parsed, with the SDK headers
+Scope: the `.cpp`/`.cc`/`.cu` files under DEFAULT_DIRS (tests and benchmarks
+left out), or the `:`-separated dirs (relative to the tree) in
+TORCHTALK_PRECISE_DIRS. A `.cu` file is parsed as CUDA host code with the
+headers `torchtalk fetch cuda` provides (Note [CUDA host parse] in flags.py);
+without them it is counted as `skipped_cuda` and left to the fast tier. The
+`.cpp` files of the CUDA and XPU backends are parsed with the SDK headers
 `torchtalk fetch cuda|xpu` provides.
 """
 
@@ -36,9 +42,9 @@ from pathlib import Path
 
 from extractors.base import ExtractContext, Sink
 
-DEFAULT_DIRS = ("aten/src/ATen", "c10")
-TU_SUFFIXES = (".cpp", ".cc")
-SKIPPED_SUFFIXES = (".cu",)
+DEFAULT_DIRS = ("aten", "c10", "torch/csrc")
+TU_SUFFIXES = (".cpp", ".cc", ".cu")
+CUDA_SUFFIXES = (".cu",)
 HEADER_SUFFIXES = (".h", ".hpp", ".cuh", ".in", ".yaml")
 EXCLUDED_PARTS = frozenset({"test", "tests", "bench", "benchmark", "benchmarks"})
 TIMEOUT_S = 300.0
@@ -54,8 +60,12 @@ class Stats:
     timeout: int = 0
     crash: int = 0
     cached: int = 0
-    skipped_cuda: int = 0
+    skipped_cuda: int = 0  # .cu TUs not parsed: the CUDA headers are not fetched
     edges: int = 0
+    ops: int = 0  # calls_op rows
+    sites: int = 0  # call expressions in the TUs' functions (dropped["unresolved"]: no callee)
+    launches: list[tuple[str, str, str, int]] = field(default_factory=list)  # (host, kernel, file, line)
+    parsed: list[str] = field(default_factory=list)  # precise_file rows
     errors: int = 0  # error diagnostics over all TUs
     dropped: Counter = field(default_factory=Counter)
     parse_seconds: float = 0.0  # summed over TUs (CPU-ish time)
@@ -129,22 +139,27 @@ def run(ctx: ExtractContext, sink: Sink, files: Iterable[Path] | None = None,
     from extractors.clang.cache import FileHashes, TuCache
     from extractors.clang.worker import parse_options, run_jobs
 
+    from extractors.clang.sdk import cuda_path
+
     start = time.perf_counter()
     root = ctx.root.resolve()
     todo = [Path(f).resolve() for f in (files if files is not None else tu_files(root))]
-    stats = Stats(skipped_cuda=sum(1 for f in todo if f.suffix in SKIPPED_SUFFIXES))
-    todo = [f for f in todo if f.suffix not in SKIPPED_SUFFIXES]
+    if cuda_path() is None:
+        stats = Stats(skipped_cuda=sum(1 for f in todo if f.suffix in CUDA_SUFFIXES))
+        todo = [f for f in todo if f.suffix not in CUDA_SUFFIXES]
+    else:
+        stats = Stats()
     stats.tus = len(todo)
     hashes = FileHashes()
     cache = TuCache(ctx.cache_dir / "tu", hashes)
     tmpdir = tempfile.mkdtemp(prefix="precise-", dir=_ensure(ctx.cache_dir))
     try:
-        plan, pch_deps = _plan(root, ctx.cache_dir, todo, parse_options(skip_header_bodies),
-                               hashes if use_pch else None, tmpdir)
+        plan, shared_deps = _plan(root, ctx.cache_dir, todo, parse_options(skip_header_bodies),
+                                  hashes, use_pch, tmpdir)
         sink.progress(0, total=len(todo), what="precise: parsing TUs")
         jobs = []
         for job in plan:
-            hit = cache.get(job.path, job.command.key()) if use_cache else None
+            hit = cache.get(job.path, job.cache_key()) if use_cache else None
             if hit is None:
                 jobs.append(job)
             else:
@@ -153,7 +168,7 @@ def run(ctx: ExtractContext, sink: Sink, files: Iterable[Path] | None = None,
         by_rel = {job.rel: job for job in jobs}
         for res in run_jobs(jobs, ctx.jobs, timeout, tmpdir):
             job = by_rel[res.rel]
-            cache.put(job.path, job.command.key(), res, pch_deps if job.pch else None)
+            cache.put(job.path, job.cache_key(), res, {**shared_deps["api"], **(shared_deps["pch"] if job.pch else {})})
             _record(root, res, stats, sink)
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
@@ -166,12 +181,15 @@ def _ensure(d: Path) -> Path:
     return d
 
 
-def _plan(root: Path, cache_dir: Path, todo: list[Path], options: int, hashes, tmpdir: str):
-    """A Job per TU: flags from compile_commands.json, else synthesized (with
-    the common PCH unless `hashes` is None); and the PCH's deps."""
-    from extractors.clang import sdk
+def _plan(root: Path, cache_dir: Path, todo: list[Path], options: int, hashes, use_pch: bool, tmpdir: str):
+    """A Job per TU: flags from compile_commands.json, else synthesized (C++
+    ones with the common PCH when `use_pch`; CUDA host ones for a `.cu`),
+    each with the tree's op map (api.py); and the files the PCH and the op
+    map were made from ({"pch": deps, "api": deps})."""
+    from extractors.clang import api, sdk
     from extractors.clang.flags import (
         Command,
+        cuda_host,
         find_resource_dir,
         generated_dir,
         load_compile_db,
@@ -179,33 +197,58 @@ def _plan(root: Path, cache_dir: Path, todo: list[Path], options: int, hashes, t
     )
     from extractors.clang.pch import with_pch
     from extractors.clang.worker import Job
+    from extractors.cpp.aten import load_names
 
     db = load_compile_db(root)
     keep = (str(root) + "/",)
     gen_roots: tuple[str, ...] = ()
-    default, pch_deps = None, {}
+    default = cuda = plain = None
+    deps: dict[str, dict[str, str]] = {"pch": {}, "api": {}}
     if db is None or any(str(f) not in db for f in todo):
         gen = generated_dir(root, _ensure(cache_dir))
         gen_roots = (str(gen) + "/",)
-        default = synthesized(root, gen, find_resource_dir(), sdk.include_dirs())
-        if hashes is not None and todo:
-            default, pch_deps = with_pch(default, cache_dir, hashes, tmpdir)
+        plain = synthesized(root, gen, find_resource_dir(), sdk.include_dirs())
+        default = plain
+        if use_pch and any(f.suffix not in CUDA_SUFFIXES for f in todo):
+            default, deps["pch"] = with_pch(plain, cache_dir, hashes, tmpdir)
+        where = sdk.cuda_path()
+        if where is not None:
+            cuda = cuda_host(plain, where, cache_dir / "cuda")
     resource = None
-    jobs = []
+    commands = []
     for f in todo:
         cmd = db.get(str(f)) if db else None
         if cmd is not None and "-resource-dir" not in cmd.args:
             resource = resource or find_resource_dir()  # the pip wheel has no stddef.h
             cmd = Command((*cmd.args, "-resource-dir", resource), cmd.directory)
+        commands.append(cmd)
+    names = load_names(root, cache_dir)
+    ops_map = api.ApiOps(names)
+    if todo and names.ops:
+        base = next((c for c in commands if c is not None), None) or plain
+        ops_map, deps["api"] = api.load(base.args, gen_roots, keep, names, cache_dir, hashes, tmpdir)
+    jobs = []
+    for f, cmd in zip(todo, commands, strict=True):
+        is_cuda = f.suffix in CUDA_SUFFIXES
+        pch = cmd is None and not is_cuda and bool(deps["pch"])
         rel = f.relative_to(root).as_posix()
-        jobs.append(Job(str(f), rel, cmd or default, keep, gen_roots, options, cmd is None and bool(pch_deps)))
-    return jobs, pch_deps
+        jobs.append(Job(str(f), rel, cmd or (cuda if is_cuda else default), keep, gen_roots, options, pch,
+                        ops_map, is_cuda))
+    return jobs, deps
 
 
 def _record(root: Path, res, stats: Stats, sink: Sink) -> None:
     for caller, callee, file, line in res.edges:
         sink.add("calls_precise", caller, callee, file, line)
+    for caller, name, file, line in res.ops:
+        sink.add("calls_op", caller, name, file, line, "compiler")
+    if res.status == "ok":
+        sink.add("precise_file", res.rel)
+        stats.parsed.append(res.rel)
     stats.edges += len(res.edges)
+    stats.ops += len(res.ops)
+    stats.sites += res.sites
+    stats.launches.extend(res.launches)
     stats.errors += res.errors
     stats.parse_seconds += res.seconds
     stats.dropped.update(res.dropped)

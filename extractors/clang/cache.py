@@ -20,7 +20,7 @@ from pathlib import Path
 from extractors.clang.worker import TuResult
 from torchtalk.atomic import atomic_open
 
-VERSION = 3  # bump when the walk's output changes
+VERSION = 4  # bump when the walk's output changes (4: op calls, launches, call sites, .cu TUs)
 
 
 class FileHashes:
@@ -101,6 +101,9 @@ def _from_json(d: dict) -> TuResult:
         rel=d["rel"],
         status=d["status"],
         edges=tuple(tuple(e) for e in d["edges"]),
+        ops=tuple(tuple(o) for o in d["ops"]),
+        launches=tuple(tuple(k) for k in d["launches"]),
+        sites=d["sites"],
         dropped=d["dropped"],
         includes=tuple(d["includes"]),
         unresolved=tuple(tuple(u) for u in d["unresolved"]),

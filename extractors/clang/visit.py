@@ -12,9 +12,14 @@ add nothing. Overloads and template specializations share one name.
 Note [Precise edges]: an edge is kept when its caller is a function *defined
 in the TU's main file* (calls inside a lambda belong to the enclosing
 function, as in the fast tier) and its callee is declared in a file of the
-tree (or a header generated from it, e.g. ATen/ops/*.h). Calls to system and
-standard-library functions, constructors, destructors and operators are
-counted, not kept. A call's line is where its callee's name is spelled: inside
+tree (or a header generated from it, e.g. ATen/ops/*.h). A call of ATen's C++
+API that reaches an op (Note [Op calls by the compiler] in api.py) is an
+`OpCall` instead (the edge is kept too when the API function is the tree's,
+e.g. a TensorBase method, unless it is an operator); a call of a CUDA
+`__global__` function (`k<<<...>>>(...)`, or `v<<<...>>>` through a variable
+whose initializer names the kernel) is a `Launch`. Calls to system and
+standard-library functions, constructors, destructors and other operators
+are counted, not kept. A call's line is where its callee's name is spelled: inside
 a macro argument (AT_DISPATCH lambdas, TORCH_CHECK conditions) that is the
 argument's own line; a call written in a macro's body is placed at the line
 where the macro is used. A call in a template that depends on a template
@@ -42,6 +47,8 @@ SCOPE_KINDS = frozenset({
     K.NAMESPACE, K.CLASS_DECL, K.STRUCT_DECL, K.UNION_DECL, K.CLASS_TEMPLATE,
     K.CLASS_TEMPLATE_PARTIAL_SPECIALIZATION, K.ENUM_DECL,
 })
+# A call through one of these is a call of the function (pointer) it holds.
+VAR_KINDS = frozenset({K.VAR_DECL, K.PARM_DECL, K.FIELD_DECL})
 # The callee expression of a call whose location is the callee's name.
 NAME_KINDS = frozenset({K.MEMBER_REF_EXPR, K.DECL_REF_EXPR, K.OVERLOADED_DECL_REF})
 # Cursors whose subtree cannot contain a call made by a function body we keep.
@@ -62,13 +69,40 @@ class Edge:
     line: int
 
 
+@dataclass(frozen=True, order=True)
+class OpCall:
+    """One `calls_op(caller, name, file, line, "compiler")` row."""
+
+    caller: str
+    name: str
+    file: str
+    line: int
+
+
+@dataclass(frozen=True, order=True)
+class Launch:
+    """`host` launches __global__ `kernel` at file:line (`<<<>>>`)."""
+
+    host: str
+    kernel: str
+    file: str
+    line: int
+
+
 @dataclass
 class TuFacts:
-    """What the walk of one TU found (edges deduplicated, the rest counted)."""
+    """What the walk of one TU found (edges deduplicated, the rest counted).
+
+    `sites`: the call expressions inside functions of the main file; those
+    the compiler left without a callee are counted in dropped["unresolved"].
+    """
 
     edges: set[Edge] = field(default_factory=set)
+    ops: set[OpCall] = field(default_factory=set)
+    launches: set[Launch] = field(default_factory=set)
     dropped: Counter = field(default_factory=Counter)  # reason -> calls not kept
     unresolved: set[tuple[str, str, int]] = field(default_factory=set)  # (caller, name, line)
+    sites: int = 0
 
 
 def _bind(name: str, argtypes: list, restype=None):
@@ -143,14 +177,18 @@ class Walker:
     None (system, standard library, anything outside the tree).
     """
 
-    def __init__(self, tu: ci.TranslationUnit, rel: str, classify, namer: Namer) -> None:
+    def __init__(self, tu: ci.TranslationUnit, rel: str, classify, namer: Namer, api=None,
+                 cuda: bool = False) -> None:
         self.tu = tu
         self.main = tu.spelling
         self.rel = rel
         self.classify = classify
         self.namer = namer
+        self.api = api  # api.ApiOps, or None: no op calls
+        self.cuda = cuda  # a CUDA TU: calls of __global__ functions are launches
         self.facts = TuFacts()
         self._where: dict[str, str | None] = {}
+        self._global: dict[str, bool] = {}
 
     def run(self) -> TuFacts:
         """Walk every top-level declaration written in the main file."""
@@ -185,7 +223,12 @@ class Walker:
 
     def _call(self, call: ci.Cursor, caller: str | None) -> None:
         drop = self.facts.dropped
+        if caller is not None:
+            self.facts.sites += 1
         ref = call.referenced
+        if self.cuda and ref is not None and ref.kind in VAR_KINDS:
+            self._launch_through(call, ref, caller)
+            return
         if ref is None or ref.kind not in CALLEE_KINDS:
             if ref is not None and ref.kind in (K.CONSTRUCTOR, K.DESTRUCTOR, K.CONVERSION_FUNCTION):
                 drop["constructor"] += 1
@@ -199,19 +242,62 @@ class Walker:
         if caller is None:
             drop["outside_function"] += 1
             return
-        if ref.spelling.startswith("operator"):
+        where = self._where_is(ref)
+        got = self.api.call_of(ref, where, self.namer) if self.api is not None else None
+        operator = ref.spelling.startswith("operator")
+        if got is not None:
+            line = self._line(call, operator)
+            self.facts.ops.update(OpCall(caller, op, self.rel, line) for op in got.ops)
+            self.facts.edges.update(Edge(caller, fn, self.rel, line) for fn in got.exits)
+            if got.replace:
+                drop["op_call" if got.ops else "operator" if operator else "api_exit"] += 1
+                return
+        if operator:
             drop["operator"] += 1
             return
-        if ref.spelling.startswith("__builtin") or self._where_is(ref) is None:
+        if ref.spelling.startswith("__builtin") or where is None:
             drop["external"] += 1
+            return
+        if self.cuda and self._is_global(ref):
+            self.facts.launches.add(Launch(caller, self.namer.qualname(ref), self.rel, self._line(call)))
             return
         self.facts.edges.add(Edge(caller, self.namer.qualname(ref), self.rel, self._line(call)))
 
-    def _line(self, call: ci.Cursor) -> int:
+    def _is_global(self, fn: ci.Cursor) -> bool:
+        """Is `fn` a CUDA `__global__` function (a kernel)?"""
+        usr = fn.get_usr()
+        got = self._global.get(usr)
+        if got is None:
+            got = self._global[usr] = any(c.kind == K.CUDAGLOBAL_ATTR for c in fn.get_children())
+        return got
+
+    def _launch_through(self, call: ci.Cursor, var: ci.Cursor, caller: str | None) -> None:
+        """`v<<<...>>>(...)` / `v(...)` through a variable: a launch of each
+        __global__ function its initializer names (`auto v = &k<T>;`,
+        `c ? k1 : k2`); a variable with none (a parameter, a pointer set
+        later) is unresolved."""
+        drop = self.facts.dropped
+        if caller is None:
+            drop["outside_function"] += 1
+            return
+        found = set()
+        for node in var.walk_preorder():
+            ref = node.referenced if node.kind in NAME_KINDS else None
+            if ref is not None and ref.kind in CALLEE_KINDS and self._where_is(ref) and self._is_global(ref):
+                found.add(self.namer.qualname(ref))
+        if not found:
+            drop["unresolved"] += 1
+            self.facts.unresolved.add((caller, var.spelling, self._line(call)))
+            return
+        line = self._line(call)
+        self.facts.launches.update(Launch(caller, k, self.rel, line) for k in found)
+
+    def _line(self, call: ci.Cursor, operator: bool = False) -> int:
         """The line of the callee's name: `.set_dim(` in a chain that starts
-        lines above, `f` of `ns::f(`; its own line inside a macro argument."""
+        lines above, `f` of `ns::f(`, the operator of `a\n + b`; its own
+        line inside a macro argument."""
         loc = call.location
-        head = next(iter(call.get_children()), None)
+        head = None if operator else next(iter(call.get_children()), None)
         while head is not None and head.kind == K.UNEXPOSED_EXPR:
             head = next(iter(head.get_children()), None)
         if head is not None and head.kind in NAME_KINDS:
@@ -248,15 +334,17 @@ class Walker:
         return found if len(names) == 1 else None
 
 
-def collect_edges(tu: ci.TranslationUnit, rel: str, classify, namer: Namer | None = None) -> TuFacts:
-    """The `calls_precise` edges of a parsed TU whose main file is `rel`.
+def collect_edges(tu: ci.TranslationUnit, rel: str, classify, namer: Namer | None = None, api=None,
+                  cuda: bool = False) -> TuFacts:
+    """The `calls_precise` edges, op calls (with `api`, an api.ApiOps) and,
+    in a CUDA TU, kernel launches of a parsed TU whose main file is `rel`.
 
     Example:
         >>> facts = collect_edges(tu, "aten/src/ATen/native/LinearAlgebra.cpp", classify)
         >>> Edge("at::native::matmul", "at::native::_matmul_impl", ..., 2108) in facts.edges
         True
     """
-    return Walker(tu, rel, classify, namer or Namer()).run()
+    return Walker(tu, rel, classify, namer or Namer(), api, cuda).run()
 
 
 def included_files(tu: ci.TranslationUnit) -> list[str]:

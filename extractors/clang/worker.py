@@ -55,6 +55,12 @@ class Job:
     gen_roots: tuple[str, ...]  # "generated" dirs, with trailing "/"
     options: int
     pch: bool = False  # parsed with the common PCH (Note [Common PCH])
+    api: object = field(default=None, compare=False, hash=False)  # api.ApiOps: op calls (None: none)
+    cuda: bool = False  # a .cu TU, parsed as CUDA host code (Note [CUDA host parse])
+
+    def cache_key(self) -> str:
+        """What besides the files read decides the result: the flags and the op map."""
+        return self.command.key() + (f"+{self.api.digest}" if self.api is not None else "")
 
 
 @dataclass(frozen=True)
@@ -68,6 +74,9 @@ class TuResult:
     rel: str
     status: str
     edges: tuple[tuple[str, str, str, int], ...] = ()
+    ops: tuple[tuple[str, str, str, int], ...] = ()  # (caller, op name, file, line)
+    launches: tuple[tuple[str, str, str, int], ...] = ()  # (host, kernel, file, line)
+    sites: int = 0  # call expressions in the main file's functions
     dropped: dict[str, int] = field(default_factory=dict)
     includes: tuple[str, ...] = ()
     unresolved: tuple[tuple[str, str, int], ...] = ()  # dependent calls: (caller, name, line)
@@ -103,12 +112,15 @@ def parse_tu(job: Job) -> TuResult:
         tu = index.parse(job.path, args=list(job.command.args), options=job.options)
     except ci.TranslationUnitLoadError as exc:
         return TuResult(job.rel, "crash", fatal=(job.path, 1, f"libclang could not load the TU: {exc}"))
-    facts = collect_edges(tu, job.rel, classify, Namer(CPU_CAPABILITY))
+    facts = collect_edges(tu, job.rel, classify, Namer(CPU_CAPABILITY), job.api, job.cuda)
     fatal = first_fatal(tu)
     result = TuResult(
         rel=job.rel,
         status="fatal" if fatal else "ok",
         edges=tuple((e.caller, e.callee, e.file, e.line) for e in sorted(facts.edges)),
+        ops=tuple((o.caller, o.name, o.file, o.line) for o in sorted(facts.ops)),
+        launches=tuple((k.host, k.kernel, k.file, k.line) for k in sorted(facts.launches)),
+        sites=facts.sites,
         dropped=dict(facts.dropped),
         includes=tuple(p for p in included_files(tu) if p != job.path),
         unresolved=tuple(sorted(facts.unresolved)),

@@ -1,0 +1,134 @@
+"""Precise tier on the real 2.6.0 tree: which calls the compiler says are ATen
+op calls (calls_op via "compiler", Note [Op calls by the compiler] in
+extractors/clang/api.py), overloads, and a `.cu` TU parsed as CUDA host code
+(Note [CUDA host parse] in extractors/clang/flags.py). Each test names its
+rows with file:line; the four TUs are parsed once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from extractors.base import ExtractContext
+
+pytestmark = pytest.mark.real_tree
+
+LINALG = "aten/src/ATen/native/LinearAlgebra.cpp"
+TENSOR_IMPL = "c10/core/TensorImpl.cpp"
+MARGIN = "aten/src/ATen/native/cuda/MultiMarginLoss.cu"
+
+
+class Rows:
+    """Rows by relation."""
+
+    def __init__(self) -> None:
+        self.rel: dict[str, set[tuple]] = {"calls_precise": set(), "calls_op": set(), "precise_file": set()}
+        self.warnings: list[tuple[str, int, str]] = []
+
+    def add(self, relation: str, *values) -> None:
+        self.rel[relation].add(values)
+
+    def warn(self, file: str, line: int, message: str) -> None:
+        self.warnings.append((file, line, message))
+
+    def progress(self, advance: int = 1, total: int | None = None, what: str = "") -> None:
+        pass
+
+    def at(self, relation: str, file: str, line: int) -> set[tuple]:
+        return {r for r in self.rel[relation] if r[-2 if relation == "calls_precise" else 2] == file
+                and r[3] == line}
+
+
+@pytest.fixture(scope="module")
+def parsed(tree: Path, cuda_sdk: Path, tmp_path_factory):
+    from extractors.clang import run
+
+    rows = Rows()
+    stats = run(ExtractContext(tree, tmp_path_factory.mktemp("precise-real"), jobs=2), rows,
+                [tree / f for f in (LINALG, TENSOR_IMPL, MARGIN)])
+    return rows, stats
+
+
+def test_all_parse(parsed) -> None:
+    rows, stats = parsed
+    assert (stats.tus, stats.ok, stats.skipped_cuda) == (3, 3, 0)
+    assert rows.warnings == []
+    assert rows.rel["precise_file"] == {(LINALG,), (TENSOR_IMPL,), (MARGIN,)}
+
+
+def test_symint_max_is_not_an_op(parsed) -> None:
+    """c10/core/TensorImpl.cpp:929 `sizes_[i + 1].max(1)` is c10::SymInt::max,
+    and nothing in c10 can call an op."""
+    rows, _ = parsed
+    assert ("c10::TensorImpl::set_sizes_and_strides", "c10::SymInt::max", TENSOR_IMPL, 929) not in rows.rel[
+        "calls_op"]
+    assert {r[1] for r in rows.at("calls_precise", TENSOR_IMPL, 929)} >= {"c10::SymInt::max"}
+    assert [r for r in rows.rel["calls_op"] if r[2] == TENSOR_IMPL] == []
+
+
+def test_sizes_data_is_not_an_op(parsed) -> None:
+    """LinearAlgebra.cpp:2110 `tensor2.sizes().data()`: TensorBase::sizes and
+    ArrayRef::data, edges of the tree, no op."""
+    rows, _ = parsed
+    assert rows.at("calls_op", LINALG, 2110) == set()
+    assert rows.at("calls_precise", LINALG, 2110) == {
+        ("at::native::_matmul_impl", "at::TensorBase::sizes", LINALG, 2110),
+        ("at::native::_matmul_impl", "c10::ArrayRef::data", LINALG, 2110),
+    }
+
+
+def test_op_calls_by_the_compiler(parsed) -> None:
+    """at::mm_out / tensor.mm / a * b / a + b / a == s, each at its line, by base name."""
+    rows, _ = parsed
+    impl = "at::native::_matmul_impl"
+    # 2035: `return has_out ? at::mm_out(out, tensor1, tensor2) : tensor1.mm(tensor2);`
+    assert rows.at("calls_op", LINALG, 2035) == {(impl, "mm", LINALG, 2035, "compiler")}
+    # 2032-2033: at::mm_out(out, tensor1.unsqueeze(0), tensor2).squeeze_(0)
+    #            : tensor1.unsqueeze(0).mm(tensor2).squeeze_(0)
+    for line in (2032, 2033):
+        assert rows.at("calls_op", LINALG, line) == {
+            (impl, op, LINALG, line, "compiler") for op in ("mm", "squeeze_", "unsqueeze")}
+    # 1310: `return self * other;` (at::operator* -> x.mul(y))
+    assert rows.at("calls_op", LINALG, 1310) == {("at::native::inner", "mul", LINALG, 1310, "compiler")}
+    # 438: `return sign.log() + logabsdet;`  440: `at::where(sign == -1., NAN, logabsdet)`
+    assert rows.at("calls_op", LINALG, 438) == {
+        ("at::native::logdet", "add", LINALG, 438, "compiler"), ("at::native::logdet", "log", LINALG, 438, "compiler")}
+    assert rows.at("calls_op", LINALG, 440) == {
+        ("at::native::logdet", "eq", LINALG, 440, "compiler"), ("at::native::logdet", "where", LINALG, 440, "compiler")}
+    # 1586: `result.addmm_(batch1[batch], batch2[batch], ...)`: Tensor::operator[](int64_t) is select(0, i)
+    assert rows.at("calls_op", LINALG, 1586) == {
+        ("at::native::addbmm_impl_", "addmm_", LINALG, 1586, "compiler"),
+        ("at::native::addbmm_impl_", "select", LINALG, 1586, "compiler")}
+    # no edge to the generated API once it is an op call
+    assert not any(r[1].startswith(("at::Tensor::", "at::mm")) for r in rows.rel["calls_precise"])
+
+
+def test_generated_method_without_op_reaches_the_tree(parsed) -> None:
+    """LinearAlgebra.cpp:2077 `output.mT().contiguous()`: Tensor::contiguous
+    (TensorBody.h, generated: no node) dispatches no op itself but calls
+    TensorBase::contiguous (TensorBase.h): the call site gets that edge."""
+    rows, _ = parsed
+    impl = "at::native::_matmul_impl"
+    assert rows.at("calls_precise", LINALG, 2077) == {(impl, "at::TensorBase::contiguous", LINALG, 2077)}
+    assert rows.at("calls_op", LINALG, 2077) == {(impl, "mT", LINALG, 2077, "compiler")}
+
+
+def test_gemm_overloads_keep_one_name(parsed) -> None:
+    """LinearAlgebra.cpp:1533: each AT_DISPATCH case calls another of the
+    overloads of cpublas::gemm (CPUBlas.h); overloads share one name for now."""
+    rows, _ = parsed
+    assert rows.at("calls_precise", LINALG, 1533) == {
+        ("at::native::addmm_impl_cpu_", "at::native::cpublas::gemm", LINALG, 1533)}
+
+
+def test_cuda_tu_launches(parsed) -> None:
+    """MultiMarginLoss.cu parsed as CUDA host code: the compiler resolves each
+    `MultiMarginLoss_forward_kernel<P> <<<...>>>` to the __global__ template
+    of its anonymous namespace, at the line of the kernel's name."""
+    _, stats = parsed
+    host = "at::native::multi_margin_loss_cuda_out"
+    kernel = "at::native::(anonymous)::MultiMarginLoss_forward_kernel"
+    assert sorted(r for r in stats.launches if r[0] == host) == [
+        (host, kernel, MARGIN, line) for line in (202, 213, 235, 245, 258, 268)]
+    assert len(stats.launches) == 10  # and the four of the backward kernel
