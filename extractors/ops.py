@@ -162,6 +162,7 @@ def extract(ctx: ExtractContext, sink: Sink) -> None:
     for entry in native:
         extract_native(entry, layout.native, valid_tags, sink)
         sink.progress()
+    view_copy_rows(native, layout.native, sink)
     if (ctx.root / layout.derivatives).is_file():
         extract_derivatives(ctx.root, layout.derivatives, sink)
     else:
@@ -262,3 +263,39 @@ def attr_text(value: object) -> str:
     if isinstance(value, dict):
         return "; ".join(f"{k}: {attr_text(v)}" for k, v in value.items())
     return " ".join(str(value).split())
+
+
+VIEW_COPY_KEY = "CompositeExplicitAutogradNonFunctional"
+# torchgen writes one view_copy kernel by hand (GenCompositeViewCopyKernel:
+# `if str(g.view_copy.func.name) == "view_copy"`): it falls back to
+# self.reshape_symint(size) when the strides do not allow a view.
+VIEW_COPY_EXTRA = {"view_copy": ("reshape",)}
+
+
+def view_copy_rows(native: list[LineMap], rel: str, sink: Sink) -> None:
+    """Note [View copy codegen]: torchgen generates the composite kernel of a
+    `{view}_copy` op tagged `view_copy` (gen_functionalization_type.py,
+    GenCompositeViewCopyKernel) when its base name is the view op's plus
+    `_copy`: `at::native::<kernel>` runs `at::_ops::<view>::call(...)` and
+    clones the result. Rows: codegen_kernel for the kernel the yaml names
+    (the rules use it only where the tree does not define that name), and
+    its two op calls (codegen_call), at the entry's dispatch line."""
+    ops: dict[tuple[str, str], str] = {}
+    copies = []
+    for entry in native:
+        sig = entry_signature(entry, "func", rel, "entry without a `func:` schema string")
+        ops[(sig.name, sig.overload)] = sig.op
+        tags = entry.get("tags", [])
+        table = entry.get("dispatch")
+        if "view_copy" in ([tags] if isinstance(tags, str) else tags) and isinstance(table, LineMap):
+            for keys, kernel in table.items():
+                if VIEW_COPY_KEY in (k.strip() for k in str(keys).split(",")):
+                    copies.append((sig, str(kernel), table.key_line(keys)))
+    for sig, kernel, line in copies:
+        view = sig.name.removesuffix("_copy")
+        if view == sig.name or (view, sig.overload) not in ops:
+            continue
+        fn = f"at::native::{kernel}"
+        sink.add("codegen_kernel", sig.op, VIEW_COPY_KEY, kernel, fn, rel, line)
+        for name in (view, "clone", *VIEW_COPY_EXTRA.get(sig.op, ())):
+            sink.add("codegen_call", fn, name, rel, line)

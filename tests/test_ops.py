@@ -20,6 +20,7 @@ from torchtalk.errors import ExtractError, ParseError
 NF = "aten/src/ATen/native/native_functions.yaml"
 DY = "tools/autograd/derivatives.yaml"
 DUMP = Path(__file__).parent / "data" / "torchgen_dump.py"
+VIEWCOPY_DUMP = Path(__file__).parent / "data" / "torchgen_viewcopy.py"
 UFUNC_DUMP = Path(__file__).parent / "data" / "torchgen_ufunc.py"
 
 
@@ -134,6 +135,24 @@ def test_ufunc_facts_equal_what_torchgen_generates(tree, facts):
         regs.setdefault(op, []).append([key, stub, fn, gen_file])
     assert {op: {"loops": loops[op], "registrations": regs[op]} for op in loops} == dump["ufuncs"]
     assert list(dump["ufuncs"]) == ["add.out"]
+
+
+@pytest.mark.real_tree
+def test_view_copy_kernels_equal_what_torchgen_generates(tree, facts):
+    """Note [View copy codegen]: the composite kernels torchgen generates for
+    {view}_copy ops, and the ops each one calls, as the tree's own torchgen
+    writes them (tests/data/torchgen_viewcopy.py)."""
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    out = subprocess.run([sys.executable, str(VIEWCOPY_DUMP), str(tree)], capture_output=True, text=True,
+                         env=env, check=True)
+    want = json.loads(out.stdout)["kernels"]
+    calls: dict[str, set[str]] = {}
+    for fn, name, _file, _line in facts.rows["codegen_call"]:
+        calls.setdefault(fn, set()).add(name)
+    mine = {op: [kernel, sorted(calls[fn])] for op, key, kernel, fn, _f, _l in facts.rows["codegen_kernel"]}
+    assert len(want) == 42 and mine == want
+    assert ("alias_copy", "CompositeExplicitAutogradNonFunctional", "alias_copy", "at::native::alias_copy",
+            NF, 14775) in facts.rows["codegen_kernel"]
 
 
 @pytest.mark.real_tree
