@@ -42,6 +42,9 @@ NATIVE = """\
   autogen: abs_.out
 
 - func: ones(SymInt[] size, *, ScalarType? dtype=None) -> Tensor
+
+- func: values(Tensor(a) self) -> Tensor(a)
+  variants: method
 """
 
 
@@ -254,6 +257,146 @@ def test_snippets_decompositions(tmp_path: Path) -> None:
     assert s.get("py_op_impl") == {
         ("torch._meta_registrations.meta_linear", "linear", "register_meta", "torch/_meta_registrations.py", 3)
     }
+
+
+# Note [Receiver types]: calls on receivers the code types (sets, dicts, strings, annotated
+# parameters and attributes, submodules), and functions chosen through local variables.
+TYPED = {
+    **SNIPPETS,
+    "torch/nn/modules/block.py": """\
+        from typing import Dict, Optional, Set, cast
+        import torch
+        from torch import Tensor
+        from .module import Module
+        from .linear import Linear
+        class Block(Module):
+            _hooks: Dict[int, int]
+            def __init__(self, act):
+                self.lin = Linear()
+                self.seen = set()
+                self.act = act
+                self.norm = None
+            def forward(self, x: Tensor, memo: Optional[Set[int]] = None, *args, **kwargs):
+                if memo is None:
+                    memo = set()
+                memo.add(x)
+                self.seen.add(x)
+                self._hooks.values()
+                kwargs.values()
+                names = {}
+                names.values()
+                y = self.lin(x)
+                self.act(y)
+                return x.abs()
+            def guess(self, z):
+                cast(Tensor, z).matmul(z)
+                return z.add(z)
+            def chained(self, z):
+                return self.lin.forward(z).softmax(0)
+    """,
+    "torch/nn/pick.py": """\
+        import torch
+        def _one(x):
+            return torch.abs(x)
+        def _two(x):
+            return torch.matmul(x, x)
+        def pick(x, fast):
+            if fast:
+                func = _one
+            else:
+                func = _two
+            return func(x)
+        def with_default(x, impl=_one):
+            return impl(x)
+        def shadowed(x, _two):
+            return _two(x)
+        def made(x):
+            y = torch.ones(3)
+            return y.add(x)
+    """,
+}
+
+
+def test_typed_receivers_are_no_ops(tmp_path: Path) -> None:
+    """A method call on a set, dict or string (literal, constructor, annotation,
+    **kwargs, class attribute) is no edge; an untyped receiver stays a guess."""
+    s = run(tmp_path, TYPED)
+    f, cls = "torch/nn/modules/block.py", "torch.nn.modules.block.Block"
+    calls = s.get("py_calls")
+    fwd = {r[1:] for r in calls if r[0] == f"{cls}.forward"}
+    assert not [r for r in fwd if r[0] in ("torch.Tensor.add", "torch.Tensor.values")]
+    # a Tensor-annotated parameter: the method itself, not a guess
+    assert ("torch.Tensor.abs", f, 24) in fwd
+    api = s.get("py_api")
+    assert ({r[1:] for r in api if r[0] == f"{cls}.forward"}
+            == {("abs", "wrapper", f, 24), ("linear", "wrapper", f, 22)})
+    # `z` has no type: x.add(...) stays a guess, and says so; cast(Tensor, z) is typed
+    assert {r[1:] for r in api if r[0] == f"{cls}.guess"} == {
+        ("matmul", "wrapper", f, 26), ("add.Tensor", "method_guess", f, 27), ("add.Scalar", "method_guess", f, 27),
+    }
+
+
+def test_submodule_call_is_its_forward(tmp_path: Path) -> None:
+    """`self.lin(x)` with `self.lin = Linear()` calls Linear.forward (Module.__call__ → forward);
+    an attribute bound to an untyped parameter (`self.act = act`) gives no edge."""
+    s = run(tmp_path, TYPED)
+    f, cls = "torch/nn/modules/block.py", "torch.nn.modules.block.Block"
+    calls = s.get("py_calls")
+    assert (f"{cls}.forward", "torch.nn.modules.linear.Linear.forward", f, 22) in calls
+    assert {r[1] for r in calls if r[0] == f"{cls}.forward" and r[3] == 23} == set()
+    # a method of a typed attribute: self.lin.forward(z); its result is untyped
+    assert (f"{cls}.chained", "torch.nn.modules.linear.Linear.forward", f, 29) in calls
+    assert (f"{cls}.chained", "torch.Tensor.softmax", f, 29) in calls
+    assert ("torch.nn.modules.block.Block", "torch.nn.modules.module.Module", f, 6) in s.get("class_base")
+
+
+def test_functions_chosen_through_variables(tmp_path: Path) -> None:
+    """Each function a local variable (or a parameter's default) is bound to is a callee
+    at the call; a parameter shadows the module-level function of the same name."""
+    s = run(tmp_path, TYPED)
+    f = "torch/nn/pick.py"
+    calls = s.get("py_calls")
+    assert {r for r in calls if r[0] == "torch.nn.pick.pick"} == {
+        ("torch.nn.pick.pick", "torch.nn.pick._one", f, 11),
+        ("torch.nn.pick.pick", "torch.nn.pick._two", f, 11),
+    }
+    assert {r[1:3] for r in s.get("py_api") if r[0] == "torch.nn.pick.pick"} == {("abs", "wrapper"), ("matmul", "wrapper")}
+    assert ("torch.nn.pick.with_default", "torch.nn.pick._one", f, 13) in calls
+    assert not [r for r in calls if r[0] == "torch.nn.pick.shadowed"]
+
+
+def test_op_results_are_tensors(tmp_path: Path) -> None:
+    """`y = torch.ones(3)`: an op whose schema returns one Tensor types `y`."""
+    s = run(tmp_path, TYPED)
+    f = "torch/nn/pick.py"
+    assert {r[1:] for r in s.get("py_api") if r[0] == "torch.nn.pick.made"} == {
+        ("ones", "wrapper", f, 17), ("add.Tensor", "wrapper", f, 18), ("add.Scalar", "wrapper", f, 18),
+    }
+
+
+def test_no_duplicate_api_rows(tmp_path: Path) -> None:
+    """A def written several times (`@overload` stubs, then the body) is one API."""
+    from extractors import python as layer
+
+    root = make_tree(tmp_path / "tree", {
+        "torch/__init__.py": "",
+        "torch/over.py": """\
+            import torch
+            from typing import overload
+            @overload
+            def f(x: int) -> int: ...
+            @overload
+            def f(x: str) -> str: ...
+            def f(x):
+                return torch.abs(x)
+        """,
+    })
+    rows: list[tuple] = []
+    sink = ListSink()
+    sink.add = lambda rel, *v: rows.append((rel, *v))  # keeps duplicates
+    layer.extract(ExtractContext(root, tmp_path / "cache" / "python", 1), sink)
+    api = [r[1:] for r in rows if r[0] == "py_api" and r[1] == "torch.over.f"]
+    assert api == [("torch.over.f", "abs", "wrapper", "torch/over.py", 8)]
 
 
 def test_parse_failure_is_a_warning(tmp_path: Path) -> None:

@@ -9,7 +9,15 @@ callee resolves (extractors.python.names) to a Python definition of the tree
 a method call on an untyped receiver whose name is an ATen Tensor method
 (`x.softmax(dim)` → `torch.Tensor.softmax`, "guess"; metadata methods such as
 `size`/`dim`/`to` are left out). `self.m()` / `super().m()` resolve through
-the class's bases.
+the class's bases. A "?.m" whose receiver has types (Def.receivers, Note
+[Receiver types]) resolves by them: a Tensor (or subclass; `x = torch.zeros()`,
+`def f() -> Tensor`) to the Tensor method ("leaf", or the Python "def"), a class
+of the tree to its method ("def"), an unknown type to the guess, anything else
+to no edge. Calling an
+instance of an nn.Module subclass (`self.linear(x)` with `self.linear =
+Linear(...)`) calls its `forward` (Module.__call__ → forward); of another class,
+its `__call__`. An attribute's type is the union over the class and its bases
+of the `self.attr = ...` bindings and `attr: T` annotations.
 
 Example:
     >>> m = build(summaries, load_native(root))
@@ -23,17 +31,24 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from extractors.python.localtypes import CALL, NONE, UNKNOWN, is_plain
 from extractors.python.names import Index, rename
 from extractors.python.native import NativeOps, aten_ref_ops
 from extractors.python.summary import META_MAKER, Def, FileSummary
 
-# Tensor methods too generic to say which op a call reaches.
-_GUESS_STOP = frozenset(
-    "size dim stride numel item to type view contiguous is_contiguous data_ptr "
-    "element_size storage_offset is_complex is_floating_point clone copy_ "
-    "detach requires_grad_ fill_ zero_ __getitem__ __setitem__ index select "
+# Tensor methods that read metadata: no op edge even on a typed Tensor.
+_META = frozenset(
+    "size dim stride numel item type data_ptr element_size storage_offset is_complex "
+    "is_floating_point is_contiguous requires_grad_ __getitem__ __setitem__".split()
+)
+# Tensor methods too generic to say which op a call on an untyped receiver reaches.
+_GUESS_STOP = _META | frozenset(
+    "to view contiguous clone copy_ detach fill_ zero_ index select "
     "split chunk max min sum mean all any expand reshape set_ sort unique".split()
 )
+_TENSOR = "torch._tensor.Tensor"
+_TENSOR_C = frozenset({"torch.Tensor", "torch._C.TensorBase", "torch._C._TensorBase"})
+_MODULE = "torch.nn.modules.module.Module"
 DECOMP_REGISTRARS = frozenset(
     {
         "register_decomposition", "register_decomposition_for_jvp",
@@ -93,6 +108,9 @@ class Model:
         for name in self.aliases:
             self._edge_src[name] = None
         self._edges: dict[str, list[Edge]] = {}
+        self._roots: dict[str, str] | None = None
+        self._typed: dict[tuple[str, str], list[tuple[str, str]]] = {}
+        self._attr_types: dict[tuple[str, str], frozenset[str] | None] = {}
 
     def edges(self, caller: str) -> list[Edge]:
         """The call edges of a function or alias (internal name); [] for others."""
@@ -140,18 +158,152 @@ class Model:
 
     def _def_edges(self, s: FileSummary, d: Def) -> Iterator[Edge]:
         caller = f"{s.module}.{d.qual}"
-        cls = None
+        cls: str | None = ""  # "" until needed
+        receivers = {(line, m): types for line, m, types in d.receivers}
+        if len(receivers) < len(d.receivers):  # two receivers of one method on a line: both
+            for line, m, types in d.receivers:
+                receivers[line, m] = tuple(sorted({*receivers[line, m], *types}))
         for callee, line in d.calls:
             head, _, m = callee.partition(".")
             if head in ("self", "super"):
-                cls = cls or self.enclosing_class(s, d)
-                hit = self.method(cls, m, head == "super") if cls else None
+                cls = self.enclosing_class(s, d) if cls == "" else cls
+                hits = self._self_call(cls, m, head == "super") if cls else ()
             elif head == "?":
-                hit = (f"torch.Tensor.{m}", "guess") if m in self.native.methods and m not in _GUESS_STOP else None
+                types = receivers.get((line, m)) if receivers else None
+                if types is None:
+                    hits = self._guess(m)
+                else:
+                    cls = self.enclosing_class(s, d) if cls == "" else cls
+                    hits = self._method(cls, types, m)
+            elif head[:1] == "@":  # a local holding an instance: "@T.__call__"
+                t, _, m = callee[1:].rpartition(".")
+                hits = self.typed(t, m)
             else:
                 hit = self.classify(callee)
-            if hit is not None and hit[0] != caller:
-                yield Edge(caller, hit[0], hit[1], s.file, line)
+                hits = (hit,) if hit is not None else ()
+            for hit in hits:
+                if hit[0] != caller:
+                    yield Edge(caller, hit[0], hit[1], s.file, line)
+
+    def _guess(self, m: str) -> tuple[tuple[str, str], ...]:
+        if m in self.native.methods and m not in _GUESS_STOP:
+            return ((f"torch.Tensor.{m}", "guess"),)
+        return ()
+
+    def _self_call(self, cls: str, m: str, sup: bool) -> list[tuple[str, str]] | tuple:
+        """`self.m()`, `super().m()`, or `self.a()` (an instance held in attribute a)."""
+        hit = self.method(cls, m, sup)
+        if hit is not None or sup:
+            return (hit,) if hit else ()
+        types = self.attr_types(cls, m) or ()
+        return [hit for t in sorted(types) if t for hit in self.typed(t, "__call__")]
+
+    def _method(self, cls: str | None, types: tuple[str, ...], m: str) -> list[tuple[str, str]]:
+        """The callees of `x.m()` with `x` of `types`; "#a" is self's attribute a."""
+        if len(types) == 1 and types[0][:1] != "#":
+            return self.typed(types[0], m)
+        out: list[tuple[str, str]] = []
+        for t in types:
+            if t[:1] == "#":
+                attr = self.attr_types(cls, t[1:]) if cls else None
+                for u in sorted(attr) if attr is not None else (UNKNOWN,):  # unbound: untyped
+                    out.extend(self.typed(u, m))
+            else:
+                out.extend(self.typed(t, m))
+        return list(dict.fromkeys(out))
+
+    def attr_types(self, cls: str, a: str) -> frozenset[str] | None:
+        """The types of attribute `a` of instances of `cls` (and its bases); None when unbound."""
+        key = (cls, a)
+        if key not in self._attr_types:
+            self._attr_types[key] = None  # cycle guard
+            found: set[str] = set()
+            todo, seen = [cls], set()
+            while todo:
+                c = todo.pop()
+                hit = self.idx.def_of(c) if c not in seen else None
+                seen.add(c)
+                if hit is None:
+                    continue
+                found.update(t for name, t, _stated in hit[1].attrs if name == a)
+                todo.extend(self.idx.bases(c))
+            self._attr_types[key] = frozenset(found) if found else None
+        return self._attr_types[key]
+
+    def typed(self, t: str, m: str) -> list[tuple[str, str]]:
+        """The callees of method `m` of a receiver of type `t` (Note [Receiver types]):
+        [] for a type known not to be a Tensor, the guess for an unknown one."""
+        key = (t, m)
+        hit = self._typed.get(key)
+        if hit is None:
+            hit = self._typed[key] = self._typed_call(t, m)
+        return hit
+
+    def _typed_call(self, t: str, m: str) -> list[tuple[str, str]]:
+        kind, cls = self.instance(t)
+        if kind == "none":
+            return []
+        if kind == "unknown":
+            return list(self._guess(m))
+        if m == "__call__" and self.roots().get(cls) == _MODULE:
+            m = "forward"  # Module.__call__ runs the hooks and self.forward
+        hit = self.idx.lookup_method(cls, m)
+        if hit:
+            return [(hit, "def")]
+        if kind == "tensor":
+            if m not in _META and f"torch.Tensor.{m}" in self.native.leaves:
+                return [(f"torch.Tensor.{m}", "leaf")]
+            return []
+        if self._opaque(cls):  # a base we cannot see (a C type): maybe a Tensor after all
+            return list(self._guess(m))
+        return []
+
+    def _opaque(self, cls: str) -> bool:
+        """Whether a base of `cls` (transitively) is neither a class of the tree nor plain."""
+        todo, seen = [cls], set()
+        while todo:
+            c = todo.pop()
+            if c in seen:
+                continue
+            seen.add(c)
+            hit = self.idx.def_of(c)
+            if hit is None or hit[1].kind != "class":
+                if not is_plain(c):
+                    return True
+                continue
+            todo.extend(self.idx.bases(c))
+        return False
+
+    def instance(self, t: str) -> tuple[str, str]:
+        """("tensor" | "class", class) for a Tensor (subclass) or a class of the tree;
+        ("none", "") for a type known not to be a Tensor; ("unknown", "") otherwise."""
+        if t == UNKNOWN:
+            return "unknown", ""
+        if is_plain(t):
+            return "none", ""
+        call = t.startswith(CALL)
+        internal, found = self.idx.resolve(t[len(CALL):] if call else t)
+        if internal in self.aliases and len(self.aliases[internal][0]) == 1:
+            internal, found = self.idx.resolve(self.aliases[internal][0][0])  # TensorLike = torch.Tensor
+        if rename(internal) in _TENSOR_C:
+            return "tensor", _TENSOR
+        hit = self.idx.def_of(internal) if found else None
+        if hit is not None and hit[1].kind == "class":
+            return ("tensor" if self.roots().get(internal) == _TENSOR else "class"), internal
+        returns = [r for r in hit[1].returns if r != NONE] if call and hit is not None else []
+        if len(returns) == 1:
+            return self.instance(returns[0])  # def f(...) -> Optional[Tensor]
+        if call and self.native.returns_tensor(rename(internal)):
+            return "tensor", _TENSOR  # x = torch.zeros(...)
+        if found or call or self.idx.in_tree(internal):
+            return "unknown", ""  # a function's result, a Union alias, a TypeVar, a C type of torch
+        return "none", ""  # a stated type from outside the tree (numpy.ndarray, sympy.Expr)
+
+    def roots(self) -> dict[str, str]:
+        """Every class deriving from a MODULE_ROOTS class or from Tensor → that root."""
+        if self._roots is None:
+            self._roots = self.idx.subclasses_of([*MODULE_ROOTS, _TENSOR])
+        return self._roots
 
     def enclosing_class(self, s: FileSummary, d: Def) -> str | None:
         defs = self.idx.modules[s.module].defs
@@ -168,7 +320,7 @@ class Model:
             hit = self.idx.lookup_method(c, m)
             if hit:
                 return hit, "def"
-        if rename(cls) == "torch.Tensor" and f"torch.Tensor.{m}" in self.native.leaves:
+        if self.roots().get(cls) == _TENSOR and m not in _META and f"torch.Tensor.{m}" in self.native.leaves:
             return f"torch.Tensor.{m}", "leaf"
         return None
 

@@ -133,6 +133,11 @@ class Index:
                 return got
         return d, False
 
+    def in_tree(self, dotted: str) -> bool:
+        """Whether `dotted` names something in a module of the tree (found or not)."""
+        parts = dotted.split(".")
+        return any(".".join(parts[:i]) in self.modules for i in range(len(parts), 0, -1))
+
     # ---------------------------------------------------------------- defs
     def def_of(self, dotted: str) -> tuple[FileSummary, Def] | None:
         """The summary and Def a canonical (un-renamed) name points at."""

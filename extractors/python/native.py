@@ -25,6 +25,7 @@ Example:
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +41,9 @@ _PY_MODULE = {
     "sparse": "torch._C._sparse",
     "nested": "torch._C._nested",
 }
+
+
+_ONE_TENSOR = re.compile(r"Tensor(\([a-z]!?\))?( \w+)?")
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,12 @@ class NativeOps:
     by_name: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
     leaves: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
     methods: frozenset[str] = frozenset()
+    tensor_ops: set[str] = field(default_factory=set)  # ops whose schema returns one Tensor
+
+    def returns_tensor(self, leaf: str) -> bool:
+        """Whether every op a leaf reaches returns one Tensor (`torch.zeros`, not `torch.max`)."""
+        ops = self.leaves.get(leaf)
+        return bool(ops) and all(op in self.tensor_ops for op in ops)
 
     def leaf_how(self, py: str) -> str:
         """"variant" for torch.X / Tensor.X, "python_module" for torch._C._nn.X, "aten" for torch.ops.aten."""
@@ -89,6 +99,8 @@ def load_native(root: Path) -> NativeOps:
         n = NativeOp(sig.op, sig.name, entry.key_line("func"), variants, str(entry.get("python_module", "")))
         out.ops[n.op] = n
         out.by_name[n.name].append(n.op)
+        if _ONE_TENSOR.fullmatch(str(entry.get("func", "")).rpartition("->")[2].strip()):
+            out.tensor_ops.add(n.op)
         _add_leaves(out, n)
         for gen in str(entry.get("autogen", "")).split(","):
             _add_autogen(out, gen.strip(), n.line)

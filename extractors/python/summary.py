@@ -20,7 +20,18 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+
+from extractors.python.localtypes import (
+    UNKNOWN,
+    FnTypes,
+    ann_types,
+    class_attr,
+    is_plain,
+    value_types,
+)
 
 # Expression IR (Note [Expression IR]): a tiny tuple language for the module-level
 # values and decorator arguments the layers evaluate statically:
@@ -60,9 +71,20 @@ class Deco:
 class Def:
     """A function, method or class. `qual` is relative to the module ("Linear.forward").
 
-    calls: ((callee, line), ...) where callee is a resolved dotted name,
-    "self.m" (a call of self.m), "super.m", or "?.m" (a method call on an
-    unknown receiver, e.g. `x.add_(y)`).
+    calls: ((callee, line), ...) in source order, where callee is a resolved
+    dotted name, "self.m" (a call of self.m, or of an attribute m of self),
+    "super.m", "?.m" (a method call on a receiver that may be a Tensor, e.g.
+    `x.add_(y)`), or "@T.__call__" (a call of a local holding an instance of
+    type T, Note [Receiver types]). A method call on a receiver known not to be
+    a Tensor (`memo = set(); memo.add(x)`) is left out. A call of a local
+    variable gives one row per function assigned to it (`func = _fused_adam`
+    ... `func(...)`).
+    receivers: ((line, m, types), ...): the types of the receiver of the "?.m"
+    call at `line` when the code states or implies them ("" for unknown,
+    "#a" for self's attribute a); a "?.m" call without one is untyped.
+    attrs (classes): ((attr, type, stated), ...), the types of `self.attr = v`
+    in its methods and `attr: T` / `attr = v` in its body; `stated` for annotations.
+    returns (functions): the types its return annotation states.
     """
 
     qual: str
@@ -72,6 +94,9 @@ class Def:
     bases: tuple[str, ...] = ()
     decorators: tuple[Deco, ...] = ()
     calls: tuple[tuple[str, int], ...] = ()
+    attrs: tuple[tuple[str, str, bool], ...] = ()
+    returns: tuple[str, ...] = ()
+    receivers: tuple[tuple[int, str, tuple[str, ...]], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -137,7 +162,8 @@ class _Summarizer:
         self.module_calls: list[tuple[str, int]] = []
         self.decorated_calls: list[tuple[Deco, tuple]] = []
         self.module_registrations: list[Deco] = []
-        self._locals: dict[str, list[str]] = {}
+        self._fn: FnTypes | None = None  # the function whose body is being read
+        self._attrs: list[list[tuple[str, str, bool]]] = []  # per enclosing class
 
     def run(self, tree: ast.Module, lines: int) -> FileSummary:
         self._collect_names(tree)
@@ -221,8 +247,9 @@ class _Summarizer:
             return None
         return ".".join([head, *chain[1]])
 
-    def callee(self, func: ast.expr) -> str | None:
-        """The callee of a call: resolved dotted, "self.m", "super.m" or "?.m"."""
+    def callee(self, func: ast.expr) -> str | tuple | None:
+        """The callee of a call: resolved dotted, "self.m", "super.m" or "?.m";
+        ("typed", m, types) for a method of a receiver typed by its expression."""
         if isinstance(func, ast.Name):
             return self.scope.get(func.id)
         if not isinstance(func, ast.Attribute):
@@ -236,8 +263,17 @@ class _Summarizer:
             and value.func.id == "super"
         ):
             return f"super.{func.attr}"
+        if (
+            isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name)
+            and value.value.id in ("self", "cls") and value.value.id not in self.scope
+        ):
+            return ("typed", func.attr, (f"#{value.attr}",))  # self.a.m(): typed by attribute a
         dotted = self.resolve(func)
-        return dotted if dotted is not None else f"?.{func.attr}"
+        if dotted is not None:
+            return dotted
+        if type(value) in _TYPED_RECEIVERS:  # "".join(...), set().add(...), Linear(...).forward(...)
+            return ("typed", func.attr, value_types(value, self.resolve, self.scope))
+        return f"?.{func.attr}"
 
     # ---------------------------------------------------------------- statements
     def _module_stmt(self, stmt: ast.stmt) -> None:
@@ -259,7 +295,7 @@ class _Summarizer:
                 if last.startswith("register") or META_MAKER.fullmatch(last):
                     # register_inplace(aten.addmm_, aten.addmm); _create_unary_float_meta_func(aten.x)
                     self.module_registrations.append(deco)
-        self.module_calls = [c for c in self.module_calls if not c[0].startswith("~")]
+        self.module_calls = [c for c in self.module_calls if type(c[0]) is str]
 
     def _assign(self, stmt: ast.Assign | ast.AnnAssign | ast.AugAssign) -> None:
         if stmt.value is None:
@@ -287,28 +323,39 @@ class _Summarizer:
         if isinstance(node, ast.ClassDef):
             bases = tuple(b for b in (self.resolve(x) for x in node.bases) if b)
             calls: list[tuple[str, int]] = []
+            attrs: list[tuple[str, str, bool]] = []
+            self._attrs.append(attrs)
             for stmt in node.body:
                 if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
                     self._def(stmt, f"{qual}.", in_class=True)
                 else:
                     self._calls_in(stmt, calls)
-            calls = _bind_locals(calls, {})
+                    attrs.extend(class_attr(stmt, self.resolve, self.scope))
+            self._attrs.pop()
+            calls, receivers = self._finish(calls, None)
             self.defs.append(
-                Def(qual, "class", node.lineno, node.end_lineno or node.lineno, bases, decos, tuple(calls))
+                Def(qual, "class", node.lineno, node.end_lineno or node.lineno, bases, decos, calls,
+                    tuple(dict.fromkeys(attrs)), (), receivers)
             )
             return
         calls = []
         nested: list[ast.AST] = []
         self._scan_imports(node.body)
-        self._locals = {}
+        is_method = in_class and not any(d.target.endswith("staticmethod") for d in decos)
+        fn = self._fn = FnTypes(node, self.resolve, self.scope, is_method)
         for stmt in node.body:
             self._calls_in(stmt, calls, nested=nested)
         for arg in node.args.defaults + node.args.kw_defaults:
             if arg is not None:
                 self._calls_in(arg, calls)
-        calls = _bind_locals(calls, self._locals)
+        self._fn = None
+        calls, receivers = self._finish(calls, fn)
+        if in_class and self._attrs:
+            self._attrs[-1].extend(fn.resolved_attrs())
         kind = "method" if in_class else "function"
-        self.defs.append(Def(qual, kind, node.lineno, node.end_lineno or node.lineno, (), decos, tuple(calls)))
+        returns = ann_types(node.returns, self.resolve, self.scope) if node.returns is not None else ()
+        self.defs.append(Def(qual, kind, node.lineno, node.end_lineno or node.lineno, (), decos, calls,
+                             (), returns, receivers))
         for sub in nested:
             self._def(sub, f"{qual}.", in_class=False)
 
@@ -337,8 +384,8 @@ class _Summarizer:
                 continue
             if cls is ast.Call:
                 self._call(node, out, module_level)
-            elif cls is ast.Assign and not module_level:
-                self._local_alias(node)
+            elif cls in _BINDERS and self._fn is not None:
+                self._fn.note(node)
             fields = fields_of.get(cls)
             if fields is None:
                 fields = fields_of[cls] = tuple(f for f in cls._fields if f not in _SKIP_FIELDS)
@@ -349,24 +396,50 @@ class _Summarizer:
                 elif v is not None and type(v) not in _LEAVES and isinstance(v, ast.AST):
                     stack.append(v)
 
-    def _local_alias(self, node: ast.Assign) -> None:
-        """`func = _multi_tensor_adam` inside a def: a later `func(...)` calls it."""
-        if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            target = self.resolve(node.value) if isinstance(node.value, ast.Name | ast.Attribute) else None
-            if target:
-                self._locals.setdefault(node.targets[0].id, []).append(target)
-
     def _call(self, node: ast.Call, out: list, module_level: bool) -> None:
         func = node.func
+        if self._fn is not None and (target := _deferred(func)) is not None:
+            # x(...) / x.m(...) with x maybe a local name: bound after the body is read
+            out.append((target, node.lineno))
+            return
         target = self.callee(func)
-        if target is None and isinstance(func, ast.Name):
-            target = f"~{func.id}"  # maybe a local alias, bound after the body is read
         if target is not None:
             out.append((target, node.lineno))
         if module_level and isinstance(func, ast.Call) and func.args:
             # register_decomposition(aten.x)(fn): a decorator applied by hand
             deco = self._deco(func)
             self.decorated_calls.append((deco, self.ir(node.args[0]) if node.args else OTHER))
+
+    def _finish(self, calls: list, fn: FnTypes | None) -> tuple[tuple, tuple]:
+        """(calls, receivers) of a body, its deferred callees bound now that its local
+        names are known (`fn`; None for a class body), in source order (the first call of
+        a callee first); one string object per callee, so a summary pickles each once."""
+        out: list[tuple[str, int]] = []
+        receivers: list[tuple[int, str, tuple[str, ...]]] = []
+        for callee, line in calls:
+            if type(callee) is str:
+                out.append((callee, line))
+                continue
+            kind = callee[0]
+            if kind == "name":
+                name = callee[1]
+                if fn is not None and fn.is_local(name):
+                    out.extend((t, line) for t in fn.refs.get(name, ()))
+                    out.extend((f"@{t}.__call__", line) for t in sorted(fn.types(name)) if t and not is_plain(t))
+                elif name in self.scope:
+                    out.append((self.scope[name], line))
+            elif kind == "recv":
+                _, name, m, func = callee
+                if fn is not None and fn.is_local(name):
+                    _method(fn.types(name), m, line, out, receivers)
+                else:
+                    target = self.callee(func)  # a dotted name or "?.m"
+                    if target is not None:
+                        out.append((target, line))
+            else:  # "typed"
+                _method(callee[2], callee[1], line, out, receivers)
+        out.sort(key=_line)
+        return tuple((sys.intern(c), line) for c, line in out), tuple(receivers)
 
     # ---------------------------------------------------------------- IR
     def ir(self, node: ast.expr, depth: int = 0) -> tuple:
@@ -436,14 +509,38 @@ _CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
 _NOT_ENTRIES = frozenset({"DecorateInfo", "ErrorInputs", "SampleInfo", "TypeInfo", "FunctionInfo"})
 
 
-def _bind_locals(calls: list[tuple[str, int]], local: dict[str, list[str]]) -> list[tuple[str, int]]:
-    out = []
-    for callee, line in calls:
-        if callee.startswith("~"):
-            out.extend((t, line) for t in local.get(callee[1:], ()))
-        else:
-            out.append((callee, line))
-    return out
+_BINDERS = frozenset({
+    ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor, ast.comprehension, ast.withitem,
+    ast.NamedExpr, ast.ExceptHandler, ast.Lambda, ast.Global, ast.Nonlocal,
+})
+_TYPED_RECEIVERS = frozenset({
+    ast.Constant, ast.JoinedStr, ast.List, ast.ListComp, ast.Tuple, ast.Set, ast.SetComp, ast.Dict,
+    ast.DictComp, ast.Call,
+})
+
+
+def _line(call: tuple[str, int]) -> int:
+    return call[1]
+
+
+def _deferred(func: ast.expr) -> tuple | None:
+    """("name", x) for `x(...)`, ("recv", x, m, func) for `x.m(...)`; None for other callees."""
+    if type(func) is ast.Name:
+        return ("name", func.id)
+    if type(func) is ast.Attribute and type(func.value) is ast.Name and func.value.id not in ("self", "cls"):
+        return ("recv", func.value.id, func.attr, func)
+    return None
+
+
+def _method(types: Iterable[str], m: str, line: int, out: list, receivers: list) -> None:
+    """`x.m(...)` with `x` of `types` (Note [Receiver types]): no call when every type
+    is known not to be a Tensor, else "?.m", with the types unless all are unknown."""
+    typed = tuple(sorted({t for t in types if not is_plain(t)}))
+    if not typed:
+        return
+    out.append((f"?.{m}", line))
+    if typed != (UNKNOWN,):
+        receivers.append((line, m, typed))
 
 
 def _str(node: ast.expr | None) -> str:
