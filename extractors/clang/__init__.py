@@ -66,6 +66,7 @@ class Stats:
     sites: int = 0  # call expressions in the TUs' functions (dropped["unresolved"]: no callee)
     launches: list[tuple[str, str, str, int]] = field(default_factory=list)  # (host, kernel, file, line)
     parsed: list[str] = field(default_factory=list)  # precise_file rows
+    per_tu: dict[str, tuple[str, int, int]] = field(default_factory=dict)  # rel -> (status, sites, unresolved)
     errors: int = 0  # error diagnostics over all TUs
     dropped: Counter = field(default_factory=Counter)
     parse_seconds: float = 0.0  # summed over TUs (CPU-ish time)
@@ -168,7 +169,8 @@ def run(ctx: ExtractContext, sink: Sink, files: Iterable[Path] | None = None,
         by_rel = {job.rel: job for job in jobs}
         for res in run_jobs(jobs, ctx.jobs, timeout, tmpdir):
             job = by_rel[res.rel]
-            cache.put(job.path, job.cache_key(), res, {**shared_deps["api"], **(shared_deps["pch"] if job.pch else {})})
+            pch_deps = shared_deps["cuda_pch" if job.cuda else "pch"] if job.pch else {}
+            cache.put(job.path, job.cache_key(), res, {**shared_deps["api"], **pch_deps})
             _record(root, res, stats, sink)
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
@@ -183,9 +185,10 @@ def _ensure(d: Path) -> Path:
 
 def _plan(root: Path, cache_dir: Path, todo: list[Path], options: int, hashes, use_pch: bool, tmpdir: str):
     """A Job per TU: flags from compile_commands.json, else synthesized (C++
-    ones with the common PCH when `use_pch`; CUDA host ones for a `.cu`),
-    each with the tree's op map (api.py); and the files the PCH and the op
-    map were made from ({"pch": deps, "api": deps})."""
+    ones with the common PCH when `use_pch`; CUDA host ones, with their own
+    PCH, for a `.cu`),
+    each with the tree's op map (api.py); and the files the PCHs and the op
+    map were made from ({"pch": deps, "cuda_pch": deps, "api": deps})."""
     from extractors.clang import api, sdk
     from extractors.clang.flags import (
         Command,
@@ -195,7 +198,7 @@ def _plan(root: Path, cache_dir: Path, todo: list[Path], options: int, hashes, u
         load_compile_db,
         synthesized,
     )
-    from extractors.clang.pch import with_pch
+    from extractors.clang.pch import CUDA_COMMON_HEADERS, with_pch
     from extractors.clang.worker import Job
     from extractors.cpp.aten import load_names
 
@@ -203,7 +206,7 @@ def _plan(root: Path, cache_dir: Path, todo: list[Path], options: int, hashes, u
     keep = (str(root) + "/",)
     gen_roots: tuple[str, ...] = ()
     default = cuda = plain = None
-    deps: dict[str, dict[str, str]] = {"pch": {}, "api": {}}
+    deps: dict[str, dict[str, str]] = {"pch": {}, "cuda_pch": {}, "api": {}}
     if db is None or any(str(f) not in db for f in todo):
         gen = generated_dir(root, _ensure(cache_dir))
         gen_roots = (str(gen) + "/",)
@@ -214,6 +217,8 @@ def _plan(root: Path, cache_dir: Path, todo: list[Path], options: int, hashes, u
         where = sdk.cuda_path()
         if where is not None:
             cuda = cuda_host(plain, where, cache_dir / "cuda")
+            if use_pch and any(f.suffix in CUDA_SUFFIXES for f in todo):
+                cuda, deps["cuda_pch"] = with_pch(cuda, cache_dir, hashes, tmpdir, headers=CUDA_COMMON_HEADERS)
     resource = None
     commands = []
     for f in todo:
@@ -230,7 +235,7 @@ def _plan(root: Path, cache_dir: Path, todo: list[Path], options: int, hashes, u
     jobs = []
     for f, cmd in zip(todo, commands, strict=True):
         is_cuda = f.suffix in CUDA_SUFFIXES
-        pch = cmd is None and not is_cuda and bool(deps["pch"])
+        pch = cmd is None and bool(deps["cuda_pch" if is_cuda else "pch"])
         rel = f.relative_to(root).as_posix()
         jobs.append(Job(str(f), rel, cmd or (cuda if is_cuda else default), keep, gen_roots, options, pch,
                         ops_map, is_cuda))
@@ -249,6 +254,7 @@ def _record(root: Path, res, stats: Stats, sink: Sink) -> None:
     stats.ops += len(res.ops)
     stats.sites += res.sites
     stats.launches.extend(res.launches)
+    stats.per_tu[res.rel] = (res.status, res.sites, res.dropped.get("unresolved", 0))
     stats.errors += res.errors
     stats.parse_seconds += res.seconds
     stats.dropped.update(res.dropped)

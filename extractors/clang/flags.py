@@ -65,6 +65,11 @@ INCLUDE_DIRS = (
 TORCHGEN_ARGS = ("--per-operator-headers", "--generate", "headers", "sources")
 TORCHGEN_OPTIONAL = ("--mps", "--xpu")
 
+# torch/csrc's code generator, and how the build runs it.
+AUTOGRAD_SCRIPT = "tools/setup_helpers/generate_code.py"
+AUTOGRAD_ARGS = ("--native-functions-path", "aten/src/ATen/native/native_functions.yaml",
+                 "--tags-path", "aten/src/ATen/native/tags.yaml", "--gen-lazy-ts-backend", "--per-operator-headers")
+
 # Where a tree keeps its compilation database, if it was built.
 COMPILE_DB_PLACES = ("compile_commands.json", "build/compile_commands.json")
 # Options of a recorded command that make no sense for a syntax-only parse.
@@ -223,11 +228,14 @@ def cuda_host(command: Command, cuda_path: Path, prelude_dir: Path) -> Command:
 
 def _inputs_digest(root: Path) -> str:
     h = hashlib.blake2b(digest_size=16)
-    h.update(json.dumps([TORCHGEN_ARGS, TORCHGEN_OPTIONAL, sorted(CONFIG_ON), sorted(CMAKEDEFINE_ON)]).encode())
-    paths = [root / "aten/src/ATen/native/native_functions.yaml", root / "aten/src/ATen/native/tags.yaml"]
+    h.update(json.dumps([TORCHGEN_ARGS, TORCHGEN_OPTIONAL, sorted(CONFIG_ON), sorted(CMAKEDEFINE_ON),
+                         AUTOGRAD_ARGS]).encode())
+    paths = [root / "aten/src/ATen/native/native_functions.yaml", root / "aten/src/ATen/native/tags.yaml",
+             root / "aten/src/ATen/native/ts_native_functions.yaml", root / AUTOGRAD_SCRIPT]
     paths += [root / t for t in TEMPLATES]
     paths += sorted((root / "aten/src/ATen/templates").glob("*"))
     paths += sorted((root / "torchgen").rglob("*.py"))
+    paths += sorted(p for p in (root / "tools/autograd").rglob("*") if p.is_file())
     for p in paths:
         if p.is_file():
             h.update(p.relative_to(root).as_posix().encode())
@@ -247,6 +255,7 @@ def generated_dir(root: Path, cache_dir: Path, log=lambda msg: None) -> Path:
     try:
         log("generating ATen headers with the tree's torchgen")
         _run_torchgen(root, tmp)
+        _run_autograd_codegen(root, tmp, log)
         for template, out in TEMPLATES.items():
             if (root / template).is_file():
                 dest = tmp / out
@@ -281,6 +290,25 @@ def _run_torchgen(root: Path, out: Path) -> None:
     for path in (out / "ATen").rglob("*"):
         if path.is_file() and path.suffix not in (".h", ".hpp"):
             path.unlink()  # generated sources: only their headers are included
+
+
+def _run_autograd_codegen(root: Path, out: Path, log) -> None:
+    """torch/csrc's generated headers (autograd/generated/variable_factories.h,
+    VariableType.h, python_functions.h, ...; lazy/generated/LazyIr.h, ...)
+    by the tree's tools/setup_helpers/generate_code.py, as the build runs it
+    (~5 s). A tree without it, or a failure, leaves them out: the torch/csrc
+    TUs that include them then report the missing header."""
+    if not (root / AUTOGRAD_SCRIPT).is_file():
+        return
+    cmd = [sys.executable, AUTOGRAD_SCRIPT, "--install_dir", str(out / "torch/csrc"), *AUTOGRAD_ARGS]
+    env = dict(os.environ, PYTHONPATH=str(root), PYTHONDONTWRITEBYTECODE="1")
+    proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+        log(f"precise: torch/csrc's code generation failed (exit {proc.returncode}): {last}")
+    for path in (out / "torch").rglob("*"):
+        if path.is_file() and path.suffix not in (".h", ".hpp"):
+            path.unlink()  # generated sources and Python: only the headers are included
 
 
 def configure(text: str) -> str:
