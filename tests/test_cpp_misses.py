@@ -61,3 +61,49 @@ def test_a_macro_defined_again_expands_by_position(real: cpp.Run, tree: Path):
         assert {(f"{kernels}SmallIndex", lines[0]), (f"{kernels}LargeIndex", lines[1]),
                 (f"{kernels}LargeIndex", lines[2])} <= got
         assert {k for k, _n in got} == {f"{kernels}SmallIndex", f"{kernels}LargeIndex"}
+
+
+def test_a_stub_passed_as_an_argument_is_called_by_the_caller(real: cpp.Run, tree: Path):
+    """ReduceOps.cpp:496 `impl_func_cum_ops(self, dim, result, cumsum_stub)`: the
+    callee calls the stub on the caller's behalf."""
+    f = "aten/src/ATen/native/ReduceOps.cpp"
+    assert "impl_func_cum_ops(self, dim, result, cumsum_stub);" in line(tree, f, 496)
+    assert ("at::native::structured_cumsum_out::impl", "at::native::cumsum_stub", f, 496) in real.rows["stub_call"]
+    assert ("at::native::structured_cumprod_out::impl", "at::native::cumprod_stub", f, 504) in real.rows["stub_call"]
+    # the callee's own call of its parameter `stub` names no stub
+    assert not rows(real, "stub_call", c0="at::native::impl_func_cum_ops")
+
+
+def test_functors_through_templates(real: cpp.Run, tree: Path):
+    """Sort.cu:372-378 `sortCommon(SmallBitonicSort{}, ...)`: sortCommon(Sorter sorter)
+    calls `sorter.template sort<A>(...)`, so the caller reaches C::sort, which launches."""
+    f = f"{CUDA}/Sort.cu"
+    assert "sortCommon(SmallBitonicSort{}, key, value, dim, descending);" in line(tree, f, 372)
+    got = {(r[1], r[3], r[4]) for r in rows(real, "calls", c0="at::native::sortKeyValueInplace", c2=f)}
+    assert {("at::native::SmallBitonicSort::sort", 372, "functor"),
+            ("at::native::WarpMergeSort::sort", 375, "functor"),
+            ("at::native::MediumRadixSort::sort", 378, "functor")} <= got
+    launched = {(r[0], r[1]) for r in rows(real, "launches", c2=f)}
+    assert {("at::native::SmallBitonicSort::sort", "at::native::bitonicSortKVInPlace"),
+            ("at::native::WarpMergeSort::sort", "at::native::warpMergeSortKVInPlace"),
+            ("at::native::MediumRadixSort::fixed_size_sort", "at::native::radixSortKVInPlace")} <= launched
+    assert ("at::native::MediumRadixSort::sort", "at::native::MediumRadixSort::fixed_size_sort") in {
+        (r[0], r[1]) for r in rows(real, "calls", c2=f)}
+
+
+def test_kernels_held_in_local_variables(real: cpp.Run, tree: Path):
+    """flash_fwd_launch_template.h:93 `kernel<<<...>>>(params)` where `auto kernel =
+    &flash_fwd_kernel<...>;`: the launch is of flash_fwd_kernel, never of "kernel"."""
+    f = "aten/src/ATen/native/transformers/cuda/flash_attn/flash_fwd_launch_template.h"
+    assert line(tree, f, 93).strip().startswith("kernel<<<")
+    assert rows(real, "launches", c2=f, c3=93) == {
+        ("pytorch_flash::run_flash_fwd", "pytorch_flash::flash_fwd_kernel", f, 93, "<<<>>>")}
+    assert rows(real, "launches", c2=f, c3=128) == {
+        ("pytorch_flash::run_flash_splitkv_fwd", "pytorch_flash::flash_fwd_splitkv_kernel", f, 128, "<<<>>>")}
+    # DistanceKernel.cu: `auto impl_fptr = cdist_kernel_cuda_impl<...>;` then reassigned; launched at :234
+    d = f"{CUDA}/DistanceKernel.cu"
+    assert {r[1] for r in rows(real, "launches", c2=d, c3=234)} == {
+        "at::native::(anonymous)::cdist_kernel_cuda_impl"}
+    # no launch anywhere is of a local variable's bare name
+    kernels = {r[0] for r in real.rows["kernel"]}
+    assert not [r for r in real.rows["launches"] if r[1] not in kernels]

@@ -128,22 +128,3 @@ def test_a_source_files_aliases_hold_in_that_file_only():
     assert [(r[0], r[1]) for r in rows["calls"]] == [("one", "x::f")]
     assert [(r[0], r[1]) for r in rows["call_ambiguous"]] == [("two", "f")]
 
-
-def test_nested_macros_expand_with_the_definition_in_force():
-    from extractors.cpp.macros import expand_local_macros
-
-    src = (b"#define K(x) launch_##x(x)\n"
-           b"#define MB(x) if (c) { K(x); }\n"
-           b"#define T(x) MB(x)\n"
-           b"T(a);\n"
-           b"#undef K\n"
-           b"#define K(x) other_##x(x)\n"
-           b"T(b);\n"
-           b"#undef T\n"
-           b"T(c);\n")
-    out = expand_local_macros(src).split(b"\n")
-    assert out[3].strip() == b"if (c) { launch_a(a); };"
-    assert out[6].strip() == b"if (c) { other_b(b); };"
-    assert out[8] == b"T(c);"  # after its #undef: not expanded
-    # a macro is not expanded inside its own expansion
-    assert expand_local_macros(b"#define F(x) F(x, 1)\nF(y);\n").split(b"\n")[1] == b"F(y, 1);"

@@ -42,7 +42,19 @@ from collections.abc import Iterable
 from extractors.cpp import aten as _aten
 from extractors.cpp.aten import EMPTY, AtenNames, op_of_call
 from extractors.cpp.names import ANON
-from extractors.cpp.scan import FREE, IN_MACRO, KERNEL, LAUNCH, MEMBER, OPER, RECV, TYPED, FileFacts
+from extractors.cpp.scan import (
+    ARG,
+    FREE,
+    IN_MACRO,
+    KERNEL,
+    LAUNCH,
+    MEMBER,
+    OBJ,
+    OPER,
+    RECV,
+    TYPED,
+    FileFacts,
+)
 
 # Launch helpers (aten/src/ATen/native/cuda/Loops.cuh, CUDALoops.cuh, Reduce.cuh,
 # JitLoops.cuh, IndexKernel.cu ...): a call launches the `__global__` kernels
@@ -54,7 +66,7 @@ LAUNCH_HELPERS = frozenset({
     "opmath_jitted_gpu_kernel_with_scalars", "launch_kernel", "launch_legacy_kernel",
     "launch_vectorized_kernel", "launch_unrolled_kernel",
 })
-RESOLVE_VERSION = "resolve-11"  # bump when resolution changes (keys the resolved-rows cache)
+RESOLVE_VERSION = "resolve-13"  # bump when resolution changes (keys the resolved-rows cache)
 _HELPER_DEPTH = 8
 # Method names of the standard library's containers, strings, smart pointers,
 # optionals, atomics and streams (Note [Call resolution], step 5).
@@ -122,6 +134,7 @@ class Index:
         defs: list[tuple[str, str, int]] = []
         self.returns: dict[str, set[tuple]] = defaultdict(set)
         global_rows: list[tuple] = []
+        self.tparam_uses: dict[str, dict[int, set[str]]] = defaultdict(lambda: defaultdict(set))
         for f in facts:
             for (qual, _n, _l, _fl), ret in zip(f.defs, f.returns, strict=True):
                 self.returns[qual].add(ret)
@@ -140,6 +153,8 @@ class Index:
                 self.stubs_by_name[key.rpartition("::")[2]].add(stub)
             if f.aliases and f.file.endswith(HEADERS):
                 global_rows.extend(a for a in f.aliases if not a[5])
+            for i, pidx, names in f.tparam_uses:
+                self.tparam_uses[f.defs[i][0]][pidx].update(names)
         for qual, name, flags in defs:
             key = _lookup_key(qual)
             self.by_key[key].add(qual)
@@ -623,7 +638,7 @@ def interface_of(facts: list[FileFacts], aten: AtenNames = EMPTY) -> str:
     h = hashlib.sha1((RESOLVE_VERSION + aten.digest).encode())
     for f in facts:
         h.update(pickle.dumps((f.file, f.defs, f.returns, f.classes, f.stub_decls, f.stub_defines, f.inline_ns,
-                               f.aliases), 4))
+                               f.aliases, f.tparam_uses), 4))
     return h.hexdigest()
 
 
@@ -638,7 +653,10 @@ def _shape_of(facts: list[FileFacts], aten: AtenNames) -> str:
 
 
 def _defs_of(facts: list[FileFacts]) -> frozenset:
-    return frozenset((d[0], d[1], d[3], r) for f in facts for d, r in zip(f.defs, f.returns, strict=True))
+    """What resolution reads of each definition: name, flags, return type,
+    and what a template's body calls on its parameters (Note [Functor arguments])."""
+    return frozenset([(d[0], d[1], d[3], r) for f in facts for d, r in zip(f.defs, f.returns, strict=True)]
+                     + [(f.defs[i][0], f.defs[i][1], -1, (p, n)) for f in facts for i, p, n in f.tparam_uses])
 
 
 def _mentions(f: FileFacts) -> frozenset[str]:
@@ -737,6 +755,17 @@ def _calls_rows(f: FileFacts, rv: Resolver, rows, stats, helper_sites) -> None:
             for op in _operator_ops(rv, parts[0], recv, caller):
                 rows["calls_op"].append((caller, op, f.file, line, "typed"))
             continue
+        if member == ARG:  # Note [Stub arguments]
+            if parts[-1] in ix.stubs_by_name:
+                stub = rv.named(ix.stubs, ix.stubs_by_name, parts, caller)
+                if stub:
+                    rows["stub_call"].append((caller, stub, f.file, line))
+            continue
+        if member == OBJ:
+            via = "macro-functor" if flags & IN_MACRO else "functor"
+            for callee in _functor_calls(rv, parts, recv, caller):
+                rows["calls"].append((caller, callee, f.file, line, via))
+            continue
         stats["call_sites"] += 1
         name = parts[-1]
         if member not in (MEMBER, TYPED) and name in ix.stubs_by_name:
@@ -802,6 +831,27 @@ def _aten_op(rv: Resolver, parts: tuple[str, ...], member: int, callee: str, n: 
         return (name, "guess") if unresolved or via == "member" else (None, "")
     op = None if callee else op_of_call(parts, rv.aten)
     return op, "qualified"
+
+
+def _functor_calls(rv: Resolver, callee: tuple[str, ...], obj: tuple, caller: str) -> set[str]:
+    """Note [Functor arguments]: `f(C{...}, ...)` / `f(C(...), ...)` with C a
+    class of the tree passes an object f calls on the caller's behalf: the
+    methods f's body calls on that parameter when f is a function template
+    whose parameter has a template parameter's type (sortCommon(Sorter sorter)
+    calls `sorter.sort(...)`: C::sort), else C::operator() (gpu_kernel(iter,
+    Functor()), std::sort(b, e, Less{})). One calls row per method, via "functor"."""
+    index, parts, braced = obj
+    cls = rv.cls(parts, caller)
+    if cls is None:
+        return set()
+    if not braced:  # `C(...)`: a construction only if no function is named C
+        fn, n, _via = rv.function(parts, FREE, caller)
+        if fn or n > 1:
+            return set()
+    target, _n, _via = rv.function(callee, FREE, caller)
+    uses = rv.ix.tparam_uses[target].get(index, ()) if target and target in rv.ix.tparam_uses else ()
+    found = {rv.method_of(cls, m)[0] for m in uses or ("operator()",)}
+    return found - {""}
 
 
 def _operator_ops(rv: Resolver, sym: str, encs: tuple, caller: str) -> tuple[str, ...]:

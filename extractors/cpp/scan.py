@@ -34,6 +34,11 @@ KERNEL = 2  # FileFacts.defs flag: a CUDA __global__ function
 # e.f() on a receiver expression (Note [Receiver expressions]), and an operator
 # (`a + b`: parts ("+",), receiver (lhs enc, rhs enc); Note [Tensor operators])
 FREE, MEMBER, THIS, TYPED, RECV, OPER = 0, 1, 2, 3, 4, 5
+# ... and the arguments of a call f(...) that name something: an identifier
+# that is no local (ARG: a dispatch stub passed on, `impl(self, cumsum_stub)`),
+# an object constructed in place (OBJ: `sortCommon(SmallBitonicSort{}, ...)`,
+# parts: f's, receiver: (argument index, the object's type parts, braced))
+ARG, OBJ = 6, 7
 # Note [Receiver expressions]: a RECV call `e.f()` carries (arrow, enc) where enc
 # describes the receiver `e` for the resolver to type:
 #   ("v", type parts, pointee parts)    a variable declared with that type
@@ -58,7 +63,9 @@ _QUERY = ts.Query(
     " (for_range_loop) @var"
     " (alias_declaration) @alias (type_definition) @alias (using_declaration) @alias"
     " (namespace_alias_definition) @alias"
-    " (binary_expression) @op (unary_expression) @op (subscript_expression) @op (assignment_expression) @op",
+    " (binary_expression) @op (unary_expression) @op (subscript_expression) @op (assignment_expression) @op"
+    " (argument_list (identifier) @arg) (argument_list (qualified_identifier) @arg)"
+    " (argument_list (compound_literal_expression) @obj) (argument_list (call_expression) @obj)",
 )
 # Smart pointers whose `->` reaches their first template argument.
 _POINTERS = frozenset({"shared_ptr", "unique_ptr", "intrusive_ptr", "weak_intrusive_ptr", "MaybeOwned", "optional"})
@@ -108,6 +115,10 @@ class FileFacts:
     includes: the `#include` targets as written ("ATen/core/Tensor.h")
     mentions: every name component the calls and constructs write (what
               resolving them may look up: Note [Incremental resolution])
+    tparam_uses: (def index, parameter index, method names) of a function
+              template's parameters of a template parameter's type and what
+              its body calls on them (`sorter.sort(...)`; "operator()" for
+              `f(...)`): Note [Functor arguments]
     """
 
     file: str
@@ -128,6 +139,7 @@ class FileFacts:
     aliases: tuple[tuple[str, str, str, tuple[str, ...], tuple[str, ...], bool], ...] = ()
     includes: tuple[str, ...] = ()
     mentions: frozenset[str] = frozenset()
+    tparam_uses: tuple[tuple[int, int, tuple[str, ...]], ...] = ()
 
 
 def lang_of(rel: str) -> str:
@@ -207,6 +219,8 @@ class _Scanner:
         self.var_types: dict[int, dict[str, tuple]] = {}  # def idx -> var -> ("v", ...) | ("e", enc)
         self.locals: dict[int, set[str]] = {}  # def idx -> every parameter and local it declares
         self.local_types: dict[int, dict[str, tuple]] = {}  # def idx -> `using Vec = ...` in its body
+        self.tparams: dict[int, dict[str, int]] = {}  # def idx -> its parameters of a template parameter's type
+        self.tparam_uses: dict[tuple[int, int], set[str]] = {}
         self.aliases: list[tuple] = []
         self.calls: list[tuple[int, tuple[str, ...], int, int, int, tuple | None]] = []
         self.blocks: list[tuple[int, int, int, tuple]] = []  # (start, end, def idx, block info)
@@ -218,8 +232,11 @@ class _Scanner:
         self.blocks.sort()
         self._collect_aliases(sorted(caps.get("alias", []), key=_order))
         self._collect_vars(sorted(caps.get("var", []), key=_order))
+        ops = sorted(caps.get("op", []), key=_order)
+        self._collect_fn_assignments(ops)
         self._collect_calls(sorted(caps.get("call", []), key=_order))
-        self._collect_operators(sorted(caps.get("op", []), key=_order))
+        self._collect_operators(ops)
+        self._collect_args(sorted(caps.get("arg", []), key=_order), sorted(caps.get("obj", []), key=_order))
         constructs.scan_stub_macros(self.src, self.rel, self.out, self.scope_text_at)
         o = self.out
         calls = tuple(self.calls)
@@ -233,6 +250,7 @@ class _Scanner:
             tuple(self.aliases),
             tuple(dict.fromkeys(m.decode(errors="replace") for m in _INCLUDE_RE.findall(self.src))),
             _names_in((calls, o.binds, o.lib_impls, o.impl_funcs, o.stub_regs)),
+            tuple(sorted((i, p, tuple(sorted(n))) for (i, p), n in self.tparam_uses.items())),
         )
 
     def spans(self) -> list[tuple[str, int, int]]:
@@ -297,6 +315,10 @@ class _Scanner:
         ret = _var_type(tnode) if tnode is not None and tnode.type in _TYPE_NODES else None
         self.returns.append(ret or ())
         idx = len(self.defs) - 1
+        if body.parent is not None and body.parent.parent is not None and body.parent.parent.type == "template_declaration":
+            params = _template_params(body.parent)
+            if params:
+                self.tparams[idx] = params
         self.blocks.append((self._def_start(body), body.end_byte, idx, info))
         return idx
 
@@ -388,6 +410,10 @@ class _Scanner:
             var, value = _declared_name(d.child_by_field_name("declarator")), d.child_by_field_name("value")
             if var is None or value is None:
                 continue
+            refs = _fn_refs(value)
+            if refs is not None:  # `auto kernel = &flash_fwd_kernel<...>;` (Note [Calls through locals])
+                self.var_types.setdefault(idx, {})[var.text.decode(errors="replace")] = ("f", refs)
+                continue
             enc = self._recv(value, idx, 0)
             if enc is not None:
                 self.var_types.setdefault(idx, {})[var.text.decode(errors="replace")] = ("e", enc)
@@ -416,6 +442,8 @@ class _Scanner:
         if node is None or depth > 5:
             return None
         t = node.type
+        if t in _NO_RECV:
+            return None
         if t == "identifier":
             name = node.text.decode(errors="replace")
             v = self.var_types.get(idx, {}).get(name)
@@ -423,7 +451,7 @@ class _Scanner:
                 if name in self.locals.get(idx, ()):
                     return None  # a local of no known type
                 return ("m", ("this",), name)  # a field of the caller's class, if any
-            return v if v[0] == "v" else v[1]
+            return v if v[0] == "v" else v[1] if v[0] == "e" else None
         if t == "conditional_expression":
             return (self._recv(node.child_by_field_name("consequence"), idx, depth + 1)
                     or self._recv(node.child_by_field_name("alternative"), idx, depth + 1))
@@ -511,7 +539,88 @@ class _Scanner:
                 j = bisect.bisect_left(launches, fn.end_byte)
                 if args is not None and j < len(launches) and launches[j] < args.start_byte:
                     flags |= LAUNCH
-            self.calls.append((block[2], parts, FREE, fn.start_point[0] + 1, flags, None))
+            idx, line = block[2], fn.start_point[0] + 1
+            if len(parts) == 1 and parts[0] in self.locals.get(idx, ()):
+                self._local_call(idx, parts[0], line, flags)
+                continue
+            self.calls.append((idx, parts, FREE, line, flags, None))
+
+    def _local_call(self, idx: int, name: str, line: int, flags: int) -> None:
+        """Note [Calls through locals]: `kernel<<<...>>>(...)` / `fn(...)` where
+        `kernel` is a local or parameter is never a call of a function so named:
+        a local holding functions (`auto kernel = &flash_fwd_kernel<...>;`,
+        `c ? &k1 : &k2`, later `kernel = &k3;`) calls each of them; a local of
+        class type calls its operator(); anything else (a lambda, a function
+        parameter) nothing known."""
+        v = self.var_types.get(idx, {}).get(name)
+        if v is not None and v[0] == "f":
+            for target in v[1]:
+                self.calls.append((idx, target, FREE, line, flags, None))
+        elif v is not None and v[0] == "v":
+            self.calls.append((idx, (*v[1], "operator()"), TYPED, line, flags & IN_MACRO, None))
+        pidx = self.tparams.get(idx, {}).get(name)
+        if pidx is not None:
+            self.tparam_uses.setdefault((idx, pidx), set()).add("operator()")
+
+    def _collect_fn_assignments(self, nodes: list[ts.Node]) -> None:
+        """`kernel = &k3;` adds k3 to what local `kernel` holds (Note [Calls through locals])."""
+        starts = [b[0] for b in self.blocks]
+        for node in nodes:
+            if node.type != "assignment_expression":
+                continue
+            left, refs = node.child_by_field_name("left"), _fn_refs(node.child_by_field_name("right"))
+            if refs is None or left is None or left.type != "identifier":
+                continue
+            i = bisect.bisect_right(starts, node.start_byte) - 1
+            if i < 0 or node.end_byte > self.blocks[i][1] or self.blocks[i][2] < 0:
+                continue
+            idx, name = self.blocks[i][2], left.text.decode(errors="replace")
+            if name in self.locals.get(idx, ()):
+                table = self.var_types.setdefault(idx, {})
+                old = table.get(name)
+                table[name] = ("f", tuple(dict.fromkeys((*(old[1] if old and old[0] == "f" else ()), *refs))))
+
+    def _collect_args(self, args: list[ts.Node], objs: list[ts.Node]) -> None:
+        """ARG and OBJ calls (see their codes) of the free calls' arguments."""
+        starts = [b[0] for b in self.blocks]
+        blocks = self.blocks
+
+        def def_of(node: ts.Node) -> int:
+            i = bisect.bisect_right(starts, node.start_byte) - 1
+            return blocks[i][2] if i >= 0 and node.end_byte <= blocks[i][1] else -1
+
+        for node in args:
+            text = node.text.decode(errors="replace")
+            if node.type == "identifier":
+                if is_macro_name(text):
+                    continue
+                idx = def_of(node)
+                if idx < 0 or text in self.locals.get(idx, ()):
+                    continue
+                parts = (text,)
+            else:
+                parts = name_parts(text)
+                idx = def_of(node) if parts and not is_macro_name(parts[-1]) else -1
+                if idx < 0:
+                    continue
+            self.calls.append((idx, parts, ARG, node.start_point[0] + 1, 0, None))
+        callees: dict[int, tuple[str, ...]] = {}
+        for node in objs:
+            call = node.parent.parent
+            fn = call.child_by_field_name("function") if call is not None and call.type == "call_expression" else None
+            if fn is None or fn.type not in _NAME_NODES:
+                continue
+            callee = callees.get(fn.start_byte)
+            if callee is None:
+                callee = callees[fn.start_byte] = name_parts(fn.text.decode(errors="replace"))
+            if not callee or is_macro_name(callee[-1]):
+                continue
+            obj = _constructed(node)
+            idx = def_of(node) if obj is not None else -1
+            if idx < 0:
+                continue
+            index = next(k for k, a in enumerate(node.parent.named_children) if a.start_byte == node.start_byte)
+            self.calls.append((idx, callee, OBJ, node.start_point[0] + 1, 0, (index, *obj)))
 
     def _collect_operators(self, nodes: list[ts.Node]) -> None:
         """Operator expressions with an operand of a known or knowable type
@@ -568,6 +677,10 @@ class _Scanner:
             return
         obj = fn.child_by_field_name("argument")
         member, parts, recv = (THIS if obj is not None and obj.type == "this" else MEMBER), (name,), None
+        if obj is not None and obj.type == "identifier" and block[2] in self.tparams:
+            pidx = self.tparams[block[2]].get(obj.text.decode(errors="replace"))
+            if pidx is not None:
+                self.tparam_uses.setdefault((block[2], pidx), set()).add(name)
         if member == MEMBER and obj is not None:
             enc = self._recv(obj, block[2], 0)
             arrow = _is_arrow(fn)
@@ -737,12 +850,88 @@ def _fields(cls: ts.Node) -> tuple[tuple[str, tuple[str, ...], tuple[str, ...]],
 
 def _declared_name(d: ts.Node | None) -> ts.Node | None:
     """The identifier a declarator declares (`x`, `&x`, `*x`, `x = 1`, `x[4]`), or None."""
+    if d is not None and d.type == "init_declarator":  # the common cases first
+        d = d.child_by_field_name("declarator")
     while d is not None and d.type != "identifier":
-        if d.type in ("function_declarator", "field_identifier"):
+        if d.type == "function_declarator":  # `void (*fp)(int)` declares fp; `void f(int)` a function
+            d = d.child_by_field_name("declarator")
+            if d is None or d.type != "parenthesized_declarator":
+                return None
+        if d.type == "field_identifier":
             return None
         d = d.child_by_field_name("declarator") or (
             d.named_children[-1] if d.type in _DECLARATOR_WRAPPERS and d.named_children else None)
     return d
+
+
+def _fn_refs(node: ts.Node | None) -> tuple[tuple[str, ...], ...] | None:
+    """The functions an initializer names: `&f`, `&ns::f<T>`, `f<T>` (not a
+    bare `f`, which may be any value), `c ? &f : &g`; None for anything else."""
+    if node is None:
+        return None
+    t = node.type
+    if t == "conditional_expression":
+        a, b = _fn_refs(node.child_by_field_name("consequence")), _fn_refs(node.child_by_field_name("alternative"))
+        return a + b if a is not None and b is not None else None
+    if t == "parenthesized_expression" and node.named_child_count == 1:
+        return _fn_refs(node.named_children[0])
+    if t == "pointer_expression":
+        op, arg = node.child_by_field_name("operator"), node.child_by_field_name("argument")
+        if op is None or op.type != "&" or arg is None or arg.type not in ("identifier", "qualified_identifier",
+                                                                             "template_function"):
+            return None
+        node, t = arg, arg.type
+    elif t != "template_function":
+        return None
+    parts = name_parts(node.text.decode(errors="replace"))
+    return (parts,) if parts and not is_macro_name(parts[-1]) else None
+
+
+def _constructed(node: ts.Node) -> tuple[tuple[str, ...], bool] | None:
+    """(type parts, braced) of an argument that may construct an object in
+    place: `C{...}` (a type for sure), `C(...)` / `C<T>(...)` (a type or a
+    function: the resolver tells)."""
+    if node.type == "compound_literal_expression":
+        tnode = node.child_by_field_name("type")
+        parts = name_parts(tnode.text.decode(errors="replace")) if tnode is not None else ()
+        return (parts, True) if parts else None
+    fn = node.child_by_field_name("function")
+    if fn is None or fn.type not in _NAME_NODES:
+        return None
+    parts = name_parts(fn.text.decode(errors="replace"))
+    return (parts, False) if parts and not is_macro_name(parts[-1]) else None
+
+
+_NAME_NODES = frozenset({"identifier", "qualified_identifier", "template_function"})
+# expressions that are never a receiver of a class type
+_NO_RECV = frozenset({"number_literal", "string_literal", "char_literal", "true", "false", "nullptr",
+                      "sizeof_expression", "concatenated_string", "raw_string_literal", "initializer_list",
+                      "lambda_expression", "update_expression"})
+
+
+def _template_params(defn: ts.Node) -> dict[str, int]:
+    """{parameter name: index} of a function template's parameters whose type
+    is one of its template type parameters (`template <typename Sorter> void
+    sortCommon(Sorter sorter, ...)`: {"sorter": 0})."""
+    tlist = defn.parent.child_by_field_name("parameters")
+    names = set()
+    for p in tlist.named_children if tlist is not None else ():
+        if p.type in ("type_parameter_declaration", "variadic_type_parameter_declaration",
+                      "optional_type_parameter_declaration"):
+            n = p.child_by_field_name("name") or next((c for c in p.named_children if c.type == "type_identifier"), None)
+            if n is not None:
+                names.add(n.text.decode(errors="replace"))
+    d = defn.child_by_field_name("declarator")
+    while d is not None and d.type != "function_declarator":
+        d = d.child_by_field_name("declarator") or (
+            d.named_children[-1] if d.type in _DECLARATOR_WRAPPERS and d.named_children else None)
+    plist = d.child_by_field_name("parameters") if d is not None else None
+    out = {}
+    for k, p in enumerate(plist.named_children if plist is not None and names else ()):
+        tnode, name = p.child_by_field_name("type"), _declared_name(p.child_by_field_name("declarator"))
+        if tnode is not None and name is not None and tnode.text.decode(errors="replace") in names:
+            out[name.text.decode(errors="replace")] = k
+    return out
 
 
 def _alias_row(node: ts.Node) -> tuple | None:
