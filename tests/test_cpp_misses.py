@@ -107,3 +107,32 @@ def test_kernels_held_in_local_variables(real: cpp.Run, tree: Path):
     # no launch anywhere is of a local variable's bare name
     kernels = {r[0] for r in real.rows["kernel"]}
     assert not [r for r in real.rows["launches"] if r[1] not in kernels]
+
+
+def test_using_declarations_reach_their_target(real: cpp.Run, tree: Path):
+    """aten/src/ATen/cuda/detail/IndexUtils.cuh:10 `using at::native::canUse32BitIndexMath;`:
+    `cuda::detail::canUse32BitIndexMath(x)` (Normalization.cu, Sorting.cu, ...) is
+    at::native::canUse32BitIndexMath; every call written in native/cuda is found."""
+    import re
+
+    assert line(tree, "aten/src/ATen/cuda/detail/IndexUtils.cuh", 10) == "using at::native::canUse32BitIndexMath;"
+    written = set()
+    for path in sorted((tree / CUDA).rglob("*")):
+        if path.suffix in (".cu", ".cuh", ".cpp", ".h"):
+            for n, text in enumerate(path.read_text(errors="replace").splitlines(), 1):
+                if re.search(r"\bcanUse32BitIndexMath\(", text) and not text.lstrip().startswith("//"):
+                    written.add((path.relative_to(tree).as_posix(), n))
+    found = {(r[2], r[3]) for r in real.rows["calls"]
+             if r[1] == "at::native::canUse32BitIndexMath" and r[2].startswith(CUDA + "/")}
+    assert len(written) >= 70 and found == written
+    assert {f"{CUDA}/{f}" for f in ("Normalization.cu", "Indexing.cu", "Sorting.cu", "ReplicationPadding.cu")} <= {
+        f for f, _n in found}
+
+
+def test_namespace_aliases(real: cpp.Run, tree: Path):
+    """torch/csrc/api/src/nn/modules/activation.cpp: `namespace F = torch::nn::functional;`
+    then `F::prelu(input, weight)` (:192) is torch::nn::functional::prelu."""
+    f = "torch/csrc/api/src/nn/modules/activation.cpp"
+    assert line(tree, f, 192).strip() == "return F::prelu(input, weight);"
+    assert rows(real, "calls", c2=f, c3=192) == {
+        ("torch::nn::PReLUImpl::forward", "torch::nn::functional::prelu", f, 192, "qualified")}
