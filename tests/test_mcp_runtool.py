@@ -110,7 +110,7 @@ def test_warm_runs_each_tools_query_kind_on_the_busiest_names(real_db):
     con = api.open_db(db=real_db)
     fn = '"at::functorch::unwrapTensorAtLevel"'  # 50 callers, the most up to 50
     assert warm_queries(con) == [
-        'trace("empty.memory_format")', f"impact({fn}, depth=3)", f"callers({fn})", f"callees({fn})",
+        'trace("empty.memory_format")', f"impact({fn})", f"callers({fn})", f"callees({fn})",
         f"search({fn})", 'kernels("empty.memory_format")', 'tests("empty.memory_format")']
     for text in warm_queries(con):
         assert api.query(text, con=con, limit=1).total > 0, text

@@ -129,7 +129,8 @@ def test_lists_exactly_the_tools_with_descriptions_and_schemas(mcp):
         assert len(t.description) > 60, t.name
         assert t.output_schema["properties"].keys() >= {"title", "rows", "total", "truncated"}
         assert t.annotations.read_only_hint is True
-    assert tools["impact"].input_schema["properties"]["depth"]["default"] == 3
+    # impact's depth defaults to the named query's own, as on the command line
+    assert tools["impact"].input_schema["properties"]["depth"].get("default") is None
     assert tools["affected"].input_schema["required"] == ["functions"]
     assert tools["query"].input_schema["required"] == ["dsl"]
 
@@ -263,13 +264,18 @@ def test_calls_matmul_lists_matmul_impl(mcp, layers):
     assert any("_matmul_impl" in str(v) for row in r.rows for v in row.values()), r.text
 
 
-def test_called_by_and_impact_of_gemm(mcp, layers):
+def test_called_by_and_impact_of_gemm(mcp, db, layers):
     need(layers, "cpp")
     r = mcp.call("called_by", name="at::native::cpublas::gemm")
     assert not r.is_error and r.total > 0, r.text
     assert all(row.get("file") and row.get("line") for row in r.rows)
     imp = mcp.call("impact", name="at::native::cpublas::gemm", depth=3)
     assert not imp.is_error and imp.total > 0, imp.text
+    # with no depth, the same answer as the command line's `impact(...)` (one default)
+    from torchtalk import api
+
+    default = mcp.call("impact", name="at::native::cpublas::gemm")
+    assert default.total == api.query("impact(at::native::cpublas::gemm)", db=db, limit=None).total > imp.total
 
 
 def test_unknown_name_is_a_tool_error_with_candidates(mcp, layers):

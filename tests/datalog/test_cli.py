@@ -121,3 +121,39 @@ def test_eval_sql_prints_the_plan(tmp_path, capsys):
         'UNION (SELECT t0."a" AS "a", (t0."n" + 1) AS "n" FROM "_tt_path_rec" AS t0 WHERE t0."n" < 3)) '
         'SELECT * FROM "_tt_path_rec";\n'
     )
+
+
+EMPTY = """.decl e(a: symbol, b: symbol)
+.input e
+.decl blank(a: symbol)
+.output blank
+blank(a) :- e(a, "").
+"""
+
+
+def test_an_empty_field_is_the_empty_symbol_as_in_the_index(tmp_path, capsys):
+    """`eval --facts` reads an empty field as "" (the index's loader does too), not NULL."""
+    (tmp_path / "facts").mkdir()
+    (tmp_path / "facts/e.facts").write_text("x\t\ny\tz\n")
+    prog = tmp_path / "p.dl"
+    prog.write_text(EMPTY)
+    assert main(["eval", str(prog), "--facts", str(tmp_path / "facts"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"blank": [["x"]]}
+
+
+def test_eval_db_with_extra_facts(tmp_path, capsys):
+    """A rule author adds facts of their own to a fact DB's: the rows of both."""
+    from torchtalk.datalog import parse_text
+    from torchtalk.store import create_tables
+
+    db = tmp_path / "f.duckdb"
+    con = duckdb.connect(str(db))
+    create_tables(con, parse_text(TC).decls)
+    con.execute("INSERT INTO edge VALUES ('a', 3)")
+    con.close()
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine/edge.facts").write_text("m\t3\n")
+    prog = tmp_path / "tc.dl"
+    prog.write_text(TC)
+    assert main(["eval", str(prog), "--db", str(db), "--facts", str(tmp_path / "mine"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"path": [["a", 3], ["m", 3]]}

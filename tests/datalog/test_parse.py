@@ -135,3 +135,12 @@ def test_ord_functor_parses_prints_and_is_no_relation():
     # `ord(a) = i` is a comparison, not an atom of a relation named ord
     assert isinstance(prog.rules[1].body[1], A.Comparison)
     assert parse_text("\n".join(str(r) for r in prog.rules)).rules == prog.rules
+
+
+def test_equal_programs_hash_equal():
+    """Program's hash follows its structural equality (a set or dict key holds one of two equal programs)."""
+    a = parse_text('.decl e(a: symbol)\ne("x").')
+    b = parse_text('.decl e(a: symbol)\ne("x").')
+    c = parse_text('.decl e(a: symbol)\ne("y").')
+    assert a == b and hash(a) == hash(b) and len({a, b}) == 1
+    assert a != c and len({a, c}) == 2

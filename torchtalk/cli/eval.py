@@ -11,9 +11,9 @@ HELP = "evaluate a Datalog program over a fact DB or a directory of .facts files
 
 def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("program", type=Path, help="the .dl file")
-    where = p.add_mutually_exclusive_group()
-    where.add_argument("--facts", type=Path, metavar="DIR", help="read <relation>.facts files (TSV) from DIR")
-    where.add_argument("--db", type=Path, metavar="FILE", help="the fact DB (default: the indexed default tree's, if any)")
+    p.add_argument("--facts", type=Path, metavar="DIR",
+                   help="read <relation>.facts files (TSV) from DIR; with --db, their rows are added to the DB's")
+    p.add_argument("--db", type=Path, metavar="FILE", help="the fact DB (default: the indexed default tree's, if any)")
     p.add_argument("--out", type=Path, metavar="DIR", help="write <relation>.csv per output relation into DIR")
     p.add_argument("--output", action="append", default=None, metavar="REL",
                    help="compute REL instead of the program's .output relations (repeatable)")

@@ -342,8 +342,12 @@ class Program:
         parts += [str(r) for r in self.rules]
         return "\n".join(parts) + "\n"
 
-    def __hash__(self) -> int:  # dict field: identity hash is enough
-        return id(self)
+    def __hash__(self) -> int:  # as __eq__: structural (the fields it compares), computed once
+        return self._hash
+
+    @functools.cached_property
+    def _hash(self) -> int:
+        return hash((tuple(self.decls.items()), self.rules, self.directives))
 
 
 def _unique(names) -> tuple[str, ...]:

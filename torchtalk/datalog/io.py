@@ -36,7 +36,7 @@ def load_facts_dir(program: A.Program, facts_dir: Path):
         try:
             con.execute(
                 f"INSERT INTO {q(rel)} SELECT * FROM read_csv(?, delim='\\t', header=false, quote='', "
-                f"escape='', auto_detect=false, columns={spec})",
+                f"escape='', nullstr='\\N', auto_detect=false, columns={spec})",  # as the index loads
                 [str(path)],
             )
         except duckdb.Error as exc:

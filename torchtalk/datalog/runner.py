@@ -78,9 +78,13 @@ def eval_file(
 
     program = parse_file(Path(program_path))
     check(program)
+    given: dict[str, list[tuple]] = {}
+    if facts_dir is not None and db is not None:  # the DB's rows, plus the rule author's own facts
+        given = _facts_rows(program, Path(facts_dir))
+        facts_dir = None
     con = _connection(program, facts_dir, db)
     try:
-        results = evaluate(program, con, outputs=outputs, engine=engine, checked=True)
+        results = evaluate(program, con, outputs=outputs, facts=given, engine=engine, checked=True)
     finally:
         if con is not None:
             con.close()
@@ -106,6 +110,18 @@ def compile_file(program_path, outputs: Iterable[str] | None = None) -> str:
             raise InputError(f"unknown relation '{rel}'", hint=did_you_mean(rel, program.decls))
     sources = {rel: [q(rel)] for rel in program.inputs}
     return compile_program(program, wanted, sources).render()
+
+
+def _facts_rows(program: Program, facts_dir) -> dict[str, list[tuple]]:
+    """The rows of the `<rel>.facts` files in `facts_dir`, for the program's inputs that have one."""
+    from torchtalk.datalog.io import load_facts_dir
+
+    con = load_facts_dir(program, facts_dir)
+    try:
+        have = {r for (r,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+        return {rel: con.execute(f'SELECT * FROM "{rel}"').fetchall() for rel in program.inputs if rel in have}
+    finally:
+        con.close()
 
 
 def _connection(program: Program, facts_dir, db):

@@ -252,7 +252,7 @@ class FactDB:
 # never waits for a warm query.
 WARM_AFTER_S = 2.0  # warm after the first call, or after this long without one
 WARM_GRACE_S = 0.1  # after the first call's answer leaves the lock, for it to be sent
-_WARM = ("trace({op})", "impact({fn}, depth=3)", "callers({fn})", "callees({fn})",
+_WARM = ("trace({op})", "impact({fn})", "callers({fn})", "callees({fn})",
          "search({fn})", "kernels({op})", "tests({op})")
 
 

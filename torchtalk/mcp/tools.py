@@ -136,12 +136,14 @@ async def search(
 async def impact(
     ctx: Context,
     name: Annotated[str, Field(description="a C++ function, op or kernel: 'at::native::cpublas::gemm', 'gemm'")],
-    depth: Annotated[int, Field(ge=1, le=10, description="how many caller levels to follow")] = 3,
+    depth: Annotated[int | None, Field(ge=1, le=10, description="how many caller levels to follow "
+                                       "(default: impact's own, as on the command line)")] = None,
 ) -> Result:
     """What breaks if I change X: the transitive callers of a function up to `depth`
     levels, the ops and Python APIs that reach it. Use before changing a C++
     function or kernel to see who depends on it."""
-    return await run_tool(ctx, "impact", lambda con: _dsl(ctx, con, f"impact({_name(name)}, depth={depth})"))
+    dsl = f"impact({_name(name)})" if depth is None else f"impact({_name(name)}, depth={depth})"
+    return await run_tool(ctx, "impact", lambda con: _dsl(ctx, con, dsl))
 
 
 async def calls(
