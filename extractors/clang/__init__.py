@@ -106,12 +106,13 @@ def tu_files(root: Path, dirs: Iterable[str] | None = None) -> list[Path]:
 
 
 def inputs(root: Path) -> Iterable[Path]:
-    """The TUs, the headers they may include, the generators' inputs and the
-    fetched SDKs' pins (fetching an SDK re-runs the layer)."""
+    """The TUs, the headers they may include, the generators' inputs (torchgen,
+    torch/csrc's tools/autograd) and the fetched SDKs' pins (fetching an SDK
+    re-runs the layer)."""
     from extractors.clang.sdk import SDKS, sdk_root
 
     dirs = _scope_dirs()
-    header_dirs = sorted(set(dirs) | {"aten/src/ATen", "c10", "torchgen"})
+    header_dirs = sorted(set(dirs) | {"aten/src/ATen", "c10", "torchgen", "tools/autograd", "tools/setup_helpers"})
     yield from tu_files(root, dirs)
     yield from _walk(root, header_dirs, HEADER_SUFFIXES + (".py",))
     for place in ("compile_commands.json", "build/compile_commands.json"):
