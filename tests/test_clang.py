@@ -349,6 +349,37 @@ def test_cuda_launches_resolved_by_the_compiler(tmp_path: Path) -> None:
     assert sink.other["precise_file"] == [("k.cu",)]
 
 
+def test_operator_call_line_is_the_operators(tmp_path: Path) -> None:
+    """An operator call's line is its operator's (`a\n + b`: the `+`), as a
+    named call's is its name's; the cursor itself starts at `a`."""
+    from clang import cindex as ci
+
+    from extractors.clang.visit import Namer, Walker
+
+    src = tmp_path / "op.cpp"
+    src.write_text(textwrap.dedent("""\
+        struct T { T operator+(const T&) const; T operator-() const; T operator[](long) const; };
+        T operator*(const T&, const T&);
+        T f(T a, T b) {
+          T c = a
+              + b;
+          T d = a
+              * b;
+          T e = -
+              a;
+          T g = a
+              [3];
+          return c;
+        }
+        """))
+    tu = ci.Index.create().parse(str(src), args=["-x", "c++", "-std=c++17"])
+    walker = Walker(tu, "op.cpp", lambda path: "tree", Namer())
+    got = [(c.referenced.spelling, c.location.line, walker._line(c, operator=True))
+           for c in tu.cursor.walk_preorder()
+           if c.kind == ci.CursorKind.CALL_EXPR and c.referenced and c.referenced.spelling.startswith("operator")]
+    assert got == [("operator+", 4, 5), ("operator*", 6, 7), ("operator-", 8, 8), ("operator[]", 10, 11)]
+
+
 def test_timeout_is_counted_not_fatal(snippet: Path, tmp_path: Path) -> None:
     sink, stats = _run(snippet, tmp_path / "cache", ["b.cpp"], timeout=0.0)
     assert (stats.tus, stats.ok, stats.timeout) == (1, 0, 1)

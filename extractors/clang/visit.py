@@ -297,7 +297,16 @@ class Walker:
         lines above, `f` of `ns::f(`, the operator of `a\n + b`; its own
         line inside a macro argument."""
         loc = call.location
-        head = None if operator else next(iter(call.get_children()), None)
+        if operator:  # children in source order: `a`, `+` (a reference to operator+), `b`
+            for child in call.get_children():
+                while child is not None and child.kind == K.UNEXPOSED_EXPR:
+                    child = next(iter(child.get_children()), None)
+                if child is not None and child.kind == K.DECL_REF_EXPR and child.spelling.startswith("operator"):
+                    loc = child.location
+                    break
+            head = None
+        else:
+            head = next(iter(call.get_children()), None)
         while head is not None and head.kind == K.UNEXPOSED_EXPR:
             head = next(iter(head.get_children()), None)
         if head is not None and head.kind in NAME_KINDS:
