@@ -134,3 +134,14 @@ def test_the_compilers_edges_supersede_the_fast_tiers_in_a_parsed_file():
         assert ("CPU", "f_cpu_impl") not in _down(c, "f_cuda", "CUDA")
     finally:
         c.close()
+
+
+def test_impact_labels_what_only_a_guess_reaches(con):
+    """helper is called by f_cuda through a name guess ("unique"): its callers
+    and the op above are labelled "guess"; k1's are resolved."""
+    rows = query("impact(helper)", con, user_rules=False, limit=None).rows
+    got = {(r[1], r[2].rpartition("::")[2], r[7]) for r in rows}
+    assert {("function", "f_cuda", "guess"), ("op", "f", "guess")} <= got
+    assert not {r for r in got if r[2] == "resolved"}
+    sure = {(r[1], r[2].rpartition("::")[2], r[7]) for r in query("impact(k1)", con, user_rules=False, limit=None).rows}
+    assert {("function", "f_cuda_impl", "resolved"), ("op", "f", "resolved")} <= sure
