@@ -136,3 +136,17 @@ def test_namespace_aliases(real: cpp.Run, tree: Path):
     assert line(tree, f, 192).strip() == "return F::prelu(input, weight);"
     assert rows(real, "calls", c2=f, c3=192) == {
         ("torch::nn::PReLUImpl::forward", "torch::nn::functional::prelu", f, 192, "qualified")}
+
+
+def test_internal_linkage_functions_belong_to_their_file(real: cpp.Run, tree: Path):
+    """Note [Internal linkage]: Copy.cpp:83 `empty({BLOCK_SZ, BLOCK_SZ}, self.options())`
+    was taken as MetalAten.mm's static at::native::metal::empty; RNN.cu:273's
+    DEVICE_LINEAR_GET -> `IndexToOffset<...>::get` as IndexKernel.cpp's anonymous
+    IndexToOffset, not the one RNN.cu's `using at::cuda::detail::IndexToOffset;` names."""
+    copy = "aten/src/ATen/native/Copy.cpp"
+    assert "empty({BLOCK_SZ, BLOCK_SZ}, self.options())" in line(tree, copy, 83)
+    assert not [r for r in real.rows["calls"] if r[1] == "at::native::metal::empty" and r[2] != (
+        "aten/src/ATen/native/metal/MetalAten.mm")]
+    rnn = f"{CUDA}/RNN.cu"
+    got = {r[1] for r in rows(real, "calls", c2=rnn) if r[1].endswith("IndexToOffset::get")}
+    assert got == {"at::cuda::detail::IndexToOffset::get"}

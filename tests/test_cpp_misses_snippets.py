@@ -70,3 +70,24 @@ void param(void (*kernel)(int)) { kernel<<<1, 1>>>(0); }
     assert rows["stub_call"] == [(top, "at::native::cumsum_stub", "a.cu", 13)]
     assert sorted(r[:2] for r in rows["launches"]) == [
         ("at::native::Small::sort", "at::native::k"), (top, "at::native::k"), (top, "at::native::k2")]
+
+
+def test_internal_linkage_functions_belong_to_their_file():
+    """Note [Internal linkage]: another source file's anonymous-namespace or
+    `static` function is never a callee; a header's is everyone's."""
+    facts = [scan_file(rel, src.encode()) for rel, src in sorted({
+        "a/one.cpp": "namespace at { namespace { void helper() {} }\nvoid one() { helper(); } }\n",
+        "a/two.cpp": "namespace at { static void helper() {}\nvoid two() { helper(); } }\n",
+        "a/three.cpp": "namespace at { void three() { helper(); shared(); } }\n",
+        "a/h.h": "namespace at { namespace { void shared() {} } }\n",
+        "a/four.cpp": "namespace { struct Box { int get() { return 1; } }; }\n"
+                      "namespace at { void four(Box b) { b.get(); } }\n",
+        "a/five.cpp": "namespace at { void five(Box b) { b.get(); } }\n",
+    }.items())]
+    rows, _stats, _ = resolve(facts)
+    assert sorted(r[:4] for r in rows["calls"]) == [
+        ("at::four", "(anonymous)::Box::get", "a/four.cpp", 2),
+        ("at::one", "at::(anonymous)::helper", "a/one.cpp", 2),
+        ("at::three", "at::(anonymous)::shared", "a/three.cpp", 1),
+        ("at::two", "at::helper", "a/two.cpp", 2),
+    ]

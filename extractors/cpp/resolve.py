@@ -52,6 +52,7 @@ from extractors.cpp.scan import (
     OBJ,
     OPER,
     RECV,
+    STATIC,
     TYPED,
     FileFacts,
 )
@@ -66,7 +67,7 @@ LAUNCH_HELPERS = frozenset({
     "opmath_jitted_gpu_kernel_with_scalars", "launch_kernel", "launch_legacy_kernel",
     "launch_vectorized_kernel", "launch_unrolled_kernel",
 })
-RESOLVE_VERSION = "resolve-13"  # bump when resolution changes (keys the resolved-rows cache)
+RESOLVE_VERSION = "resolve-16"  # bump when resolution changes (keys the resolved-rows cache)
 _HELPER_DEPTH = 8
 # Method names of the standard library's containers, strings, smart pointers,
 # optionals, atomics and streams (Note [Call resolution], step 5).
@@ -85,7 +86,8 @@ _POINTERS = frozenset({"shared_ptr", "unique_ptr", "intrusive_ptr", "weak_intrus
 TENSOR_CLASSES = frozenset({"at::Tensor", "at::TensorBase"})
 _TENSOR_ONLY = frozenset({"at::Tensor"})
 _TENSOR = (("at", "Tensor"), (), "_")
-_NO_TYPE = ("", (), "")  # an alias that names no one type: found, and unknown
+_NO_TYPE = ("", (), "")
+_MISS = object()  # an alias that names no one type: found, and unknown
 _BUILTINS = frozenset("""
 void bool char short int long unsigned signed float double size_t ssize_t ptrdiff_t
 intptr_t uintptr_t half auto
@@ -134,6 +136,11 @@ class Index:
         defs: list[tuple[str, str, int]] = []
         self.returns: dict[str, set[tuple]] = defaultdict(set)
         global_rows: list[tuple] = []
+        # Note [Internal linkage]: fns and class keys of a source file's anonymous
+        # namespace or `static`, by the files defining them
+        self.internal: dict[str, set[str]] = defaultdict(set)
+        self.internal_cls: dict[str, set[str]] = defaultdict(set)
+        public: set[str] = set()
         self.tparam_uses: dict[str, dict[int, set[str]]] = defaultdict(lambda: defaultdict(set))
         for f in facts:
             for (qual, _n, _l, _fl), ret in zip(f.defs, f.returns, strict=True):
@@ -141,12 +148,20 @@ class Index:
             for cls, (bases, fields) in f.classes:
                 key = _lookup_key(cls)
                 classes.add(key)
+                if ANON in cls and not f.file.endswith(HEADERS):
+                    self.internal_cls[key].add(f.file)
+                else:
+                    public.add(key)
                 self.class_by_name[key.rpartition("::")[2]].add(key)
                 self.bases[key].update(bases)
                 for name, parts, inner in fields:
                     self.fields[key].setdefault(name, (parts, inner))
             for qual, name, _line, flags in f.defs:
                 defs.append((qual, name, flags))
+                if (flags & STATIC or ANON in qual) and not f.file.endswith(HEADERS):
+                    self.internal[qual].add(f.file)
+                else:  # external linkage, or a header's: seen by every file (that includes it)
+                    public.add(qual)
             for stub, _line in (*f.stub_decls, *f.stub_defines):
                 key = _lookup_key(stub)
                 self.stubs[key].add(stub)
@@ -164,6 +179,12 @@ class Index:
                 self.kernels[key].add(qual)
                 self.kernels_by_name[name].add(qual)
         self.classes = classes
+        for qual in public & self.internal.keys():
+            del self.internal[qual]
+        for key in public & self.internal_cls.keys():
+            del self.internal_cls[key]
+        self.internal = dict(self.internal)
+        self.internal_cls = dict(self.internal_cls)
         self.namespaces = {k.rpartition("::")[0] for k in (*self.by_key, *classes)}
         for k in list(self.namespaces):
             while "::" in k:
@@ -263,28 +284,61 @@ class Resolver:
         self.ix = index
         self.aten: AtenNames = EMPTY
         self.local: Aliases | None = None
-        self._shared = self._memos = self._fresh_memos()
+        self.file = ""
+        self._shared = self._memos = {}  # (table, key) -> result, for every file
+        self._per_file: dict = {}  # results that depend on the file (Note [Internal linkage])
+        self._file_bound = False  # the computation under way read something only some files see
+        self._computing: set = set()
 
-    @staticmethod
-    def _fresh_memos() -> tuple[dict, ...]:
-        return {}, {}, {}, {}, {}
+    def _memo(self, key: tuple, compute):
+        """compute(), memoized by `key`: for every file, or for this file only
+        when the computation met a definition of internal linkage."""
+        hit = self._memos.get(key, _MISS)
+        if hit is not _MISS:
+            return hit
+        hit = self._per_file.get(key, _MISS)
+        if hit is not _MISS:
+            self._file_bound = True
+            return hit
+        if key in self._computing:  # a cycle (of aliases): no answer
+            return None
+        outer, self._file_bound = self._file_bound, False
+        self._computing.add(key)
+        try:
+            hit = compute()
+        finally:
+            self._computing.discard(key)
+        (self._per_file if self._file_bound else self._memos)[key] = hit
+        self._file_bound = outer or self._file_bound
+        return hit
 
-    @property
-    def _memos(self) -> tuple[dict, ...]:
-        return self.memo, self.class_memo, self.tensor_memo, self.kind_memo, self.method_memo
+    def _seen(self, quals: set[str] | None) -> set[str] | None:
+        """The definitions among `quals` the current file sees (Note [Internal linkage])."""
+        if not quals:
+            return quals
+        internal = self.ix.internal
+        if internal.keys().isdisjoint(quals):
+            return quals
+        self._file_bound = True
+        return {q for q in quals if q not in internal or self.file in internal[q]}
 
-    @_memos.setter
-    def _memos(self, memos: tuple[dict, ...]) -> None:
-        self.memo, self.class_memo, self.tensor_memo, self.kind_memo, self.method_memo = memos
+    def _class_seen(self, k: str) -> bool:
+        files = self.ix.internal_cls.get(k)
+        if files is None:
+            return True
+        self._file_bound = True
+        return self.file in files
 
     def use_file(self, f: FileFacts | None) -> None:
         """Resolve from file `f` on (None: from no file): its own aliases (a
         source file's, and those in bodies, Note [Aliases]) join the headers';
         memos are kept per such file (the shared ones hold for every file without)."""
+        self.file = f.file if f is not None else ""
+        self._per_file = {}
         rows = [a for a in f.aliases if a[5] or not f.file.endswith(HEADERS)] if f is not None else ()
         if rows:
             self.local = Aliases(rows, self.ix, self.ix.aliases)
-            self._memos = self._fresh_memos()
+            self._memos = {}
         elif self.local is not None:
             self.local = None
             self._memos = self._shared
@@ -317,10 +371,10 @@ class Resolver:
         followed; None when no class or alias of the tree has that name.
         `strict`: a bare name must be found from the scope (not as the one
         class of that name anywhere: a local alias may shadow it)."""
-        key = (parts, scope_of.rpartition("::")[0], strict)
-        if key in self.class_memo:
-            return self.class_memo[key]
-        self.class_memo[key] = None  # a cycle of aliases is no type
+        return self._memo(("type", parts, scope_of.rpartition("::")[0], strict),
+                          lambda: self._type_of_name(parts, scope_of, strict))
+
+    def _type_of_name(self, parts: tuple[str, ...], scope_of: str, strict: bool) -> tuple | None:
         parts = self.unalias_ns(parts, scope_of)
         written = "::".join(parts)
         scopes = _scopes(scope_of, self.ix.key)
@@ -333,19 +387,19 @@ class Resolver:
             found = self._directed(scopes, parts, self._type_at)
         if found is None and not (strict and len(parts) == 1):
             tail = "::" + written
-            cands = {c for c in self.ix.class_by_name.get(parts[-1], ()) if c.endswith(tail) or c == written}
+            cands = {c for c in self.ix.class_by_name.get(parts[-1], ())
+                     if (c.endswith(tail) or c == written) and self._class_seen(c)}
             if len(cands) == 1:
                 found = (next(iter(cands)), (), "")
             elif not cands:
                 aliases = {k for a in self._aliases() for k in a.alias_by_name.get(parts[-1], ())
                            if k.endswith(tail) or k == written}
                 found = self._follow(next(iter(aliases))) if len(aliases) == 1 else None
-        self.class_memo[key] = found
         return found
 
     def _type_at(self, k: str) -> tuple | None:
         """The type lookup key `k` names: a class, or what an alias `k` names."""
-        if k in self.ix.classes:
+        if k in self.ix.classes and self._class_seen(k):
             return (k, (), "")
         if any(k in a.type_alias for a in self._aliases()):
             return self._follow(k) or _NO_TYPE
@@ -430,11 +484,7 @@ class Resolver:
 
     def is_tensor(self, cls: str, which: frozenset[str] = TENSOR_CLASSES) -> bool:
         """`cls` is one of `which` or derives from one."""
-        key = (cls, which)
-        hit = self.tensor_memo.get(key)
-        if hit is None:
-            hit = self.tensor_memo[key] = bool(self._in_class_graph(cls, lambda c: c in which))
-        return hit
+        return self._memo(("tensor", cls, which), lambda: bool(self._in_class_graph(cls, lambda c: c in which)))
 
     def _typed(self, parts: tuple[str, ...], scope_of: str) -> tuple[str, int, str]:
         return self.method_of(self.cls(parts[:-1], scope_of), parts[-1])
@@ -442,12 +492,11 @@ class Resolver:
     def method_of(self, cls: str | None, name: str) -> tuple[str, int, str]:
         """Method `name` of class `cls` or of its bases: the nearest level of
         the base-class graph that has one; several there is ambiguous."""
-        key = (cls, name)
-        hit = self.method_memo.get(key)
-        if hit is None:
+        def compute() -> tuple[str, int, str]:
             hits = self._in_class_graph(cls, lambda c: self.ix.by_key.get(f"{c}::{name}"))
-            hit = self.method_memo[key] = _pick(set().union(*hits), "type") if hits else ("", 0, "type")
-        return hit
+            return _pick(set().union(*hits), "type") if hits else ("", 0, "type")
+
+        return self._memo(("method", cls, name), compute)
 
     def _in_class_graph(self, cls: str | None, probe) -> list:
         """probe(c) results, non-empty, for the classes of the first level
@@ -472,11 +521,8 @@ class Resolver:
     def function(self, parts: tuple[str, ...], member: int, scope_of: str) -> tuple[str, int, str]:
         """(callee, candidate count, via) for a call written `parts` inside
         `scope_of` (a fn, or a scope + "::_"); callee "" when unresolved."""
-        key = (parts, member, scope_of.rpartition("::")[0])
-        hit = self.memo.get(key)
-        if hit is None:
-            hit = self.memo[key] = self._function(parts, member, scope_of)
-        return hit
+        return self._memo(("fn", parts, member, scope_of.rpartition("::")[0]),
+                          lambda: self._function(parts, member, scope_of))
 
     def _function(self, parts: tuple[str, ...], member: int, scope_of: str) -> tuple[str, int, str]:
         ix = self.ix
@@ -488,31 +534,39 @@ class Resolver:
         if member == RECV:
             raise ValueError("RECV calls go through Resolver.receiver_call")
         if member == MEMBER:
-            cands = ix.methods_by_name.get(name, set())
+            cands = self._seen(ix.methods_by_name.get(name, set()))
             if len(cands) == 1 and name in STD_METHODS:
                 return "", 0, "std"
             return _pick(cands, "member")
         scopes = _scopes(scope_of, self.ix.key)
         written = "::".join(parts)
-        hit = (self.local is not None and _by_scope(self.local.fn, scopes, written)) or _by_scope(ix.by_key, scopes, written)
+        seen = lambda k: self._seen(ix.by_key.get(k))  # noqa: E731
+        hit = (self.local is not None and _by_scope(self.local.fn, scopes, written)) or self._by_scope(scopes, written)
         if not hit:
-            hit = self._directed(scopes, parts, ix.by_key.get)
+            hit = self._directed(scopes, parts, seen)
         if hit:
             return _pick(hit, "qualified" if len(parts) > 1 else "scope")
         if len(parts) > 1:
             cands = ix.free_by_name.get(name, set()) | ix.methods_by_name.get(name, set())
-            return _pick(_suffix(cands, written, ix.key), "qualified")
-        return _pick(ix.free_by_name.get(name, set()), "unique")
+            return _pick(self._seen(_suffix(cands, written, ix.key)), "qualified")
+        return _pick(self._seen(ix.free_by_name.get(name, set())), "unique")
+
+    def _by_scope(self, scopes: list[str], name: str) -> set[str] | None:
+        """_by_scope on the tree's definitions the current file sees: another
+        source file's internal `f` is no declaration of the scope."""
+        for s in scopes:
+            hit = self._seen(self.ix.by_key.get(f"{s}::{name}" if s else name))
+            if hit:
+                return hit
+        return None
 
     def receiver_call(self, name: str, recv: tuple, caller: str) -> tuple[str, int, str]:
         """`e.name()` with receiver encoding `recv` = (arrow, enc), from `caller`."""
-        key = (name, recv, caller.rpartition("::")[0])
-        hit = self.memo.get(key)
-        if hit is None:
+        def compute() -> tuple[str, int, str]:
             cls = self._class_of(recv, caller, 0)
-            hit = self.method_of(cls, name) if cls else self.function((name,), MEMBER, caller)
-            self.memo[key] = hit
-        return hit
+            return self.method_of(cls, name) if cls else self.function((name,), MEMBER, caller)
+
+        return self._memo(("recv", name, recv, caller.rpartition("::")[0]), compute)
 
     def _class_of(self, recv: tuple, caller: str, depth: int) -> str | None:
         """The tree class of receiver (arrow, enc), or None when unknown."""
@@ -599,12 +653,11 @@ class Resolver:
         """kind() of the type of receiver encoding `enc` ("tensor", "other", None)."""
         if enc is None:
             return None
-        key = (enc, caller.rpartition("::")[0])
-        if key in self.kind_memo:
-            return self.kind_memo[key]
-        typed = self.recv_type((False, enc), caller)
-        hit = self.kind_memo[key] = self.kind(typed[0], typed[2])[0] if typed else None
-        return hit
+        def compute() -> str | None:
+            typed = self.recv_type((False, enc), caller)
+            return self.kind(typed[0], typed[2])[0] if typed else None
+
+        return self._memo(("kind", enc, caller.rpartition("::")[0]), compute)
 
     def _field_type(self, cls: str | None, name: str) -> tuple | None:
         """(type parts, template arg parts, scope) of field `name` of `cls` or
@@ -619,9 +672,13 @@ class Resolver:
               parts: tuple[str, ...], scope_of: str) -> str:
         """A kernel or stub written `parts` inside `scope_of`, or ""."""
         written = "::".join(parts)
-        hit = _by_scope(table, _scopes(scope_of, self.ix.key), written)
+        hit = None
+        for s in _scopes(scope_of, self.ix.key):
+            hit = self._seen(table.get(f"{s}::{written}" if s else written))
+            if hit:
+                break
         if not hit:
-            hit = _suffix(by_name.get(parts[-1], set()), written, self.ix.key)
+            hit = self._seen(_suffix(by_name.get(parts[-1], set()), written, self.ix.key))
         return next(iter(hit)) if hit and len(hit) == 1 else ""
 
 
@@ -774,12 +831,15 @@ def _calls_rows(f: FileFacts, rv: Resolver, rows, stats, helper_sites) -> None:
                 rows["stub_call"].append((caller, stub, f.file, line))
                 continue
         if flags & LAUNCH:
-            kernel = rv.named(ix.kernels, ix.kernels_by_name, parts, caller) or "::".join(parts)
+            kernel = rv.named(ix.kernels, ix.kernels_by_name, parts, caller)
+            kernel = kernel if kernel and _visible(ix, kernel, f.file) else "::".join(parts)
             rows["launches"].append((caller, kernel, f.file, line, "<<<>>>"))
         if member == RECV:
             callee, n, via = rv.receiver_call(name, recv, caller)
         else:
             callee, n, via = rv.function(parts, member, caller)
+        if callee and not _visible(ix, callee, f.file):
+            callee, n = "", 0  # another source file's static / anonymous-namespace function
         op, op_via = _aten_op(rv, parts, member, callee, n, via, recv, caller)
         if op:
             if op_via == "typed+tree":  # the op, and the tree's own overload of it (Tensor::to(TypeMeta))
@@ -833,6 +893,14 @@ def _aten_op(rv: Resolver, parts: tuple[str, ...], member: int, callee: str, n: 
     return op, "qualified"
 
 
+def _visible(ix: Index, fn: str, file: str) -> bool:
+    """Note [Internal linkage]: a `static` or anonymous-namespace function of
+    a source file is seen by that file only (a header's by its includers: all);
+    lookups never find another file's, so this is only a last check."""
+    files = ix.internal.get(fn)
+    return not files or file in files
+
+
 def _functor_calls(rv: Resolver, callee: tuple[str, ...], obj: tuple, caller: str) -> set[str]:
     """Note [Functor arguments]: `f(C{...}, ...)` / `f(C(...), ...)` with C a
     class of the tree passes an object f calls on the caller's behalf: the
@@ -851,7 +919,7 @@ def _functor_calls(rv: Resolver, callee: tuple[str, ...], obj: tuple, caller: st
     target, _n, _via = rv.function(callee, FREE, caller)
     uses = rv.ix.tparam_uses[target].get(index, ()) if target and target in rv.ix.tparam_uses else ()
     found = {rv.method_of(cls, m)[0] for m in uses or ("operator()",)}
-    return found - {""}
+    return {fn for fn in found if fn and _visible(rv.ix, fn, rv.file)}
 
 
 def _operator_ops(rv: Resolver, sym: str, encs: tuple, caller: str) -> tuple[str, ...]:

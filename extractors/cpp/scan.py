@@ -28,6 +28,7 @@ from extractors.cpp.names import ANON, is_macro_name, member_name, name_parts, s
 from extractors.cpp.preprocess import Cleaned, clean, mask
 
 KERNEL = 2  # FileFacts.defs flag: a CUDA __global__ function
+STATIC = 4  # FileFacts.defs flag: a `static` function at namespace scope (internal linkage)
 
 # FileFacts.calls member codes: f(), x.f() on an unknown type, this->f(),
 # x.f() where x is a parameter or local declared with class type T (parts T..., f),
@@ -94,7 +95,7 @@ _DECLARATOR_WRAPPERS = frozenset(
 class FileFacts:
     """Everything one file says, names unresolved (see Note [Per-file facts]).
 
-    defs:     (fn, name, line, flags)              flags: KERNEL
+    defs:     (fn, name, line, flags)              flags: KERNEL, STATIC
     classes:  (qualified name, (base classes as written, fields (name, type, template arg)))
               of classes/structs with a body
     returns:  per def, its declared return type (parts, pointee parts) or ()
@@ -307,10 +308,13 @@ class _Scanner:
                 return None
             qual = "::".join(_qualify(scope, parts))
             short = parts[-1]
+            if len(parts) == 1 and any(c.type == "storage_class_specifier" and c.text == b"static" for c in defn.children):
+                if len(self.scope(defn, classes=False)[0]) == len(scope):  # not a class's static method
+                    return self._push_def(qual, short, line, body, info, STATIC)
         return self._push_def(qual, short, line, body, info)
 
-    def _push_def(self, qual: str, short: str, line: int, body: ts.Node, info: tuple) -> int:
-        self.defs.append((qual, short, line, 0))
+    def _push_def(self, qual: str, short: str, line: int, body: ts.Node, info: tuple, flags: int = 0) -> int:
+        self.defs.append((qual, short, line, flags))
         tnode = body.parent.child_by_field_name("type") if body.parent is not None else None
         ret = _var_type(tnode) if tnode is not None and tnode.type in _TYPE_NODES else None
         self.returns.append(ret or ())
