@@ -7,6 +7,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import re
 
 ANON = "(anonymous)"
@@ -38,11 +39,13 @@ def strip_templates(text: str) -> str:
     return "".join(out) + sep + op
 
 
+@functools.lru_cache(maxsize=1 << 14)
 def member_name(text: str) -> str:
     """The name of a member access's field: `template f<T>` -> `f`."""
     return strip_templates(_TEMPLATE_KW.sub("", text)).strip()
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def name_parts(text: str) -> tuple[str, ...]:
     """The `::`-separated parts of a (possibly templated, global-qualified)
     name, or () when `text` is not a plain name (a lambda call, a cast...)."""

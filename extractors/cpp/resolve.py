@@ -67,7 +67,7 @@ LAUNCH_HELPERS = frozenset({
     "opmath_jitted_gpu_kernel_with_scalars", "launch_kernel", "launch_legacy_kernel",
     "launch_vectorized_kernel", "launch_unrolled_kernel",
 })
-RESOLVE_VERSION = "resolve-16"  # bump when resolution changes (keys the resolved-rows cache)
+RESOLVE_VERSION = "resolve-17"  # bump when resolution changes (keys the resolved-rows cache)
 _HELPER_DEPTH = 8
 # Method names of the standard library's containers, strings, smart pointers,
 # optionals, atomics and streams (Note [Call resolution], step 5).
@@ -290,9 +290,9 @@ class Resolver:
         self._file_bound = False  # the computation under way read something only some files see
         self._computing: set = set()
 
-    def _memo(self, key: tuple, compute):
-        """compute(), memoized by `key`: for every file, or for this file only
-        when the computation met a definition of internal linkage."""
+    def _memo(self, key: tuple, compute, *args):
+        """compute(*args), memoized by `key`: for every file, or for this file
+        only when the computation met a definition of internal linkage."""
         hit = self._memos.get(key, _MISS)
         if hit is not _MISS:
             return hit
@@ -305,7 +305,7 @@ class Resolver:
         outer, self._file_bound = self._file_bound, False
         self._computing.add(key)
         try:
-            hit = compute()
+            hit = compute(*args)
         finally:
             self._computing.discard(key)
         (self._per_file if self._file_bound else self._memos)[key] = hit
@@ -371,8 +371,9 @@ class Resolver:
         followed; None when no class or alias of the tree has that name.
         `strict`: a bare name must be found from the scope (not as the one
         class of that name anywhere: a local alias may shadow it)."""
-        return self._memo(("type", parts, scope_of.rpartition("::")[0], strict),
-                          lambda: self._type_of_name(parts, scope_of, strict))
+        key = ("type", parts, scope_of.rpartition("::")[0], strict)
+        hit = self._memos.get(key, _MISS)
+        return hit if hit is not _MISS else self._memo(key, self._type_of_name, parts, scope_of, strict)
 
     def _type_of_name(self, parts: tuple[str, ...], scope_of: str, strict: bool) -> tuple | None:
         parts = self.unalias_ns(parts, scope_of)
@@ -521,8 +522,9 @@ class Resolver:
     def function(self, parts: tuple[str, ...], member: int, scope_of: str) -> tuple[str, int, str]:
         """(callee, candidate count, via) for a call written `parts` inside
         `scope_of` (a fn, or a scope + "::_"); callee "" when unresolved."""
-        return self._memo(("fn", parts, member, scope_of.rpartition("::")[0]),
-                          lambda: self._function(parts, member, scope_of))
+        key = ("fn", parts, member, scope_of.rpartition("::")[0])
+        hit = self._memos.get(key, _MISS)
+        return hit if hit is not _MISS else self._memo(key, self._function, parts, member, scope_of)
 
     def _function(self, parts: tuple[str, ...], member: int, scope_of: str) -> tuple[str, int, str]:
         ix = self.ix

@@ -66,7 +66,8 @@ _QUERY = ts.Query(
     " (namespace_alias_definition) @alias"
     " (binary_expression) @op (unary_expression) @op (subscript_expression) @op (assignment_expression) @op"
     " (argument_list (identifier) @arg) (argument_list (qualified_identifier) @arg)"
-    " (argument_list (compound_literal_expression) @obj) (argument_list (call_expression) @obj)",
+    " (argument_list (compound_literal_expression) @obj)"
+    " (class_specifier body: (_)) @cls (struct_specifier body: (_)) @cls (union_specifier body: (_)) @cls",
 )
 # Smart pointers whose `->` reaches their first template argument.
 _POINTERS = frozenset({"shared_ptr", "unique_ptr", "intrusive_ptr", "weak_intrusive_ptr", "MaybeOwned", "optional"})
@@ -222,6 +223,9 @@ class _Scanner:
         self.local_types: dict[int, dict[str, tuple]] = {}  # def idx -> `using Vec = ...` in its body
         self.tparams: dict[int, dict[str, int]] = {}  # def idx -> its parameters of a template parameter's type
         self.tparam_uses: dict[tuple[int, int], set[str]] = {}
+        self.names: set[str] = set()  # the names of the receivers built (FileFacts.mentions)
+        self.obj_callees: dict[int, tuple[str, ...]] = {}
+        self.pointers: dict[int, set[str]] = {}  # def idx -> its locals declared `T* p` / `T a[n]`
         self.aliases: list[tuple] = []
         self.calls: list[tuple[int, tuple[str, ...], int, int, int, tuple | None]] = []
         self.blocks: list[tuple[int, int, int, tuple]] = []  # (start, end, def idx, block info)
@@ -229,15 +233,17 @@ class _Scanner:
 
     def run(self) -> FileFacts:
         caps = _captures(self.trees)
-        self._collect_defs(caps.get("def", []))
+        self._collect_defs(caps.get("def", []), caps.get("cls", []))
         self.blocks.sort()
+        self.block_starts = [b[0] for b in self.blocks]
         self._collect_aliases(sorted(caps.get("alias", []), key=_order))
         self._collect_vars(sorted(caps.get("var", []), key=_order))
-        ops = sorted(caps.get("op", []), key=_order)
+        ops = caps.get("op", [])
         self._collect_fn_assignments(ops)
         self._collect_calls(sorted(caps.get("call", []), key=_order))
         self._collect_operators(ops)
-        self._collect_args(sorted(caps.get("arg", []), key=_order), sorted(caps.get("obj", []), key=_order))
+        self._collect_args(caps.get("arg", []))
+        self._collect_objs(caps.get("obj", []))
         constructs.scan_stub_macros(self.src, self.rel, self.out, self.scope_text_at)
         o = self.out
         calls = tuple(self.calls)
@@ -250,18 +256,30 @@ class _Scanner:
             tuple(sorted(set(_INLINE_NS_RE.findall(self.cleaned.text.decode(errors="replace"))))),
             tuple(self.aliases),
             tuple(dict.fromkeys(m.decode(errors="replace") for m in _INCLUDE_RE.findall(self.src))),
-            _names_in((calls, o.binds, o.lib_impls, o.impl_funcs, o.stub_regs)),
+            self._mentions(calls),
             tuple(sorted((i, p, tuple(sorted(n))) for (i, p), n in self.tparam_uses.items())),
         )
 
+    def _mentions(self, calls: tuple) -> frozenset[str]:
+        """FileFacts.mentions: the names of the calls and of their receivers
+        (collected by _recv as it builds them) and of the constructs."""
+        names = self.names
+        for c in calls:
+            names.update(c[1])
+            if c[2] == OBJ:
+                names.update(c[5][1])
+        o = self.out
+        return frozenset("::".join(names).split("::")) | _names_in((o.binds, o.lib_impls, o.impl_funcs, o.stub_regs))
+
     def spans(self) -> list[tuple[str, int, int]]:
         """(fn, line of its name, last line of its body) of each function definition."""
-        self._collect_defs(_captures(self.trees).get("def", []))
+        caps = _captures(self.trees)
+        self._collect_defs(caps.get("def", []), caps.get("cls", []))
         text = self.cleaned.text
         return [(self.defs[idx][0], self.defs[idx][2], text.count(b"\n", 0, end) + 1)
                 for _start, end, idx, _info in self.blocks if idx >= 0]
 
-    def _collect_defs(self, defs: list[ts.Node]) -> None:
+    def _collect_defs(self, defs: list[ts.Node], classes: list[ts.Node]) -> None:
         kernel_defs: list[tuple[int, int, int]] = []  # (start, declarator start, def idx)
         for defn in sorted(defs, key=_order):
             scope, nested = self.scope(defn)
@@ -274,7 +292,7 @@ class _Scanner:
             if idx is not None and idx >= 0:
                 kernel_defs.append((defn.start_byte, name_node.start_byte, idx))
         self._mark_kernels(kernel_defs)
-        self._collect_classes()
+        self._collect_classes(classes)
 
     def _add_def(self, defn: ts.Node, name_node: ts.Node, scope: list[str]) -> int | None:
         text = name_node.text.decode(errors="replace")
@@ -347,8 +365,8 @@ class _Scanner:
                 q, n, line, flags = self.defs[hit]
                 self.defs[hit] = (q, n, line, flags | KERNEL)
 
-    def _collect_classes(self) -> None:
-        for node in (n for tree in self.trees for n in _iter_class_bodies(tree.root_node)):
+    def _collect_classes(self, nodes: list[ts.Node]) -> None:
+        for node in sorted(nodes, key=_order):
             name = node.child_by_field_name("name")
             if name is None:
                 continue
@@ -379,8 +397,19 @@ class _Scanner:
             if i < 0 or node.end_byte > self.blocks[i][1] or self.blocks[i][2] < 0:
                 continue
             idx = self.blocks[i][2]
-            names = [n for d in node.children_by_field_name("declarator") if (n := _declared_name(d)) is not None]
-            self.locals.setdefault(idx, set()).update(n.text.decode(errors="replace") for n in names)
+            names = []
+            local = self.locals.get(idx)
+            if local is None:
+                local = self.locals[idx] = set()
+            for d in node.children_by_field_name("declarator"):
+                n = _declared_name(d)
+                if n is None:
+                    continue
+                name = n.text.decode(errors="replace")
+                names.append(name)
+                local.add(name)
+                if _is_pointer(d):
+                    self.pointers.setdefault(idx, set()).add(name)
             tnode = node.child_by_field_name("type")
             if tnode is None:
                 continue
@@ -395,8 +424,8 @@ class _Scanner:
             local = self.local_types.get(idx, {}).get(vtype[0][0]) if len(vtype[0]) == 1 else None
             vtype = ("v", *(local or vtype))
             table = self.var_types.setdefault(idx, {})
-            for n in names:
-                table[n.text.decode(errors="replace")] = vtype
+            for name in names:
+                table[name] = vtype
 
     def _auto_vars(self, node: ts.Node, idx: int) -> None:
         """`auto x = <expr>;` (`auto& x`, `const auto* x` too): x has the
@@ -454,8 +483,13 @@ class _Scanner:
             if v is None:
                 if name in self.locals.get(idx, ()):
                     return None  # a local of no known type
+                self.names.add(name)
                 return ("m", ("this",), name)  # a field of the caller's class, if any
-            return v if v[0] == "v" else v[1] if v[0] == "e" else None
+            if v[0] == "v":
+                self.names.update(v[1])
+                self.names.update(v[2])
+                return v
+            return v[1] if v[0] == "e" else None
         if t == "conditional_expression":
             return (self._recv(node.child_by_field_name("consequence"), idx, depth + 1)
                     or self._recv(node.child_by_field_name("alternative"), idx, depth + 1))
@@ -479,7 +513,9 @@ class _Scanner:
             sub = self._recv(node.child_by_field_name("argument"), idx, depth + 1)
             if field is None or sub is None:
                 return None
-            return ("m", sub, field.text.decode(errors="replace"))
+            name = field.text.decode(errors="replace")
+            self.names.add(name)
+            return ("m", sub, name)
         if t == "subscript_expression":
             sub = self._recv(node.child_by_field_name("argument"), idx, depth + 1)
             return ("i", sub) if sub is not None else None
@@ -498,7 +534,10 @@ class _Scanner:
             if field is None or sub is None:
                 return None
             name = member_name(field.text.decode(errors="replace"))
-            return ("c", (name,), RECV, (_is_arrow(fn), sub)) if name.isidentifier() else None
+            if not name.isidentifier():
+                return None
+            self.names.add(name)
+            return ("c", (name,), RECV, (_is_arrow(fn), sub))
         if fn.type in ("identifier", "qualified_identifier", "template_function"):
             text = fn.text.decode(errors="replace")
             parts = name_parts(text)
@@ -506,13 +545,16 @@ class _Scanner:
                 return None
             if parts[-1] in _MAKERS and "<" in text:  # make_shared<T>(...) and friends
                 inner = name_parts(text[text.index("<") + 1 : text.rindex(">")].split(",")[0]) if ">" in text else ()
+                self.names.update((*inner, _MAKERS[parts[-1]]))
                 return ("v", (_MAKERS[parts[-1]],), inner) if inner else None
+            self.names.update(parts)
             return ("c", parts, FREE, None)
         return None
 
     def _collect_calls(self, calls: list[ts.Node]) -> None:
         starts = [b[0] for b in self.blocks]
         macro_ends: list[int] = []
+        objs: list[ts.Node] = []  # free calls that are arguments: objects constructed in place?
         launches = self.cleaned.launches
         for call in calls:
             start = call.start_byte
@@ -548,6 +590,9 @@ class _Scanner:
                 self._local_call(idx, parts[0], line, flags)
                 continue
             self.calls.append((idx, parts, FREE, line, flags, None))
+            if call.parent is not None and call.parent.type == "argument_list":
+                objs.append((call, parts, idx))
+        self._collect_objs(objs, idx_known=True)
 
     def _local_call(self, idx: int, name: str, line: int, flags: int) -> None:
         """Note [Calls through locals]: `kernel<<<...>>>(...)` / `fn(...)` where
@@ -584,15 +629,14 @@ class _Scanner:
                 old = table.get(name)
                 table[name] = ("f", tuple(dict.fromkeys((*(old[1] if old and old[0] == "f" else ()), *refs))))
 
-    def _collect_args(self, args: list[ts.Node], objs: list[ts.Node]) -> None:
-        """ARG and OBJ calls (see their codes) of the free calls' arguments."""
-        starts = [b[0] for b in self.blocks]
-        blocks = self.blocks
+    def _def_of(self, node: ts.Node) -> int:
+        """The def whose block holds `node`, or -1."""
+        i = bisect.bisect_right(self.block_starts, node.start_byte) - 1
+        return self.blocks[i][2] if i >= 0 and node.end_byte <= self.blocks[i][1] else -1
 
-        def def_of(node: ts.Node) -> int:
-            i = bisect.bisect_right(starts, node.start_byte) - 1
-            return blocks[i][2] if i >= 0 and node.end_byte <= blocks[i][1] else -1
-
+    def _collect_args(self, args: list[ts.Node]) -> None:
+        """ARG calls (see the code) of the calls' identifier arguments."""
+        def_of = self._def_of
         for node in args:
             text = node.text.decode(errors="replace")
             if node.type == "identifier":
@@ -608,8 +652,18 @@ class _Scanner:
                 if idx < 0:
                     continue
             self.calls.append((idx, parts, ARG, node.start_point[0] + 1, 0, None))
-        callees: dict[int, tuple[str, ...]] = {}
-        for node in objs:
+
+    def _collect_objs(self, objs: list, idx_known: bool = False) -> None:
+        """OBJ calls (see the code): arguments that may construct an object in
+        place; `objs` are nodes, or (call node, its parts, its def) when `idx_known`."""
+        def_of = self._def_of
+        callees = self.obj_callees
+        for item in objs:
+            if idx_known:
+                node, parts, idx = item
+                obj = (parts, False)
+            else:
+                node, obj, idx = item, None, -1
             call = node.parent.parent
             fn = call.child_by_field_name("function") if call is not None and call.type == "call_expression" else None
             if fn is None or fn.type not in _NAME_NODES:
@@ -619,11 +673,16 @@ class _Scanner:
                 callee = callees[fn.start_byte] = name_parts(fn.text.decode(errors="replace"))
             if not callee or is_macro_name(callee[-1]):
                 continue
-            obj = _constructed(node)
-            idx = def_of(node) if obj is not None else -1
-            if idx < 0:
-                continue
-            index = next(k for k, a in enumerate(node.parent.named_children) if a.start_byte == node.start_byte)
+            if not idx_known:
+                obj = _constructed(node)
+                idx = def_of(node) if obj is not None else -1
+                if idx < 0:
+                    continue
+            index = 0
+            sib = node.prev_named_sibling
+            while sib is not None:
+                index += 1
+                sib = sib.prev_named_sibling
             self.calls.append((idx, callee, OBJ, node.start_point[0] + 1, 0, (index, *obj)))
 
     def _collect_operators(self, nodes: list[ts.Node]) -> None:
@@ -645,29 +704,37 @@ class _Scanner:
         expression Tensors define, or None."""
         t = node.type
         op = node.child_by_field_name("operator")
+        operand = self._operand
         if t == "subscript_expression":
             obj, ind = node.child_by_field_name("argument"), node.child_by_field_name("indices")
             first = ind.named_children[0] if ind is not None and ind.named_child_count == 1 else None
-            return "[]", self._recv(obj, idx, 0), self._recv(first, idx, 0), node
+            return "[]", operand(obj, idx), operand(first, idx), node
         if op is None:
             return None
         sym = op.type
         if t == "binary_expression":
             if sym not in BINARY_OPS:
                 return None
-            return sym, self._recv(node.child_by_field_name("left"), idx, 0), \
-                self._recv(node.child_by_field_name("right"), idx, 0), op
+            return sym, operand(node.child_by_field_name("left"), idx), \
+                operand(node.child_by_field_name("right"), idx), op
         if t == "unary_expression":
             if sym not in UNARY_OPS:
                 return None
-            return "u" + sym, self._recv(node.child_by_field_name("argument"), idx, 0), None, op
+            return "u" + sym, operand(node.child_by_field_name("argument"), idx), None, op
         left = node.child_by_field_name("left")  # assignment_expression
         if sym in COMPOUND_OPS:
-            return sym, self._recv(left, idx, 0), self._recv(node.child_by_field_name("right"), idx, 0), op
+            return sym, operand(left, idx), operand(node.child_by_field_name("right"), idx), op
         if sym == "=" and left is not None and left.type == "subscript_expression":  # `t[i] = v`
-            return "=[]", self._recv(left.child_by_field_name("argument"), idx, 0), \
-                self._recv(node.child_by_field_name("right"), idx, 0), op
+            return "=[]", operand(left.child_by_field_name("argument"), idx), \
+                operand(node.child_by_field_name("right"), idx), op
         return None
+
+    def _operand(self, node: ts.Node | None, idx: int) -> tuple | None:
+        """_recv of an operator's operand; a local pointer or array is no Tensor."""
+        if node is not None and node.type == "identifier" and idx in self.pointers and (
+                node.text.decode(errors="replace") in self.pointers[idx]):
+            return None
+        return self._recv(node, idx, 0)
 
     def _member_call(self, call: ts.Node, fn: ts.Node, block, in_macro: bool) -> None:
         field = fn.child_by_field_name("field")
@@ -868,6 +935,13 @@ def _declared_name(d: ts.Node | None) -> ts.Node | None:
     return d
 
 
+def _is_pointer(d: ts.Node) -> bool:
+    """A declarator of a pointer or array (`*p`, `p[4]`, `*p = q`), not of a reference."""
+    if d.type == "init_declarator":
+        d = d.child_by_field_name("declarator")
+    return d is not None and d.type in ("pointer_declarator", "array_declarator")
+
+
 def _fn_refs(node: ts.Node | None) -> tuple[tuple[str, ...], ...] | None:
     """The functions an initializer names: `&f`, `&ns::f<T>`, `f<T>` (not a
     bare `f`, which may be any value), `c ? &f : &g`; None for anything else."""
@@ -987,15 +1061,6 @@ def _var_type(tnode: ts.Node) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
     return parts, inner
 
 
-def _iter_class_bodies(root: ts.Node):
-    nodes = [n for ns in ts.QueryCursor(_CLASS_QUERY).captures(root).values() for n in ns]
-    yield from sorted(nodes, key=_order)
-
-
-_CLASS_QUERY = ts.Query(
-    _LANG,
-    "(class_specifier body: (_)) @c (struct_specifier body: (_)) @c (union_specifier body: (_)) @c",
-)
 
 
 def scan_file(rel: str, src: bytes) -> FileFacts:
