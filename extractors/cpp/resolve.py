@@ -67,7 +67,7 @@ LAUNCH_HELPERS = frozenset({
     "opmath_jitted_gpu_kernel_with_scalars", "launch_kernel", "launch_legacy_kernel",
     "launch_vectorized_kernel", "launch_unrolled_kernel",
 })
-RESOLVE_VERSION = "resolve-17"  # bump when resolution changes (keys the resolved-rows cache)
+RESOLVE_VERSION = "resolve-18"  # bump when resolution changes (keys the resolved-rows cache)
 _HELPER_DEPTH = 8
 # Method names of the standard library's containers, strings, smart pointers,
 # optionals, atomics and streams (Note [Call resolution], step 5).
@@ -107,6 +107,7 @@ class LookupKey:
     def __init__(self, inline: Iterable[str] = ()) -> None:
         self.transparent = frozenset({ANON, *inline})
         self.memo: dict[str, str] = {}
+        self.scopes: dict[str, list[str]] = {}  # _scopes' memo
 
     def __call__(self, qual: str) -> str:
         hit = self.memo.get(qual)
@@ -185,11 +186,12 @@ class Index:
             del self.internal_cls[key]
         self.internal = dict(self.internal)
         self.internal_cls = dict(self.internal_cls)
-        self.namespaces = {k.rpartition("::")[0] for k in (*self.by_key, *classes)}
-        for k in list(self.namespaces):
-            while "::" in k:
-                k = k.rpartition("::")[0]
+        self.namespaces: set[str] = set()  # every scope that holds a definition or class
+        for k in (*self.by_key, *classes):
+            k = k.rpartition("::")[0]
+            while k and k not in self.namespaces:
                 self.namespaces.add(k)
+                k = k.rpartition("::")[0]
         self.aliases = Aliases(global_rows, self, None)
         for key, quals in self.aliases.fn.items():  # a header's using-declarations are everyone's
             self.by_key[key] |= quals
@@ -260,8 +262,11 @@ def _namespace_of(target: tuple[str, ...], scope: str, ix: Index) -> str | None:
 
 def _scopes(caller: str, key: LookupKey) -> list[str]:
     """Enclosing scopes of `caller`'s body, innermost first, ending with ""."""
-    parts = key(caller).split("::")[:-1]
-    return ["::".join(parts[:k]) for k in range(len(parts), -1, -1)]
+    hit = key.scopes.get(caller)
+    if hit is None:
+        parts = key(caller).split("::")[:-1]
+        hit = key.scopes[caller] = ["::".join(parts[:k]) for k in range(len(parts), -1, -1)]
+    return hit
 
 
 def _by_scope(table: dict[str, set[str]], scopes: list[str], name: str) -> set[str] | None:
@@ -289,6 +294,7 @@ class Resolver:
         self._per_file: dict = {}  # results that depend on the file (Note [Internal linkage])
         self._file_bound = False  # the computation under way read something only some files see
         self._computing: set = set()
+        self._set_aliases()
 
     def _memo(self, key: tuple, compute, *args):
         """compute(*args), memoized by `key`: for every file, or for this file
@@ -339,21 +345,34 @@ class Resolver:
         if rows:
             self.local = Aliases(rows, self.ix, self.ix.aliases)
             self._memos = {}
+            self._set_aliases()
         elif self.local is not None:
             self.local = None
             self._memos = self._shared
+            self._set_aliases()
 
     def _aliases(self) -> tuple[Aliases, ...]:
-        return (self.local, self.ix.aliases) if self.local is not None else (self.ix.aliases,)
+        return self._alias_sets
+
+    def _set_aliases(self) -> None:
+        sets = (self.local, self.ix.aliases) if self.local is not None else (self.ix.aliases,)
+        self._alias_sets = sets
+        self._dirs = [a.using_ns for a in sets if a.using_ns]
+        self._ns_names = frozenset().union(*(a.ns_alias_names for a in sets))
+        self._type_aliases = [a.type_alias for a in sets]
 
     def _directed(self, scopes: list[str], parts: tuple[str, ...], probe):
         """The first probe(k) hit for `parts` found through a `using namespace`
         of an enclosing scope (C++ looks there after the names declared)."""
+        dirs = self._dirs
+        if not dirs:
+            return None
         head = "::".join(parts[:-1])
         for s in scopes:
             at = f"{s}::{head}" if s and head else s or head
-            for a in self._aliases():
-                for ns in sorted(a.using_ns.get(at, ())):
+            for d in dirs:
+                got = d.get(at)
+                for ns in sorted(got) if got else ():
                     hit = probe(f"{ns}::{parts[-1]}")
                     if hit:
                         return hit
@@ -402,7 +421,7 @@ class Resolver:
         """The type lookup key `k` names: a class, or what an alias `k` names."""
         if k in self.ix.classes and self._class_seen(k):
             return (k, (), "")
-        if any(k in a.type_alias for a in self._aliases()):
+        if any(k in t for t in self._type_aliases):
             return self._follow(k) or _NO_TYPE
         return None
 
@@ -434,7 +453,7 @@ class Resolver:
 
     def unalias_ns(self, parts: tuple[str, ...], scope_of: str) -> tuple[str, ...]:
         """`F::gelu` where `namespace F = torch::nn::functional;` is visible: torch::nn::functional::gelu."""
-        if len(parts) < 2 or not any(parts[0] in a.ns_alias_names for a in self._aliases()):
+        if len(parts) < 2 or parts[0] not in self._ns_names:
             return parts
         for s in _scopes(scope_of, self.ix.key):
             for a in self._aliases():
@@ -774,15 +793,19 @@ def resolve(facts: list[FileFacts], digests: dict[str, str] | None = None,
         helper_sites.extend(fsites)
     rv.use_file(None)
     _helper_launches(helper_sites, rows, rv)
+    visible = previous.get("visible") if previous else None
     if rows.get("calls_op"):
-        seen = aten_visible(facts)
-        rows["calls_op"] = [r for r in rows["calls_op"] if r[2] in seen]
+        key = hashlib.sha1(pickle.dumps([(f.file, f.includes, [c for c, _i in f.classes if c in TENSOR_CLASSES])
+                                         for f in facts], 4)).hexdigest()
+        if not visible or visible[0] != key:
+            visible = (key, aten_visible(facts))
+        rows["calls_op"] = [r for r in rows["calls_op"] if r[2] in visible[1]]
     for rel in list(rows):  # a macro expanded twice on one line repeats its rows
         rows[rel] = sorted(set(rows[rel]))
     for rel, rs in rows.items():
         stats[rel] = len(rs)
     return dict(rows), dict(stats), {"format": FILES_FORMAT, "iface": iface, "shape": shape, "defs": defs,
-                                     "files": files}
+                                     "files": files, "visible": visible}
 
 
 def _file_rows(f: FileFacts, rv: Resolver) -> tuple[dict, dict, list]:
@@ -927,9 +950,32 @@ def _functor_calls(rv: Resolver, callee: tuple[str, ...], obj: tuple, caller: st
 def _operator_ops(rv: Resolver, sym: str, encs: tuple, caller: str) -> tuple[str, ...]:
     """The ops a C++ operator calls when an operand is a Tensor (Note [Tensor
     operators]); () when none is known to be one (never a guess)."""
-    lhs, rhs = (rv.enc_kind(e, caller) if e is not None else None for e in encs)
+    lhs = rv.enc_kind(encs[0], caller) if encs[0] is not None else None
+    if sym in _aten.BINARY_OPS:  # `Scalar op Tensor` when only the right one is
+        if lhs == "tensor":
+            ops = _aten.BINARY_OPS[sym][0]
+        elif encs[1] is not None and rv.enc_kind(encs[1], caller) == "tensor":
+            ops = _aten.BINARY_OPS[sym][1]
+        else:
+            return ()
+    elif lhs != "tensor":
+        return ()
+    elif sym[0] == "u":
+        ops = _aten.UNARY_OPS.get(sym[1:], ())
+    elif sym in _aten.COMPOUND_OPS:
+        ops = _aten.COMPOUND_OPS[sym]
+    else:  # t[i], t[i] = v
+        rhs = rv.enc_kind(encs[1], caller) if encs[1] is not None else None
+        if sym == "[]":
+            ops = _aten.INDEX_BY_TENSOR_OPS if rhs == "tensor" else _aten.INDEX_OPS
+        else:
+            ops = _aten.INDEX_OPS + _aten.ASSIGN_OPS["tensor" if rhs == "tensor" else "scalar"]
+    return tuple(op for op in ops if op in rv.aten.ops)
+    if lhs != "tensor":
+        return ()
+    rhs = rv.enc_kind(encs[1], caller) if encs[1] is not None and sym in ("[]", "=[]") else None
     if sym in _aten.BINARY_OPS:
-        ops = _aten.BINARY_OPS[sym][0] if lhs == "tensor" else _aten.BINARY_OPS[sym][1] if rhs == "tensor" else ()
+        pass
     elif sym.startswith("u"):
         ops = _aten.UNARY_OPS.get(sym[1:], ()) if lhs == "tensor" else ()
     elif sym in _aten.COMPOUND_OPS:
