@@ -226,6 +226,7 @@ class _Scanner:
         self.names: set[str] = set()  # the names of the receivers built (FileFacts.mentions)
         self.obj_callees: dict[int, tuple[str, ...]] = {}
         self.pointers: dict[int, set[str]] = {}  # def idx -> its locals declared `T* p` / `T a[n]`
+        self.free_defs: set[int] = set()  # defs that are free functions (unqualified, not in a class)
         self.aliases: list[tuple] = []
         self.calls: list[tuple[int, tuple[str, ...], int, int, int, tuple | None]] = []
         self.blocks: list[tuple[int, int, int, tuple]] = []  # (start, end, def idx, block info)
@@ -326,9 +327,11 @@ class _Scanner:
                 return None
             qual = "::".join(_qualify(scope, parts))
             short = parts[-1]
-            if len(parts) == 1 and any(c.type == "storage_class_specifier" and c.text == b"static" for c in defn.children):
-                if len(self.scope(defn, classes=False)[0]) == len(scope):  # not a class's static method
-                    return self._push_def(qual, short, line, body, info, STATIC)
+            if len(parts) == 1 and not _in_class_body(defn):  # a free function: no `this`, no fields
+                static = any(c.type == "storage_class_specifier" and c.text == b"static" for c in defn.children)
+                idx = self._push_def(qual, short, line, body, info, STATIC if static else 0)
+                self.free_defs.add(idx)
+                return idx
         return self._push_def(qual, short, line, body, info)
 
     def _push_def(self, qual: str, short: str, line: int, body: ts.Node, info: tuple, flags: int = 0) -> int:
@@ -481,8 +484,8 @@ class _Scanner:
             name = node.text.decode(errors="replace")
             v = self.var_types.get(idx, {}).get(name)
             if v is None:
-                if name in self.locals.get(idx, ()):
-                    return None  # a local of no known type
+                if idx in self.free_defs or name in self.locals.get(idx, ()):
+                    return None  # a local of no known type, or no field: a free function's
                 self.names.add(name)
                 return ("m", ("this",), name)  # a field of the caller's class, if any
             if v[0] == "v":
@@ -933,6 +936,16 @@ def _declared_name(d: ts.Node | None) -> ts.Node | None:
         d = d.child_by_field_name("declarator") or (
             d.named_children[-1] if d.type in _DECLARATOR_WRAPPERS and d.named_children else None)
     return d
+
+
+def _in_class_body(node: ts.Node) -> bool:
+    """`node` (a definition) sits in a class body, not in a namespace."""
+    p = node.parent
+    while p is not None and p.type not in ("namespace_definition", "translation_unit"):
+        if p.type == "field_declaration_list":
+            return True
+        p = p.parent
+    return False
 
 
 def _is_pointer(d: ts.Node) -> bool:
