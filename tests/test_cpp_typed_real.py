@@ -118,3 +118,12 @@ def test_type_aliases_type_receivers(real: cpp.Run):
     f = "aten/src/ATen/native/ForeachOpsKernels.cpp"
     assert at(real, "calls_op", f, 358) == {("at::native::foreach_tensor_div_list_kernel_slow", "div", "typed"),
                                             ("at::native::foreach_tensor_div_list_kernel_slow_", "div_", "typed")}
+
+
+def test_unqualified_generated_functions_in_namespace_at(real: cpp.Run, tree: Path):
+    """Histogram.cpp:213 `aminmax(input)` inside namespace at::native, where no
+    function of the tree is named aminmax: C++ finds the generated at::aminmax."""
+    f = "aten/src/ATen/native/Histogram.cpp"
+    assert "aminmax(" in (tree / f).read_text().splitlines()[212]
+    assert ("at::native::(anonymous)::histc_select_outer_bin_edges", "aminmax", "qualified") in at(
+        real, "calls_op", f, 213)

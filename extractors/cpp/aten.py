@@ -11,7 +11,8 @@ kernels. Only names of ops in the tree's native_functions.yaml count.
 
 Note [Op call resolution]: how a call is known to be an op call (`via`):
   "qualified"  spelled through the generated API: at::X, at::_ops::X::call,
-               at::cpu::X, ... (an unqualified X is a function of the tree or none);
+               at::cpu::X, ..., or an unqualified X called inside namespace at
+               where no function of the tree is named X (C++ finds at::X);
   "typed"      a method or operator (Note [Tensor operators]) whose receiver
                or operand is declared at::Tensor / at::TensorBase (or derives
                from one): a parameter or local (`const Tensor& self`), a field,

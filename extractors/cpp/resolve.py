@@ -40,7 +40,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 from extractors.cpp import aten as _aten
-from extractors.cpp.aten import EMPTY, AtenNames, op_of_call
+from extractors.cpp.aten import EMPTY, AtenNames, base_name, op_of_call
 from extractors.cpp.names import ANON
 from extractors.cpp.scan import (
     ARG,
@@ -67,7 +67,7 @@ LAUNCH_HELPERS = frozenset({
     "opmath_jitted_gpu_kernel_with_scalars", "launch_kernel", "launch_legacy_kernel",
     "launch_vectorized_kernel", "launch_unrolled_kernel",
 })
-RESOLVE_VERSION = "resolve-19"  # bump when resolution changes (keys the resolved-rows cache)
+RESOLVE_VERSION = "resolve-20"  # bump when resolution changes (keys the resolved-rows cache)
 _HELPER_DEPTH = 8
 # Method names of the standard library's containers, strings, smart pointers,
 # optionals, atomics and streams (Note [Call resolution], step 5).
@@ -914,7 +914,11 @@ def _aten_op(rv: Resolver, parts: tuple[str, ...], member: int, callee: str, n: 
             return None, ""
         unresolved = not callee and n <= 1 and via != "std"
         return (name, "guess") if unresolved or via == "member" else (None, "")
-    op = None if callee else op_of_call(parts, rv.aten)
+    if callee:
+        return None, ""
+    op = op_of_call(parts, rv.aten)
+    if op is None and len(parts) == 1 and n == 0 and member == FREE and caller.startswith("at::"):
+        op = base_name(parts[0], rv.aten)  # `aminmax(self)` in namespace at: no tree function, so at::aminmax
     return op, "qualified"
 
 
