@@ -15,6 +15,7 @@ Example:
 from __future__ import annotations
 
 import bisect
+import pickle
 import re
 from dataclasses import dataclass
 
@@ -100,7 +101,10 @@ class FileFacts:
     classes:  (qualified name, (base classes as written, fields (name, type, template arg)))
               of classes/structs with a body
     returns:  per def, its declared return type (parts, pointee parts) or ()
-    calls:    (def index, name parts, member code, line, flag bits, receiver)
+    calls:    (def index, name parts, member code, line, flag bits, receiver),
+              kept pickled (packed_calls) and unpacked on use: an incremental
+              run resolves only the changed files' calls, and reads the others'
+              FileFacts (from the cache) for their definitions alone
     binds:    (py, target parts | ("<lambda>",), line, scope)
     lib_defs: (ns, op, schema, line)
     lib_impls:(ns, op, key, fn parts | ("<lambda>",), line, scope)
@@ -128,7 +132,7 @@ class FileFacts:
     defs: tuple[tuple[str, str, int, int], ...]
     returns: tuple[tuple, ...]
     classes: tuple[tuple[str, tuple], ...]
-    calls: tuple[tuple[int, tuple[str, ...], int, int, int, tuple | None], ...]
+    packed_calls: bytes  # the calls, pickled: see `calls`
     binds: tuple[tuple[str, tuple[str, ...], int, str], ...]
     lib_defs: tuple[tuple[str, str, str, int], ...]
     lib_impls: tuple[tuple[str, str, str, tuple[str, ...], int, str], ...]
@@ -142,6 +146,11 @@ class FileFacts:
     includes: tuple[str, ...] = ()
     mentions: frozenset[str] = frozenset()
     tparam_uses: tuple[tuple[int, int, tuple[str, ...]], ...] = ()
+
+    @property
+    def calls(self) -> tuple[tuple[int, tuple[str, ...], int, int, int, tuple | None], ...]:
+        """The calls (see the class docstring), unpacked."""
+        return pickle.loads(self.packed_calls)
 
 
 def lang_of(rel: str) -> str:
@@ -251,7 +260,7 @@ class _Scanner:
         return FileFacts(
             self.rel, lang_of(self.rel), tuple(self.defs), tuple(self.returns),
             tuple(sorted(self.classes.items())),
-            calls, tuple(o.binds), tuple(o.lib_defs), tuple(o.lib_impls),
+            pickle.dumps(calls, 5), tuple(o.binds), tuple(o.lib_defs), tuple(o.lib_impls),
             tuple(o.impl_funcs), tuple(o.stub_decls), tuple(o.stub_defines), tuple(o.stub_regs),
             len(caps.get("err", [])),
             tuple(sorted(set(_INLINE_NS_RE.findall(self.cleaned.text.decode(errors="replace"))))),
