@@ -196,21 +196,19 @@ def test_torch_impl_func_gives_impl_func_and_func(real: cpp.Run):
         ("addmm", "meta", "at::meta::structured_addmm::meta", f, 190)]
 
 
-def test_ambiguous_name_yields_call_ambiguous_not_a_guess(real: cpp.Run):
+def test_a_method_of_a_tensor_expression_is_an_op_call_not_a_guess(real: cpp.Run):
     f = "aten/src/ATen/native/BinaryOps.cpp"
-    # line 1552: `return at::full({}, 2.0, self.options()).pow(other);` -- a method
-    # call on an expression of unknown type (at::full is generated code); the
-    # tree has 7 methods named pow.
-    row = ("at::native::_pow2", "pow", 7, f, 1552)
-    assert row in real.rows["call_ambiguous"]
-    assert [r[1] for r in real.rows["calls"] if (r[0], r[2], r[3]) == (row[0], f, 1552)] == [
+    # line 1552: `return at::full({}, 2.0, self.options()).pow(other);` -- at::full is
+    # generated code returning a Tensor, so `.pow` is Tensor::pow: op `pow`, typed;
+    # not one of the tree's 7 unrelated methods named pow, and no ambiguous call
+    assert ("at::native::_pow2", "pow", f, 1552, "typed") in real.rows["calls_op"]
+    assert ("at::native::_pow2", "full", f, 1552, "qualified") in real.rows["calls_op"]
+    assert not [r for r in real.rows["call_ambiguous"] if r[0] == "at::native::_pow2"]
+    assert [r[1] for r in real.rows["calls"] if (r[0], r[2], r[3]) == ("at::native::_pow2", f, 1552)] == [
         "at::TensorBase::options"]  # `self.options()`: self is a `const Tensor&`
-    methods = {"at::native::(anonymous)::Dist::pow", "at::vec::CPU_CAPABILITY::Vectorized16::pow",
-               "at::vec::CPU_CAPABILITY::Vectorized::pow",
-               "at::vec::CPU_CAPABILITY::VectorizedN::pow", "c10::NestedIntSymNodeImpl::pow", "c10::SymNodeImpl::pow",
-               "torch::impl::PythonSymNodeImpl::pow"}
+    methods = {"at::native::(anonymous)::Dist::pow", "c10::SymNodeImpl::pow", "torch::impl::PythonSymNodeImpl::pow"}
     assert methods <= {r[0] for r in real.rows["func"] if r[1] == "pow"}
-    # line 1549: `at::pow(2.0, other)` is generated code (not in the tree): no row at all
+    # line 1549: `at::pow(2.0, other)` is generated code (not in the tree): no call edge
     assert not [r for r in real.rows["calls"] + real.rows["call_ambiguous"] if r[-2:] == (f, 1549) or r[2:4] == (f, 1549)]
 
 

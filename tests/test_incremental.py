@@ -21,9 +21,9 @@ EDITED = "aten/src/ATen/native/CPUBlas.cpp"
 PROBE = "\nnamespace at { namespace native {\nvoid torchtalk_probe(const Tensor& t) { cpublas::gemm_stub(kCPU); t.mm(t); }\n}}\n"
 # A second definition of a name another, unchanged file calls: its call, resolved
 # by the name being unique, becomes ambiguous (Note [Incremental resolution]).
-TWIN = "namespace torchtalk_probe_ns { bool is_macos_13_or_newer() { return false; } }\n"
-SORT_CALL = ("at::native::structured_sort_stable_out_mps::impl", "at::mps::is_macos_13_or_newer",
-             "aten/src/ATen/native/mps/operations/Sort.mm", 29)
+TWIN = "namespace torchtalk_probe_ns { void setConvolutionParams() {} }\n"
+SORT_CALL = ("PackedConvWeightCudnn::apply_impl_helper", "at::native::setConvolutionParams",
+             "aten/src/ATen/native/quantized/cudnn/Conv.cpp", 102)
 
 
 def _tables(db: Path) -> dict[str, list[tuple]]:
@@ -76,7 +76,7 @@ def test_one_cpp_edit_reindexes_to_what_a_full_index_gives(tree_copy, tmp_path):
     assert got.keys() == want.keys()
     for rel in want:
         assert got[rel] == want[rel], rel
-    assert _calls(db, SORT_CALL) == []  # Sort.mm was not edited, yet its call changed
+    assert _calls(db, SORT_CALL) == []  # Conv.cpp was not edited, yet its call changed
 
     con = open_db(db)
     try:
