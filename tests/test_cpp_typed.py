@@ -128,3 +128,15 @@ def test_a_source_files_aliases_hold_in_that_file_only():
     assert [(r[0], r[1]) for r in rows["calls"]] == [("one", "x::f")]
     assert [(r[0], r[1]) for r in rows["call_ambiguous"]] == [("two", "f")]
 
+
+
+def test_a_symint_method_spelling_is_its_op():
+    """`self.mm_symint(...)` (the SymInt spelling of a Tensor method) is op mm;
+    a method whose name only ends like it is no op."""
+    rows = rows_of(native(
+        "void f(const Tensor& t) {\n"    # 3
+        "  t.mm_symint(t);\n"            # 4
+        "  t.nosuch_symint(t);\n"        # 5
+        "}"))
+    assert ops_at(rows, 4) == {("mm", "typed")}
+    assert ops_at(rows, 5) == set()

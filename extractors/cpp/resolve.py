@@ -744,7 +744,7 @@ def _mentions(f: FileFacts) -> frozenset[str]:
     return f.mentions
 
 
-FILES_FORMAT = 3  # the per-file tuple: (digest, rows, stats, helper sites, mentions)
+FILES_FORMAT = 4  # the per-file tuple: (digest, rows, stats, helper sites, mentions)
 
 
 def resolve(facts: list[FileFacts], digests: dict[str, str] | None = None,
@@ -896,6 +896,8 @@ def _aten_op(rv: Resolver, parts: tuple[str, ...], member: int, callee: str, n: 
     (Note [ATen API calls], Note [Op call resolution]), or (None, "")."""
     if member in (MEMBER, RECV, TYPED):
         name = parts[-1]
+        if name not in rv.aten.methods and name.endswith("_symint"):
+            name = name.removesuffix("_symint")  # t.expand_symint(size) is Tensor::expand's SymInt spelling
         if name not in rv.aten.methods:
             return None, ""
         if member == TYPED:
