@@ -137,3 +137,50 @@ def test_bmm_on_cuda_stays_on_cuda(con):
     cpu_only = {fn for (fn,) in con.execute(
         "SELECT fn FROM func GROUP BY fn HAVING bool_and(file LIKE 'aten/src/ATen/native/cpu/%')").fetchall()}
     assert sorted(reached & cpu_only) == []
+
+
+def _kernels(con, text: str) -> set[tuple]:
+    """(op, key, kernel's last name, host, file, line) of a kernels(...) query."""
+    rows = q(con, text).rows
+    return {(r[0], r[1], r[3].rpartition("::")[2], r[4], r[7], r[8]) for r in rows}
+
+
+TOPK = "aten/src/ATen/native/cuda/TensorTopK.cu"
+SORT = "aten/src/ATen/native/cuda/Sort.cu"
+IDX = "aten/src/ATen/native/cuda/Indexing.cu"
+
+
+def test_topk_launches_through_nested_macros_and_functors(con):
+    """TensorTopK.cu:820-899 RUN_T -> RUN_DIM -> RUN_MB -> RUN_K reach
+    mbtopk::launch / sbtopk::launch; sortCommon(SmallBitonicSort{}, ...) reaches
+    the sort kernels (SortUtils.cuh), each at its <<<>>> line; nothing under MPS."""
+    got = _kernels(con, "kernels(topk, key=CUDA)")
+    assert {("topk", "CUDA", "gatherTopK", "at::native::mbtopk::launch", TOPK, 742),
+            ("topk", "CUDA", "gatherTopK", "at::native::sbtopk::launch", TOPK, 200),
+            ("topk", "CUDA", "radixFindKthValues", "at::native::mbtopk::launch", TOPK, 708),
+            ("topk", "CUDA", "bitonicSortKVInPlace", "at::native::SmallBitonicSort::sort", SORT, 82),
+            ("topk", "CUDA", "warpMergeSortKVInPlace", "at::native::WarpMergeSort::sort", SORT, 147),
+            ("topk", "CUDA", "radixSortKVInPlace", "at::native::MediumRadixSort::fixed_size_sort", SORT, 265),
+            } <= got
+    assert not [r for r in q(con, "kernels(topk)").rows if r[1] == "MPS"]
+
+
+def test_index_add_launches_its_own_kernels_not_index_selects(con):
+    """Indexing.cu defines SMALL_INDEX three times: index_add's expands to indexFunc*."""
+    got = _kernels(con, "kernels(index_add, key=CUDA)")
+    assert ("index_add", "CUDA", "indexFuncSmallIndex", "at::native::index_add_cuda_impl", IDX, 1077) in got
+    assert {k for _o, _k, k, *_ in got} >= {"indexFuncSmallIndex", "indexFuncLargeIndex"}
+    assert not [k for _o, _k, k, *_ in got if k.startswith("indexSelect")]
+
+
+def test_cumsum_reaches_its_scan_kernels_through_a_stub_passed_as_argument(con):
+    """impl_func_cum_ops(self, dim, result, cumsum_stub) (ReduceOps.cpp:496)."""
+    got = _kernels(con, "kernels(cumsum, key=CUDA)")
+    assert ("cumsum", "CUDA", "tensor_kernel_scan_innermost_dim", "at::native::scan_innermost_dim",
+            "aten/src/ATen/native/cuda/ScanUtils.cuh", 435) in got
+
+
+def test_flash_attention_launches_the_kernel_held_in_a_local(con):
+    got = _kernels(con, "kernels(_flash_attention_forward, key=CUDA)")
+    kernels = {k for _o, _k, k, *_ in got}
+    assert {"flash_fwd_kernel", "flash_fwd_splitkv_kernel"} <= kernels and "kernel" not in kernels
