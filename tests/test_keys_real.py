@@ -62,6 +62,10 @@ def test_no_cuda_kernel_under_a_non_cuda_key(every_kernel):
     assert wrong == []
 
 
+@pytest.mark.xfail(strict=True, reason=(
+    "known defect, issue 13 deliverable 2: functions of anonymous namespaces in different files are one node "
+    "(at::native::(anonymous)::fractional_max_pool3d_backward_out_frame is a CPU function in "
+    "FractionalMaxPool3d.cpp and a __global__ kernel in cuda/FractionalMaxPool3d.cu)"))
 def test_walks_on_cpu_reach_no_cuda_only_function(con):
     """A walk from a CPU-family kernel never enters a function that is defined
     only in CUDA source (.cu/.cuh), nor a __global__ kernel."""
