@@ -8,37 +8,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from _sinks import ListSink
 
 from extractors.base import ExtractContext
 
 pytestmark = pytest.mark.real_tree
 
 
-class RowSink:
-    """Keeps every row as written (duplicates too)."""
-
-    def __init__(self) -> None:
-        self.rows: dict[str, list[tuple]] = {}
-        self.warnings: list[tuple[str, int, str]] = []
-
-    def add(self, relation: str, *values) -> None:
-        self.rows.setdefault(relation, []).append(values)
-
-    def warn(self, file: str, line: int, message: str) -> None:
-        self.warnings.append((file, line, message))
-
-    def progress(self, advance: int = 1, total: int | None = None, what: str = "") -> None:
-        pass
-
-    def get(self, relation: str) -> set[tuple]:
-        return set(self.rows.get(relation, ()))
-
-
 @pytest.fixture(scope="module")
-def real(tree: Path, tmp_path_factory) -> RowSink:
+def real(tree: Path, tmp_path_factory) -> ListSink:
     from extractors import python as layer
 
-    sink = RowSink()
+    sink = ListSink()
     # the summary cache tests/test_python_layer.py uses
     layer.extract(ExtractContext(tree, tmp_path_factory.getbasetemp() / "pylayers" / "python", 2), sink)
     return sink
@@ -47,7 +28,7 @@ def real(tree: Path, tmp_path_factory) -> RowSink:
 MODULE = "torch/nn/modules/module.py"
 
 
-def test_set_add_is_no_op(real: RowSink) -> None:
+def test_set_add_is_no_op(real: ListSink) -> None:
     """`memo.add(self)` on `memo: Optional[Set[Module]]` / `memo = set()` is not aten::add."""
     named_modules = "torch.nn.modules.module.Module.named_modules"
     assert not [r for r in real.get("py_calls") if r[2:] == (MODULE, 2814)]
@@ -59,7 +40,7 @@ def test_set_add_is_no_op(real: RowSink) -> None:
                 and r[2] == MODULE and r[3] in (582, 1492, 2604, 2745)]
 
 
-def test_untyped_receiver_stays_a_guess(real: RowSink) -> None:
+def test_untyped_receiver_stays_a_guess(real: ListSink) -> None:
     """`def softsign(input): ... input.abs()`: no type, so a labelled guess."""
     f = "torch/nn/functional.py"
     assert ("torch.nn.functional.softsign", "torch.Tensor.abs", f, 2039) in real.get("py_calls")
@@ -68,7 +49,7 @@ def test_untyped_receiver_stays_a_guess(real: RowSink) -> None:
             "torch/nn/modules/activation.py", 1543) in real.get("py_api")
 
 
-def test_typed_tensor_receiver_is_no_guess(real: RowSink) -> None:
+def test_typed_tensor_receiver_is_no_guess(real: ListSink) -> None:
     """`self.weight = Parameter(...)`: `self.weight.detach()` is the Tensor method;
     `scalar = torch.zeros(...)` (an op returning one Tensor) types `scalar`, so even a
     method too generic to guess (`expand`) is an edge."""
@@ -82,7 +63,7 @@ def test_typed_tensor_receiver_is_no_guess(real: RowSink) -> None:
                 and r[2] == "method_guess"]
 
 
-def test_transformer_layer_reaches_linear(real: RowSink) -> None:
+def test_transformer_layer_reaches_linear(real: ListSink) -> None:
     """`self.linear1 = Linear(...)` in __init__; `self.linear1(x)` in _ff_block is
     Linear.forward, which calls F.linear = torch._C._nn.linear → op linear."""
     t = "torch/nn/modules/transformer.py"
@@ -103,7 +84,7 @@ def test_transformer_layer_reaches_linear(real: RowSink) -> None:
     assert not [r for r in calls if r[0] == f"{layer}._ff_block" and r[1].endswith("__call__")]
 
 
-def test_functions_chosen_through_variables(real: RowSink) -> None:
+def test_functions_chosen_through_variables(real: ListSink) -> None:
     """adam.py: `func = _fused_adam / _multi_tensor_adam / _single_tensor_adam` in branches,
     then `func(...)`: every candidate is a callee at the call."""
     f = "torch/optim/adam.py"
@@ -122,7 +103,7 @@ def test_functions_chosen_through_variables(real: RowSink) -> None:
             "torch/cuda/_memory_viz.py", 135) in calls
 
 
-def test_vf_lstm_reaches_lstm_ops(real: RowSink) -> None:
+def test_vf_lstm_reaches_lstm_ops(real: ListSink) -> None:
     """`from torch import _VF`; `_VF.lstm(...)` is torch._C._VariableFunctions.lstm, the
     function variant of lstm.input and lstm.data; one py_api row each."""
     f = "torch/nn/modules/rnn.py"
@@ -133,7 +114,7 @@ def test_vf_lstm_reaches_lstm_ops(real: RowSink) -> None:
     assert sorted(rows) == [(lstm, "lstm.data", "wrapper", f, 1124), (lstm, "lstm.input", "wrapper", f, 1124)]
 
 
-def test_no_duplicate_rows(real: RowSink) -> None:
+def test_no_duplicate_rows(real: ListSink) -> None:
     for rel in ("py_api", "py_calls"):
         assert len(real.rows[rel]) == len(set(real.rows[rel])), rel
     assert not real.warnings

@@ -399,16 +399,20 @@ class _Scanner:
             old = self.classes.get(qual, ((), ()))
             self.classes[qual] = (tuple(bases) or old[0], _fields(node) or old[1])
 
-    def _collect_vars(self, nodes: list[ts.Node]) -> None:
-        """Declared class types of parameters and locals, per def (for x.f()),
-        and the names of all of them (a name declared in the function is no
-        field, function or stub)."""
-        starts = [b[0] for b in self.blocks]
+    def _in_defs(self, nodes: list[ts.Node]):
+        """(node, index of the def whose body holds it) for the nodes inside a def's body."""
+        starts = self.block_starts
         for node in nodes:
             i = bisect.bisect_right(starts, node.start_byte) - 1
             if i < 0 or node.end_byte > self.blocks[i][1] or self.blocks[i][2] < 0:
                 continue
-            idx = self.blocks[i][2]
+            yield node, self.blocks[i][2]
+
+    def _collect_vars(self, nodes: list[ts.Node]) -> None:
+        """Declared class types of parameters and locals, per def (for x.f()),
+        and the names of all of them (a name declared in the function is no
+        field, function or stub)."""
+        for node, idx in self._in_defs(nodes):
             names = []
             local = self.locals.get(idx)
             if local is None:
@@ -700,12 +704,7 @@ class _Scanner:
     def _collect_operators(self, nodes: list[ts.Node]) -> None:
         """Operator expressions with an operand of a known or knowable type
         (Note [Tensor operators]): one OPER call per operator, at its line."""
-        starts = [b[0] for b in self.blocks]
-        for node in nodes:
-            i = bisect.bisect_right(starts, node.start_byte) - 1
-            if i < 0 or node.end_byte > self.blocks[i][1] or self.blocks[i][2] < 0:
-                continue
-            idx = self.blocks[i][2]
+        for node, idx in self._in_defs(nodes):
             got = self._operator(node, idx)
             if got is not None and (got[1] is not None or got[2] is not None):
                 sym, lhs, rhs, at = got
