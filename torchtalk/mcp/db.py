@@ -273,10 +273,11 @@ def prime(con) -> None:
 
 def warm_queries(con) -> list[str]:
     """The DSL texts `warm` runs: `_WARM` on this DB's busiest op and the
-    function with the most callers up to 50 (a warm query should be quick)."""
+    function that calls something with the most call sites up to 50 (a warm
+    query should be quick, and find rows both ways)."""
     op = con.execute("SELECT op FROM dispatch GROUP BY op ORDER BY count(*) DESC, op LIMIT 1").fetchone()
-    fn = con.execute("SELECT callee FROM calls GROUP BY callee ORDER BY count(*) <= 50 DESC, count(*) DESC, "
-                     "callee LIMIT 1").fetchone()
+    fn = con.execute("SELECT callee FROM calls WHERE callee IN (SELECT caller FROM calls) GROUP BY callee "
+                     "ORDER BY count(*) <= 50 DESC, count(*) DESC, callee LIMIT 1").fetchone()
     if op is None or fn is None:
         return []
     # quoted: taken as the exact id (the DSL reads a quoted value as written, no escapes)
