@@ -45,11 +45,11 @@ import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from multiprocessing import get_context
 from pathlib import Path
 
 from clang import cindex as ci
 
+from extractors.clang.pch import in_child
 from extractors.cpp.aten import AtenNames, base_name, op_of_call
 from torchtalk.atomic import atomic_open
 
@@ -296,20 +296,8 @@ def load(args: tuple[str, ...], gen_roots: tuple[str, ...], keep_roots: tuple[st
     header = adir / f"{digest}.h"
     header.write_text("".join(f"#include <{h}>\n" for h in API_HEADERS))
     log("precise: reading which ops the ATen API headers call")
-    ctx = get_context("fork")
-    recv, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_build_child, daemon=True,
-                       args=(str(header), base, gen_roots, keep_roots, names, send, tmpdir))
-    proc.start()
-    send.close()
-    got: object = "timed out"
-    if recv.poll(BUILD_TIMEOUT_S):
-        try:
-            got = recv.recv()
-        except EOFError:
-            got = "process died"
-    proc.kill()
-    proc.join()
+    got = in_child(_build_child, (str(header), base, gen_roots, keep_roots, names), tmpdir, "reading the headers",
+                   BUILD_TIMEOUT_S)
     if isinstance(got, str):
         log(f"precise: the ATen API headers do not parse ({got}); op calls named by their declarations")
         return ApiOps(names), {}

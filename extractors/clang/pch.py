@@ -62,17 +62,24 @@ def _build_child(header: str, out: str, args: list[str], conn, tmpdir: str) -> N
 
 def _build(header: Path, out: Path, args: list[str], tmpdir: str) -> list[str] | str:
     """Parse and save the PCH in a child process: its includes, or an error."""
+    return in_child(_build_child, (str(header), str(out), args), tmpdir, "PCH build")
+
+
+def in_child(target, args: tuple, tmpdir: str, what: str, timeout: float = BUILD_TIMEOUT_S) -> object:
+    """What `target(*args, conn, tmpdir)` sends back from a forked child (a
+    libclang crash or hang there cannot take this process down), or a
+    message string: "<what> timed out" / "<what> process died"."""
     ctx = get_context("fork")
     recv, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_build_child, args=(str(header), str(out), args, send, tmpdir), daemon=True)
+    proc = ctx.Process(target=target, args=(*args, send, tmpdir), daemon=True)
     proc.start()
     send.close()
-    got: list[str] | str = "PCH build timed out"
-    if recv.poll(BUILD_TIMEOUT_S):
+    got: object = f"{what} timed out"
+    if recv.poll(timeout):
         try:
             got = recv.recv()
         except EOFError:
-            got = "PCH build process died"
+            got = f"{what} process died"
     proc.kill()
     proc.join()
     return got
