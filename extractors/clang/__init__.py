@@ -139,9 +139,8 @@ def run(ctx: ExtractContext, sink: Sink, files: Iterable[Path] | None = None,
         1
     """
     from extractors.clang.cache import FileHashes, TuCache
-    from extractors.clang.worker import parse_options, run_jobs
-
     from extractors.clang.sdk import cuda_path
+    from extractors.clang.worker import parse_options, run_jobs
 
     start = time.perf_counter()
     root = ctx.root.resolve()
