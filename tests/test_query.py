@@ -235,11 +235,73 @@ def test_affected(con):
 
 def test_search_and_limit(con):
     r = q(con, "search(softmax_warp)", limit=10)
-    assert [(row[1], row[2]) for row in r.rows] == [
-        ("function", "at::native::(anonymous)::softmax_warp_forward"),
-        ("kernel", "at::native::(anonymous)::softmax_warp_forward")]
+    assert r.columns == ("text", "rank", "kind", "id", "file", "line")
+    # a __global__ kernel is one row, a "kernel" (not also a "function")
+    assert [row[1:4] for row in r.rows] == [(1, "kernel", "at::native::(anonymous)::softmax_warp_forward")]
     r = q(con, "search(gemm)", limit=1)
     assert (len(r.rows), r.total) == (1, 3)
+
+
+def test_search_ranks_the_name_then_its_start_then_the_rest_in_any_case(con):
+    rows = q(con, "search(SoftMax)").rows
+    assert [row[1] for row in rows] == sorted(row[1] for row in rows)
+    ranked = {(row[2], row[3]): row[1] for row in rows}
+    assert ranked[("op", "softmax.int")] == 0  # an op by its name
+    assert ranked[("function", "at::native::softmax")] == 0  # the last component
+    assert ranked[("python", "torch.softmax")] == 0
+    assert ranked[("function", "at::native::softmax_cpu")] == 1
+    assert ranked[("stub", "softmax_lastdim_kernel")] == 1
+    assert ranked[("op", "_softmax")] == 2
+    assert ranked[("test", "test/test_nn.py::TestNN::test_softmax")] == 2
+    # the same rows however the text is written
+    assert [row[1:] for row in q(con, "search(softmax)").rows] == [row[1:] for row in rows]
+    assert [row[1:] for row in q(con, 'search("SOFTMAX")').rows] == [row[1:] for row in rows]
+
+
+def test_search_text_is_literal_and_may_be_qualified(con):
+    r = q(con, 'search("(anonymous)::host_softmax")')
+    assert [row[1:4] for row in r.rows] == [(0, "function", "at::native::(anonymous)::host_softmax")]
+    assert q(con, 'search("softmax.*")').rows == ()  # regex syntax is text
+    assert q(con, 'search("")').rows == ()
+
+
+def test_search_backend_keeps_what_serves_the_key(con):
+    r = q(con, "search(softmax, backend=cuda)")
+    assert "'cuda' = CUDA" in r.notes  # the key resolved case-insensitively
+    assert [row[1:4] for row in r.rows] == [
+        (1, "function", "at::native::softmax_cuda"),  # the dispatch table's CUDA kernel
+        (1, "kernel", "at::native::(anonymous)::softmax_warp_forward"),  # a __global__ kernel
+        (2, "op", "_softmax"),  # an op with a CUDA kernel
+    ]
+    with pytest.raises(QueryError) as exc:
+        q(con, "search(softmax, backend=CUDAX)")
+    assert exc.value.headline() == "<query>:1:25: query error: no dispatch key named 'CUDAX' (did you mean 'CUDA'?)"
+
+
+@pytest.mark.parametrize("text", ["gemm", "Layer_Norm", "a.b(c", "x", "softmax_warp_forward", "::", "ÄbCß"])
+def test_like_probes_hold_for_every_casing(text):
+    """Every string holding `text` in any case holds one probe of each window
+    (Note [Probes]), and the regexes agree with Python's casefolding."""
+    import itertools
+    import re
+
+    from torchtalk.query.like import like, probes
+
+    exact, prefix, anywhere = (re.compile(p) for p in like(text))
+    by_role: dict[str, list[str]] = {}
+    for role, p in probes(text):
+        by_role.setdefault(role, []).append(p)
+    letters = [i for i, c in enumerate(text) if c.isascii() and c.isalpha()][:6]
+    for flips in itertools.product((False, True), repeat=len(letters)):
+        cased = list(text)
+        for i, flip in zip(letters, flips, strict=True):
+            cased[i] = cased[i].swapcase() if flip else cased[i]
+        name = "at::native::" + "".join(cased)
+        assert all(any(p in name for p in by_role[r]) for r in ("a", "b", "head")), name
+        assert exact.fullmatch(name) and prefix.fullmatch(name + "_out") and anywhere.fullmatch("x" + name + "y")
+        assert not exact.fullmatch(name + "_out")
+    # a "case" probe is the text in some casing: holding it is holding the text
+    assert all(anywhere.fullmatch(c) for c in by_role["case"])
 
 
 def test_limit_and_filters_before_the_limit(con):

@@ -116,16 +116,6 @@ def cuda_kernels(name: str | None = None, *, source=None, db=None, con=None):
     return _lookup("cuda_kernels", name, source=source, db=db, con=con)
 
 
-def trace_module(name: str, *, source=None, db=None, con=None):
-    """An nn module / optimizer down to ATen ops. Example: `trace_module("torch.nn.Linear")`."""
-    return _lookup("trace_module", name, source=source, db=db, con=con)
-
-
-def search(query: str, backend: str | None = None, *, source=None, db=None, con=None):
-    """Names like `query` (ops, functions, kernels, Python, modules). Example: `search("gelu", backend="CUDA")`."""
-    return _lookup("search", query, source=source, db=db, con=con, backend=backend)
-
-
 # ---------------------------------------------------------------- reports (torchtalk.reports)
 
 
@@ -203,6 +193,64 @@ def query(
         return _query(dsl, own, **kw)
     finally:
         own.close()
+
+
+def trace_module(name: str, *, source=None, db=None, con=None, limit: int | None = None, rules=()):
+    """An nn module / optimizer down to ATen ops: the named query
+    `trace_module(NAME)` (rules/modules.dl), as the CLI and MCP run it; a
+    `torchtalk.query.run.Result`.
+
+    Example:
+        >>> trace_module("torch.nn.Linear", source="~/pytorch").records()[0]["step"]
+        'base'
+    """
+    return query(f"trace_module({_dsl_name(name)})", source=source, db=db, con=con, limit=limit, rules=rules)
+
+
+def search(query_text: str, backend: str | None = None, *, source=None, db=None, con=None,
+           limit: int | None = None, rules=()):
+    """Ops, C++ functions, CUDA kernels, stubs, Python names, nn modules, tests and
+    test utilities whose name holds `query_text`, in any case, best first: the
+    named query `search(TEXT, backend=KEY)` (rules/search.dl), as the CLI and MCP
+    run it; a `torchtalk.query.run.Result`.
+
+    Example:
+        >>> search("gelu", backend="CUDA", source="~/pytorch").records()[0]["id"]
+        'gelu'
+    """
+    return query(search_dsl(query_text, backend), source=source, db=db, con=con, limit=limit, rules=rules)
+
+
+def search_dsl(text: str, backend: str | None = None) -> str:
+    """The DSL text of a search: `search_dsl("layer norm", "CUDA")` is
+    'search("layer norm", backend=CUDA)'. An empty text is a QueryError."""
+    from torchtalk.errors import QueryError
+
+    t = (text or "").strip()
+    if not t:
+        raise QueryError("empty search", hint="e.g. search('softmax')")
+    if '"' not in t:
+        quoted = f'"{t}"'
+    elif "'" not in t:
+        quoted = f"'{t}'"
+    else:
+        raise QueryError(f"search text {t[:60]!r} holds both kinds of quotes", hint="search for a part of it")
+    return f"search({quoted}" + (f", backend={_dsl_name(backend)}" if backend else "") + ")"
+
+
+def _dsl_name(name: str) -> str:
+    """`name` as a DSL value: bare (resolved as people type it) when the grammar
+    allows, else quoted (taken as the exact id)."""
+    import re
+
+    from torchtalk.errors import QueryError
+
+    n = (name or "").strip()
+    if re.fullmatch(r"[A-Za-z_~][A-Za-z0-9_.:~<>/\[\]*]*", n):
+        return n
+    if not n or '"' in n:
+        raise QueryError(f"not a name: {n[:60]!r}", hint="e.g. 'torch.nn.Linear'")
+    return f'"{n}"'
 
 
 def resolve(name: str, ns: str = "node", *, source=None, db=None, con=None):

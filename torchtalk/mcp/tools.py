@@ -125,12 +125,16 @@ async def search(
     query: Annotated[str, Field(description="part of a name: 'softmax', 'layer_norm', 'gemm'")],
     backend: Annotated[str | None, Field(description="a dispatch key to keep only what serves it: 'CPU', 'CUDA', 'MPS'")] = None,
 ) -> Result:
-    """Find ops, C++ functions, CUDA kernels, Python functions, nn modules and test
-    utilities by part of their name; exact names first. Use it when you do not know
-    the exact name to give to the other tools."""
+    """Find ops, C++ functions, CUDA kernels, dispatch stubs, Python functions and
+    APIs, nn modules, tests and test utilities by part of their name, in any case;
+    rank 0 (the name is it) first, then 1 (starts with it), then 2 (holds it). Use it
+    when you do not know the exact name to give to the other tools."""
     from torchtalk import api
 
-    return await run_tool(ctx, "search", lambda con: api.search(query, backend=backend, con=con))
+    def work(con) -> Table:
+        return _dsl(ctx, con, api.search_dsl(query, backend))
+
+    return await run_tool(ctx, "search", work)
 
 
 async def impact(
@@ -187,11 +191,10 @@ async def trace_module(
     ctx: Context,
     name: Annotated[str, Field(description="an nn module or optimizer: 'torch.nn.Linear', 'Linear', 'Adam'")],
 ) -> Result:
-    """How does an nn.Module or optimizer work: its class and bases, what its
-    forward/step calls, and the ATen ops those reach, each at file:line."""
-    from torchtalk import api
-
-    return await run_tool(ctx, "trace_module", lambda con: api.trace_module(_name(name), con=con))
+    """How does an nn.Module or optimizer work: its class and bases, its forward,
+    step and __init__ methods, what they call, and the ATen ops they reach, each at
+    file:line."""
+    return await run_tool(ctx, "trace_module", lambda con: _dsl(ctx, con, f"trace_module({_name(name)})"))
 
 
 async def list_modules(

@@ -6,11 +6,15 @@ queries. How arguments reach `q` is read off the program's declarations:
 
   q_arg(<ns>: symbol)    .input: the positional arguments, resolved in
                          namespace <ns> (the column's name: fn, op, py, node,
-                         test, key; any other name takes the text as typed),
+                         subject, test, key, kernel, module_class; any other
+                         name takes the text as typed),
                          one row per resolved id.
   q_from / q_to(<ns>)    .input: the two ends of an `a -> b` argument.
-  q_<opt>(v: T)          .input: option `opt=v`; when the query omits it, the
-                         facts of `q_<opt>_default` (if declared) are used.
+  q_<opt>(v: T)          .input: option `opt=v` (resolved when the column is
+                         named after a namespace); when the query omits it,
+                         the facts of `q_<opt>_default` (if declared) are used.
+  q_like, q_like_probe   .input: the text arguments' case-insensitive regexes
+                         and probes (Note [Text arguments], query/like.py).
   otherwise              positional arguments and unknown options filter the
                          rows of `q`: argument i matches column i, option
                          `col=v` matches column `col` (resolved names match
@@ -40,7 +44,7 @@ SCHEMA = ROOT / "facts" / "schema.dl"
 CACHE_VERSION = "3"
 
 # namespaces of seed columns (Note [Named queries]); others take text as typed
-NAMESPACES = ("fn", "op", "py", "node", "subject", "test", "key", "kernel")
+NAMESPACES = ("fn", "op", "py", "node", "subject", "test", "key", "kernel", "module_class")
 # column names that denote a namespace's ids (for filters and seeds)
 NAMESPACE_OF = {
     **{ns: ns for ns in NAMESPACES},

@@ -17,6 +17,10 @@ what kind of thing a name must denote:
   subject  op first (names, ids, Python APIs), else fn.
   test   test id, exact or ending in "::<name>".
   key    dispatch key, case-insensitively.
+  module_class  nn module, optimizer or LR scheduler class: the exact id; then a
+         name whose last component is the class's ("Linear", "torch.nn.Linear":
+         the classes of that name under the package written, if any), the
+         public ones (nn, optim, lr_scheduler) before the others (torch.ao...).
 
 Tiers are tried in order and the first that matches wins. A name whose
 winning tier has several ids is ambiguous (`Ambiguous`), unless the caller
@@ -150,6 +154,7 @@ class Resolver:
             "test": self._test_tiers,
             "key": self._key_tiers,
             "kernel": self._kernel_tiers,
+            "module_class": self._module_tiers,
         }.get(ns)
         if tiers is None:
             return Resolution(text, ns, (Match("text", text),), "text")
@@ -244,6 +249,18 @@ class Resolver:
             "SELECT 'kernel', kernel, arg_min(file, (file, line)), arg_min(line, (file, line)) FROM kernel WHERE name = ? AND suffix(kernel, ?) "
             "GROUP BY ALL ORDER BY 2", [last, "::" + t], "kernel")
 
+    def _module_tiers(self, t: str):
+        last = t.rsplit(".", 1)[-1]
+        package = t.rsplit(".", 1)[0] + "." if "." in t else ""
+        named = _once(lambda: self._q(
+            "SELECT 'module', cls, file, line, category FROM module_class "
+            "WHERE (cls = ? OR suffix(cls, ?)) AND prefix(cls, ?) ORDER BY cls",
+            [last, "." + last, package], "module_class"))
+        yield "exact", False, lambda: self._q(
+            "SELECT 'module', cls, file, line FROM module_class WHERE cls = ?", [t], "module_class")
+        yield "public", False, lambda: [r[:4] for r in named() if r[4] != "nn_other"]
+        yield "name", False, lambda: [r[:4] for r in named()]
+
     # ------------------------------------------------------------- misses
     def _not_found(self, text: str, ns: str) -> QueryError:
         near = self.nearest(text, ns)
@@ -258,7 +275,8 @@ class Resolver:
         """The tables namespace `ns` needs that are absent or empty (layer not indexed)."""
         need = {"fn": ["func"], "op": ["op"], "py": ["py_def"], "node": ["func", "py_def"],
                 "subject": ["op", "func"],
-                "test": ["test"], "key": ["dispatch"], "kernel": ["kernel"]}.get(ns, [])
+                "test": ["test"], "key": ["dispatch"], "kernel": ["kernel"],
+                "module_class": ["module_class"]}.get(ns, [])
         return [t for t in need if not self._q(f"SELECT 1 FROM {t} LIMIT 1", [], t)]
 
     def nearest(self, text: str, ns: str, n: int = 3) -> list[str]:
@@ -273,10 +291,13 @@ class Resolver:
             "subject": [("op", "op", "op"), ("func", "fn", "name")],
             "test": [("test", "test", "test")],
             "key": [("dispatch", "key", "key")],
+            "module_class": [("module_class", "cls", "regexp_extract(cls, '[^.]+$')")],
         }.get(ns, [])
         scored: list[tuple[float, str]] = []
         for table, idcol, namecol in sources:
             probe = last if namecol == "name" else text.removeprefix("aten::")
+            if ns == "module_class":  # the class's name against the last component of what was typed
+                probe = text.rsplit(".", 1)[-1]
             scored += self._q(
                 f"SELECT jaro_winkler_similarity({namecol}, ?) AS s, {idcol} FROM "
                 f"(SELECT DISTINCT {namecol}, {idcol} FROM {table}) ORDER BY s DESC, {idcol} LIMIT ?",
@@ -302,5 +323,6 @@ def _once(fetch):
 def _singular(ns: str) -> str:
     return {"fn": "C++ function", "op": "ATen op", "py": "Python name", "node": "function or Python name",
             "subject": "op or C++ function",
-            "test": "test", "key": "dispatch key", "kernel": "CUDA kernel"}.get(ns, "thing")
+            "test": "test", "key": "dispatch key", "kernel": "CUDA kernel",
+            "module_class": "nn module or optimizer"}.get(ns, "thing")
 

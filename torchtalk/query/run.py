@@ -91,12 +91,25 @@ def bind(q: Query, program, resolver: Resolver, *, all_matches: bool = False) ->
             raise _err(q, None, f"{q.name} needs an argument: a {sig.arg.column}",
                        hint=f"e.g. {q.name}(NAME)")
         facts[sig.arg.relation] = [(i,) for v in q.args for i in resolve(v, sig.arg.column)]
+        _bind_like(program, sig, facts)
     else:
         _bind_filters(q, sig, resolve, filters)
     if q.path is not None:
         _bind_path(q, sig, resolve, facts)
     _bind_options(q, sig, resolve, facts, filters)
     return Bound(q, sig, facts, tuple(filters), tuple(resolutions))
+
+
+def _bind_like(program, sig: Signature, facts) -> None:
+    """Fill `q_like` / `q_like_probe` from the text arguments (Note [Text arguments]
+    in torchtalk/query/like.py), when the query declares them."""
+    from torchtalk.query.like import like, probes
+
+    texts = [t for (t,) in facts[sig.arg.relation] if isinstance(t, str)]
+    if f"{sig.name}_like" in program.inputs:
+        facts[f"{sig.name}_like"] = [(t, *like(t)) for t in texts]
+    if f"{sig.name}_like_probe" in program.inputs:
+        facts[f"{sig.name}_like_probe"] = [(t, role, p) for t in texts for role, p in probes(t)]
 
 
 def _flag(q: Query, key: str) -> bool:
@@ -138,7 +151,9 @@ def _bind_options(q: Query, sig: Signature, resolve, facts, filters) -> None:
         if key in RESERVED_OPTIONS:
             continue
         p = sig.options.get(key)
-        if p is not None:
+        if p is not None and p.type == "symbol" and p.column in NAMESPACE_OF:
+            facts[p.relation] = [(i,) for i in resolve(v, p.column)]  # backend=cuda: the key CUDA
+        elif p is not None:
             facts[p.relation] = [(_typed(q, v, p),)]
         elif key in sig.columns:
             i = sig.columns.index(key)
@@ -230,7 +245,7 @@ def prune(program, given: frozenset, tables: frozenset | None = None):
 
 def _is_argument(program, rel: str) -> bool:
     """`rel` is a seed or option input of some named query (Note [Named queries])."""
-    for suffix in ("_arg", "_from", "_to"):
+    for suffix in ("_arg", "_from", "_to", "_like", "_like_probe"):
         if rel.endswith(suffix) and rel[: -len(suffix)] in program.decls:
             return True
     head, _, opt = rel.rpartition("_")
