@@ -316,3 +316,48 @@ def test_grouped_aggregates_equal_the_oracle(rows):
     if rows:
         assert got["lo"] == {(1, 1, 3), (1, 2, 3), (2, 1, 3), (2, 2, -4)}
         assert got["n"] == {(1, 3), (2, 2)} and got["s"] == {(1, 11), (2, -1)}
+
+
+PROPOSITIONS = """
+.decl edge(a: symbol, b: symbol)
+.input edge
+.decl enabled()
+.input enabled
+// nullary relations (Note [Nullary relations]) and disjunction in bodies
+.decl cyclic()
+.output cyclic
+cyclic() :- edge(x, y), edge(y, z), edge(z, x), enabled().
+.decl acyclic()
+.output acyclic
+acyclic() :- !cyclic().
+.decl ends(n: symbol)
+.output ends
+ends(n) :- edge(n, _), (n = "a" ; n = "e" ; n = "z").
+.decl pick(n: symbol)
+.output pick
+pick(n) :- edge(n, m), !acyclic(), (m = "b", cyclic() ; m = "d" ; m = "a", n = "c").
+.decl props(k: number)
+.output props
+props(k) :- k = count : { cyclic() }.
+"""
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_nullary_relations_and_disjunction(db, enabled):
+    con = duckdb.connect(str(db), read_only=True)
+    rows = evaluate(parse_text(PROPOSITIONS), con, facts={"enabled": [()] if enabled else []})
+    got = {k: sorted(v) for k, v in rows.items()}
+    if enabled:
+        assert got == {"cyclic": [()], "acyclic": [], "ends": [("a",), ("e",)],
+                       "pick": [("a",), ("c",)], "props": [(1,)]}
+    else:
+        assert got == {"cyclic": [], "acyclic": [()], "ends": [("a",), ("e",)], "pick": [], "props": [(0,)]}
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_nullary_relations_and_disjunction_same_on_souffle(db, souffle_bin, enabled):
+    con = duckdb.connect(str(db), read_only=True)
+    facts = {"enabled": [()] if enabled else []}
+    a = evaluate(parse_text(PROPOSITIONS), con, facts=facts)
+    b = evaluate(parse_text(PROPOSITIONS), con, facts=facts, engine="souffle")
+    assert {k: sorted(v) for k, v in a.items()} == {k: sorted(v) for k, v in b.items()}

@@ -59,13 +59,15 @@ ERRORS = [
     (".type T = number", "<text>:1:1: parse error: '.type' is outside TorchTalk's Soufflé subset (see docs/datalog.md)"),
     ("#define X 1", "<text>:1:1: parse error: '#define' is outside TorchTalk's Soufflé subset (see docs/datalog.md)"),
     (".decl p(x: float)", "<text>:1:9: parse error: unsupported type 'float' (supported: symbol, number)"),
-    ("p(x) :- q(x); r(x).", "<text>:1:13: parse error: unexpected ';', expected ',' or '.'"),
-    ("p(x) :- q(x)", "<text>:1:13: parse error: unexpected end of line, expected ',' or '.'"),
+    ("p(x) :- q(x) r(x).", "<text>:1:14: parse error: unexpected 'r', expected ',' or ';' or '.'"),
+    ("p(x) :- q(x);.", "<text>:1:14: parse error: unexpected '.', expected '!' or match/contains or a term"),
+    ("p(x) :- (q(x); r(x).", "<text>:1:20: parse error: unexpected '.', expected ',' or ';' or ')'"),
+    ("p(x) :- q(x)", "<text>:1:13: parse error: unexpected end of line, expected ',' or ';' or '.'"),
     (".decl p(x: number)\np(1.5).", "<text>:2:3: parse error: float '1.5' is outside TorchTalk's Soufflé subset (numbers are integers)"),
     (".input r(IO=file)", "<text>:1:9: parse error: '.input' options (IO=..., filename=...) are outside TorchTalk's Soufflé subset"),
     ("p(x) :- x = sum : { q(x) }.", "<text>:1:13: parse error: 'sum' aggregate needs a target expression"),
     ("p(x) :- x = count y : { q(y) }.", "<text>:1:13: parse error: 'count' aggregate takes no target expression"),
-    (".decl r()", "<text>:1:9: parse error: unexpected ')', expected a name"),
+    (".decl r(,)", "<text>:1:9: parse error: unexpected ',', expected a name or ')'"),
     ("p(x) :- q(x), .", "<text>:1:15: parse error: unexpected '.', expected '!' or match/contains or a term"),
     ('p(ord(x, y)) :- q(x, y).', "<text>:1:3: parse error: 'ord' takes 1 argument, got 2"),
 ]
@@ -80,11 +82,11 @@ def test_parse_error_message(src, message):
 
 def test_parse_error_renders_caret():
     with pytest.raises(ParseError) as ei:
-        parse_text(".decl p(x: number)\np(x) :- q(x); r(x).")
+        parse_text(".decl p(x: number)\np(x) :- q(x) r(x).")
     assert ei.value.render().splitlines() == [
-        "<text>:2:13: parse error: unexpected ';', expected ',' or '.'",
-        "    p(x) :- q(x); r(x).",
-        "                ^",
+        "<text>:2:14: parse error: unexpected 'r', expected ',' or ';' or '.'",
+        "    p(x) :- q(x) r(x).",
+        "                 ^",
     ]
 
 
@@ -144,3 +146,25 @@ def test_equal_programs_hash_equal():
     c = parse_text('.decl e(a: symbol)\ne("y").')
     assert a == b and hash(a) == hash(b) and len({a, b}) == 1
     assert a != c and len({a, c}) == 2
+
+
+def test_disjunction_is_its_disjunctive_normal_form():
+    prog = parse_text(".decl a(x: number)\n.decl b(x: number)\n.decl c(x: number)\n.decl p(x: number)\n"
+                      "p(x) :- a(x), (b(x) ; c(x), x > 1 ; (x = 1 ; x = 2)), !c(x) ; a(x), x = 9.")
+    assert [str(r) for r in prog.rules] == [
+        "p(x) :- a(x), b(x), !c(x).",
+        "p(x) :- a(x), c(x), x > 1, !c(x).",
+        "p(x) :- a(x), x = 1, !c(x).",
+        "p(x) :- a(x), x = 2, !c(x).",
+        "p(x) :- a(x), x = 9.",
+    ]
+    assert {r.loc for r in prog.rules} == {SrcLoc("<text>", 5, 1)}
+    assert parse_text(str(prog)) == prog
+
+
+def test_nullary_relations_round_trip():
+    prog = parse_text(".decl ok()\n.decl e(x: number)\nok() :- e(_).\nok().\n.decl p(x: number)\np(x) :- e(x), !ok().")
+    assert prog.decls["ok"].arity == 0
+    assert [str(r) for r in prog.rules] == ["ok() :- e(_).", "ok().", "p(x) :- e(x), !ok()."]
+    assert str(prog.decls["ok"]) == ".decl ok()"
+    assert parse_text(str(prog)) == prog

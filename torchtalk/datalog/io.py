@@ -28,6 +28,11 @@ def load_facts_dir(program: A.Program, facts_dir: Path):
         path = facts_dir / f"{rel}.facts"
         if not path.is_file():
             continue
+        if decl.arity == 0:  # Note [Nullary relations]: `()` (or any line) makes it true
+            con.execute(f"CREATE TABLE {q(rel)} (unit BIGINT)")
+            if path.read_text(encoding="utf-8").strip():
+                con.execute(f"INSERT INTO {q(rel)} VALUES (0)")
+            continue
         cols = ", ".join(f"{q(c.name)} {SQL_TYPES[c.type]}" for c in decl.columns)
         con.execute(f"CREATE TABLE {q(rel)} ({cols})")
         if path.stat().st_size == 0:
@@ -52,7 +57,7 @@ def write_outputs(out_dir: Path, results: dict[str, list[tuple]]) -> list[Path]:
         target = out_dir / f"{rel}.csv"
         with atomic_open(target, "w") as fh:
             for row in sorted(rows):
-                fh.write("\t".join(str(v) for v in row) + "\n")
+                fh.write("\t".join(str(v) for v in row) + "\n" if row else "()\n")  # a nullary fact
         written.append(target)
     return written
 

@@ -134,7 +134,7 @@ class _State:
             for i, name in enumerate(item.names):
                 self.directives.append(A.IODirective(io, name, loc if i == 0 else conv.loc(item)))
         else:
-            self.rules.append(conv.rule(item))
+            self.rules.extend(conv.rules(item))
 
 
 class _Converter:
@@ -165,10 +165,26 @@ class _Converter:
             cols.append(A.Column(c.name, ctype, cloc))
         return A.Decl(item.name, tuple(cols), self.loc(item))
 
-    def rule(self, item) -> A.Rule:
-        head = self.atom(item.head)
-        body = tuple(self.literal(lit) for lit in item.body)
-        return A.Rule(head, body, self.loc(item))
+    def rules(self, item) -> list[A.Rule]:
+        """One rule per alternative of the body's disjunctive normal form
+        (`p(x) :- a(x), (b(x) ; c(x)).` is `p(x) :- a(x), b(x).` and
+        `p(x) :- a(x), c(x).`), as Soufflé reads it."""
+        head, loc = self.atom(item.head), self.loc(item)
+        if item.body is None:
+            return [A.Rule(head, (), loc)]
+        return [A.Rule(head, body, loc) for body in dict.fromkeys(self.alternatives(item.body))]
+
+    def alternatives(self, disjunction) -> list[tuple[A.Literal, ...]]:
+        """The conjunctions a body's disjunction stands for, in order."""
+        out: list[tuple[A.Literal, ...]] = []
+        for conj in disjunction.alternatives:
+            partial: list[tuple[A.Literal, ...]] = [()]
+            for part in conj.items:
+                options = (self.alternatives(part.body) if type(part).__name__ == "Group"
+                           else [(self.literal(part),)])
+                partial = [done + more for done in partial for more in options]
+            out += partial
+        return out
 
     def atom(self, item) -> A.Atom:
         return A.Atom(item.name, tuple(self.term(a) for a in item.args), self.loc(item))
@@ -282,8 +298,8 @@ def _expected(exc) -> str:
     names: list[str] = []
     for rule in getattr(exc, "expected_rules", []) or []:
         rname = getattr(rule, "rule_name", "") or ""
-        if rname == "sep":
-            label = "','"
+        if rname == "sep":  # a list's separator: ',' or, between alternatives, ';'
+            label = f"'{getattr(rule, 'to_match', ',')}'"
         elif rname in _RULE_NAMES:
             label = _RULE_NAMES[rname]
         elif hasattr(rule, "to_match") and isinstance(rule.to_match, str) and rname == "":

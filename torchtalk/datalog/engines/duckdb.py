@@ -20,9 +20,17 @@ from torchtalk.datalog import ast as A
 from torchtalk.datalog.analysis.strata import needed_relations
 from torchtalk.datalog.compile import SQL_TYPES, Exec, Plan, compile_program, q
 from torchtalk.datalog.engines import Fetch, Page
+from torchtalk.datalog.transform.nullary_as_unary import nullary_as_unary
 from torchtalk.errors import EngineError, InputError
 
 _RUNS = itertools.count()
+_UNARY: dict = {}  # per program: it with its nullary relations made unary
+_NULLARY: dict = {}  # per program: its nullary relations
+
+
+def _nullary(program: A.Program) -> frozenset[str]:
+    return per_object(_NULLARY, program, None,
+                      lambda: frozenset(n for n, d in program.decls.items() if d.arity == 0))
 
 
 class DuckDBEngine:
@@ -42,6 +50,17 @@ class DuckDBEngine:
         return self._run(program, con, list(into), {}, tables or {}, into, {})
 
     def _run(self, program, con, outputs, facts, tables, into, fetch):
+        nullary = _nullary(program)
+        if nullary:  # Note [Nullary relations]
+            program = per_object(_UNARY, program, None, lambda: nullary_as_unary(program))
+            facts = {rel: [(0,) for _ in rows] if rel in nullary else rows for rel, rows in facts.items()}
+            out = self._run_sql(program, con, outputs, facts, tables, into, fetch)
+            if into is not None:
+                return out
+            return {rel: ([()] if rows else []) if rel in nullary else rows for rel, rows in out.items()}
+        return self._run_sql(program, con, outputs, facts, tables, into, fetch)
+
+    def _run_sql(self, program, con, outputs, facts, tables, into, fetch):
         import duckdb
 
         if con is None:

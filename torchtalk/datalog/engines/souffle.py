@@ -52,7 +52,10 @@ class SouffleEngine:
             given = [rel for rel in needed if rel in facts and rel not in program.inputs]
             for rel in [*program.inputs, *given]:
                 if rel in needed:
-                    write_facts(fdir / f"{rel}.facts", _rows(con, rel, facts.get(rel, []), (tables or {}).get(rel)))
+                    rows = _rows(con, rel, facts.get(rel, []), (tables or {}).get(rel))
+                    if program.decls[rel].arity == 0:  # a table holds it as one `unit` column
+                        rows = [()] if rows else []
+                    write_facts(fdir / f"{rel}.facts", rows)
             prog = Path(tmp, "program.dl")
             prog.write_text(souffle_text(program, outputs, given))
             proc = subprocess.run([exe, "-F", str(fdir), "-D", str(odir), str(prog)], capture_output=True, text=True)
@@ -97,7 +100,7 @@ def write_facts(path: Path, rows: list[tuple]) -> None:
             for v in row:
                 if isinstance(v, str) and ("\t" in v or "\n" in v):
                     raise EngineError(f"value {v!r} holds a tab or newline, which Soufflé fact files cannot carry")
-            fh.write("\t".join(str(v) for v in row) + "\n")
+            fh.write("\t".join(str(v) for v in row) + "\n" if row else "()\n")
 
 
 def read_csv(path: Path, decl: A.Decl) -> list[tuple]:
@@ -106,6 +109,8 @@ def read_csv(path: Path, decl: A.Decl) -> list[tuple]:
         return []
     out = []
     for line in path.read_text(encoding="utf-8").splitlines():
+        if decl.arity == 0:  # a nullary relation that holds is written as `()`
+            return [()]
         parts = line.split("\t")
         out.append(tuple(int(v) if c.type is A.ColType.NUMBER else v for v, c in zip(parts, decl.columns, strict=True)))
     return out
