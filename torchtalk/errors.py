@@ -96,6 +96,14 @@ class SemanticError(TorchTalkError):
     kind = "semantic error"
 
 
+class SemanticWarning(TorchTalkError):
+    """Not an error: something a program most likely did not mean (a
+    variable that occurs once, a relation nothing fills), as Soufflé warns.
+    Reported, never raised."""
+
+    kind = "warning"
+
+
 class ExtractError(TorchTalkError):
     """An extractor met input it cannot handle (unknown YAML key, ...)."""
 

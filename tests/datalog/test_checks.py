@@ -6,6 +6,7 @@ import pytest
 
 from torchtalk.datalog import check, parse_text
 from torchtalk.datalog.analysis.checks import check_errors
+from torchtalk.datalog.analysis.warnings import check_warnings
 from torchtalk.datalog.analysis.strata import strata
 from torchtalk.errors import ErrorList
 
@@ -95,3 +96,35 @@ def test_strata_order_and_recursion_kinds():
     assert got[0] == (("e",), False, False)
     assert set(got[1:4]) == {(("tc",), True, False), (("a", "b"), True, False), (("lin",), True, True)}
     assert got[4] == (("top",), False, False)
+
+
+WARNED = """.decl e(a: number, b: number)
+.input e
+.decl hook(a: number)
+.decl p(x: number)
+.output p
+p(x) :- e(x, y).
+p(x) :- e(x, _unused), hook(x).
+p(x) :- e(x, z), (z = 1 ; e(z, _)).
+p(x) :- e(x, w), (x > 2 ; x = 3).
+p(x) :- e(x, v), (v > 2 ; x = 4).
+"""
+
+
+def test_warnings_are_kept_apart_from_errors():
+    """Line 10: `v` occurs once in one alternative only, so it is meant."""
+    prog = parse_text(WARNED)
+    check(prog)  # no error: the program runs
+    assert [w.headline() for w in check_warnings(prog)] == [
+        "<text>:3:1: warning: relation 'hook' has no rules, no facts and no .input, so it is always empty",
+        "<text>:6:14: warning: variable 'y' occurs only once (use '_' if any value will do)",
+        "<text>:9:14: warning: variable 'w' occurs only once (use '_' if any value will do)",
+    ]
+
+
+def test_a_library_file_without_outputs_leaves_its_hooks_unreported():
+    prog = parse_text(WARNED.replace(".output p\n", ""))
+    assert [w.message for w in check_warnings(prog)] == [
+        "variable 'y' occurs only once (use '_' if any value will do)",
+        "variable 'w' occurs only once (use '_' if any value will do)",
+    ]

@@ -112,6 +112,22 @@ def test_every_rule_file_passes_rules_check(capsys):
     assert code == 0
 
 
+def test_rules_check_prints_warnings_and_passes(tmp_path, capsys):
+    prog = tmp_path / "w.dl"
+    prog.write_text(".decl e(a: number, b: number)\n.input e\n.decl p(x: number)\n.output p\np(x) :- e(x, y).\n")
+    assert main(["rules", "check", str(prog)]) == 0
+    cap = capsys.readouterr()
+    assert cap.out == f"{prog}: ok (2 relations, 1 rules, 1 warning)\n"
+    assert cap.err.splitlines() == [
+        f"{prog}:5:14: warning: variable 'y' occurs only once (use '_' if any value will do)",
+        "    p(x) :- e(x, y).",
+        "                 ^",
+    ]
+    assert main(["rules", "check", str(prog), "--json"]) == 0
+    (report,) = json.loads(capsys.readouterr().out)
+    assert report["ok"] and report["errors"] == [] and [w["loc"] for w in report["warnings"]] == [f"{prog}:5:14"]
+
+
 def test_eval_sql_prints_the_plan(tmp_path, capsys):
     prog = _setup(tmp_path)
     assert main(["eval", str(prog), "--sql"]) == 0

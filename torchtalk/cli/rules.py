@@ -29,7 +29,10 @@ def run(args: argparse.Namespace) -> int:
     else:
         for r in reports:
             if r["ok"]:
-                print(f"{r['file']}: ok ({r['relations']} relations, {r['rules']} rules)")
+                warned = f", {len(r['warnings'])} warning{'s' * (len(r['warnings']) != 1)}" if r["warnings"] else ""
+                print(f"{r['file']}: ok ({r['relations']} relations, {r['rules']} rules{warned})")
+                if r["warnings"]:  # kept apart from errors: the program still runs (exit 0)
+                    print("\n".join(w["rendered"] for w in r["warnings"]), file=sys.stderr)
             else:
                 print("\n".join(e["rendered"] for e in r["errors"]), file=sys.stderr)
     return 0 if all(r["ok"] for r in reports) else 1

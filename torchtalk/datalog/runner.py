@@ -155,16 +155,19 @@ def check_files(files: Iterable) -> list[dict]:
     from pathlib import Path
 
     from torchtalk.datalog.analysis.checks import check_errors
+    from torchtalk.datalog.analysis.warnings import check_warnings
     from torchtalk.datalog.parser import parse_file
     from torchtalk.errors import ErrorList, TorchTalkError
 
     reports = []
     for f in files:
-        report: dict = {"file": str(f), "ok": False, "relations": 0, "rules": 0, "errors": []}
+        report: dict = {"file": str(f), "ok": False, "relations": 0, "rules": 0, "errors": [], "warnings": []}
         try:
             program = parse_file(Path(f))
             errors: list[TorchTalkError] = check_errors(program)
             report.update(relations=len(program.decls), rules=len(program.rules))
+            if not errors:
+                report["warnings"] = [_error_json(w) for w in check_warnings(program)]
         except ErrorList as err:
             errors = list(err.errors)
         except TorchTalkError as err:
