@@ -8,19 +8,65 @@ import pytest
 
 pytestmark = [pytest.mark.real_tree, pytest.mark.souffle]
 
+# Every named query of the library (`torchtalk query --list`), on five
+# arguments or more each: ops with CPU and CUDA kernels, C++ functions, CUDA
+# kernels, Python APIs, modules, keys.
 QUERIES = [
     "kernels(_softmax)",
     "kernels(topk)",
+    "kernels(cumsum)",
+    "kernels(index_add)",
+    "kernels(embedding_bag, depth=3)",
     "impact(cpublas::gemm, depth=3)",
+    "impact(at::native::matmul)",
+    "impact(at::native::structured_topk_out_cpu::impl)",
+    "impact(at::native::CPU_CAPABILITY::cpu_kernel_vec, depth=2)",
+    "impact(at::native::layer_norm_cpu)",
     "trace(add.Tensor)",
+    "trace(softmax)",
+    "trace(matmul)",
+    "trace(conv2d, depth=2)",
+    "trace(topk)",
     "paths(softmax_warp_forward -> python)",
     "paths(torch.softmax -> cuda)",
+    "paths(gatherTopK -> python)",
+    "paths(torch.cumsum -> cuda)",
+    "paths(cpublas::gemm -> python, depth=6)",
     "affected(cpublas::gemm)",
+    "affected(softmax_warp_forward)",
+    "affected(at::native::matmul, depth=3)",
+    "affected(at::native::layer_norm_cpu)",
+    "affected(gatherTopK)",
     "callers(gemm)",
+    "callers(at::native::matmul)",
+    "callers(at::native::_matmul_impl)",
+    "callers(softmax_warp_forward)",
+    "callers(at::native::CPU_CAPABILITY::cpu_kernel_vec)",
     "callees(matmul)",
+    "callees(at::native::layer_norm_cpu)",
+    "callees(at::native::structured_topk_out_cpu::impl)",
+    "callees(at::native::matmul)",
+    "callees(cpublas::gemm)",
     "tests(softmax)",
+    "tests(matmul)",
+    "tests(topk)",
+    "tests(cumsum, depth=2)",
+    "tests(layer_norm)",
     "search(softmax)",
+    "search(gemm)",
+    "search(LayerNorm)",
+    "search(topk)",
+    'search("conv2d", backend=CUDA)',
     "coverage(MPS)",
+    "coverage(CPU)",
+    "coverage(CUDA)",
+    "coverage(Meta)",
+    "coverage(SparseCPU)",
+    "trace_module(torch.nn.Linear)",
+    "trace_module(torch.nn.LSTM)",
+    "trace_module(torch.nn.Conv2d)",
+    "trace_module(torch.nn.LayerNorm)",
+    "trace_module(torch.optim.Adam)",
 ]
 
 
@@ -41,3 +87,14 @@ def test_souffle_gives_the_same_rows(con, text, souffle_bin):
     souffle = api.query(text, con=con, all_matches=True, limit=None, engine="souffle")
     assert embedded.total > 0
     assert souffle.rows == embedded.rows
+
+
+def test_every_named_query_has_five_arguments_here():
+    from collections import Counter
+
+    from torchtalk import api
+
+    names = {q["name"] for q in api.list_queries()}
+    assert len(names) >= 11
+    per = Counter(text.split("(")[0] for text in QUERIES)
+    assert {name: per[name] for name in names if per[name] < 5} == {}
