@@ -67,7 +67,15 @@ def _evid(d: dict[str, tuple[str, int]]) -> list[dict]:
 
 
 def affected(con, root: Path, diff_text: str, *, depth: int = 6, origin: str = "<diff>") -> AffectedReport:
-    """Rank the tests to run for `diff_text` against the fact DB `con` of the tree at `root`."""
+    """Rank the tests to run for `diff_text` against the fact DB `con` of the
+    tree at `root`. An empty or blank diff, or a bad `depth`, is an InputError."""
+    from torchtalk.errors import InputError
+    from torchtalk.query.run import check_depth
+
+    if not (diff_text or "").strip():
+        raise InputError(f"the diff from {origin} is empty: no changed lines to follow",
+                         hint="pipe a unified diff, or give --patch FILE or --diff REV")
+    check_depth(depth, "--depth")
     ch = changed_entities(con, root, changed_lines(diff_text, origin))
     if not (ch.fns or ch.pys or ch.tests or ch.ops):
         return AffectedReport(ch, ())

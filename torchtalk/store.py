@@ -26,13 +26,15 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from torchtalk.errors import InputError, StoreError
+from torchtalk.errors import EngineError, InputError, StoreError, TorchTalkError
 
 META_TABLES = ("torchtalk_meta", "torchtalk_layers", "torchtalk_warnings", "torchtalk_relations")
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "facts" / "schema.dl"
 _SQL_TYPES = {"symbol": "VARCHAR", "number": "BIGINT"}
 # bumped when the DB layout changes; an older DB is rebuilt by the next index
 FORMAT = "2"
+# DuckDB memory of a query connection (Note [Query memory])
+QUERY_MEMORY = "2GB"
 
 
 # ------------------------------------------------------------------ sources
@@ -217,8 +219,53 @@ def tune_for_queries(con) -> None:
     save there, and each thread adds its own buffers. One thread answered
     impact/trace 2x faster on a loaded 2-core machine and kept peak memory
     within 2x of the fact DB (bench/engine.py). Indexing keeps all threads.
+
+    Note [Query memory]: a query's DuckDB memory is capped at
+    `$TORCHTALK_QUERY_MEMORY` (default QUERY_MEMORY; DuckDB's own default is
+    80% of the machine), so a runaway query fails with one line instead of
+    taking the machine (Note [Depth bound] in torchtalk/query/run.py keeps
+    every walk well below it: 0.5 GB at the deepest).
     """
     con.execute("SET threads = 1")
+    limit = os.environ.get("TORCHTALK_QUERY_MEMORY") or QUERY_MEMORY
+    try:
+        con.execute(f"SET memory_limit = '{limit}'")
+    except Exception as exc:  # duckdb.Error: an unreadable size
+        raise InputError(f"TORCHTALK_QUERY_MEMORY={limit!r} is not a memory size: {_first_line(exc)}",
+                         hint="e.g. 2GB, 500MB") from None
+
+
+def database_error(exc: BaseException, path: str | Path | None = None) -> TorchTalkError | None:
+    """A DuckDB error met while reading a fact DB, as one line: a truncated or
+    corrupt file (an I/O error, a bad checksum) is a StoreError saying to
+    re-index; any other DuckDB error is an EngineError; None for anything
+    that is not a DuckDB error. Called by the CLI
+    and the MCP server for what reaches them unconverted (a corrupt block is
+    only found when a query reads it, not at open).
+
+    Example:
+        >>> database_error(duckdb.IOException("IO Error: Could not read enough bytes ..."), "f.duckdb")
+        StoreError('cannot read the database f.duckdb: IO Error: Could not read enough bytes ...')
+    """
+    kind = type(exc)
+    if not kind.__module__.lstrip("_").startswith("duckdb"):
+        return None
+    where = f" {path}" if path else ""
+    text = _first_line(exc)
+    if kind.__name__ == "OutOfMemoryException":
+        return StoreError(f"the query needs more memory than allowed: {text}",
+                          hint="lower depth, or raise TORCHTALK_QUERY_MEMORY")
+    if _unreadable(exc):
+        return StoreError(f"cannot read the database{where}: {text}",
+                          hint="it may be truncated or corrupt; re-run `torchtalk index --force`")
+    return EngineError(f"DuckDB failed: {text}")
+
+
+def _unreadable(exc: BaseException) -> bool:
+    """A DuckDB error saying the file cannot be read (short read, bad checksum)."""
+    text = str(exc)
+    return (type(exc).__name__ in ("IOException", "SerializationException")
+            or "Corrupt database" in text or "checksum" in text)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -278,6 +325,8 @@ def db_status(path: Path) -> dict:
                   con.execute(f"select {', '.join(cols)} from torchtalk_layers order by indexed_at, layer").fetchall()]
         counts = dict(con.execute("select relation, rows from torchtalk_relations order by relation").fetchall())
     except duckdb.Error as exc:
+        if _unreadable(exc):
+            raise database_error(exc, path) from None
         raise StoreError(f"database {path} has an older layout ({_first_line(exc)})",
                          hint="re-run `torchtalk index --force`") from None
     else:

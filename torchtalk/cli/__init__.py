@@ -75,6 +75,14 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except Exception as exc:  # a DuckDB error escaping a layer: the DB file is bad
+        from torchtalk.store import database_error
+
+        err = database_error(exc, getattr(args, "db", None))
+        if err is None:
+            raise  # a bug: keep its traceback
+        print(f"torchtalk: {err.render()}", file=sys.stderr)
+        return 1
     return int(code or 0)
 
 

@@ -69,6 +69,57 @@ def _lifespan(source: Path | None, db: Path | None, reindex: bool, rules: tuple[
     return lifespan
 
 
+class TorchTalkServer(MCPServer):
+    """MCPServer whose argument errors read as one line, without pydantic's text.
+
+    The SDK checks a call's arguments against the tool's signature before the
+    tool runs and reports pydantic's message (the model name, the error type,
+    a URL). `call_tool` (the SDK's public entry for a call) says the same in
+    one line: `impact: depth must be at most 10, got 99 (parameters: name, depth)`.
+    """
+
+    async def call_tool(self, name, arguments, context=None):
+        from pydantic import ValidationError
+
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if not isinstance(exc.__cause__, ValidationError):
+                raise
+            tool = self._tool_manager.get_tool(name)
+            params = list((tool.parameters if tool else {}).get("properties", {}))
+            raise ToolError(argument_error(name, exc.__cause__, params)) from None
+
+
+def argument_error(tool: str, err, params: list[str]) -> str:
+    """One line for a pydantic ValidationError of `tool`'s arguments (first problem only).
+
+    Example:
+        >>> argument_error("impact", exc, ["name", "depth"])
+        'Error executing tool impact: error: depth must be at most 10, got 99 (parameters: name, depth)'
+    """
+    e = err.errors()[0]
+    field = ".".join(str(x) for x in e.get("loc", ())) or "arguments"
+    got, ctx, kind = e.get("input"), e.get("ctx") or {}, e.get("type", "")
+    shown = repr(got) if len(repr(got)) <= 40 else repr(got)[:37] + "..."
+    what = {
+        "missing": "is required",
+        "less_than_equal": f"must be at most {ctx.get('le')}, got {shown}",
+        "less_than": f"must be less than {ctx.get('lt')}, got {shown}",
+        "greater_than_equal": f"must be at least {ctx.get('ge')}, got {shown}",
+        "greater_than": f"must be more than {ctx.get('gt')}, got {shown}",
+        "too_short": "must not be empty",
+        "too_long": "is too long",
+        "list_type": f"must be a list, got {shown}",
+    }.get(kind)
+    if what is None:
+        kinds = {"int": "an integer", "string": "a string", "bool": "true or false", "float": "a number"}
+        want = next((v for k, v in kinds.items() if kind.startswith(k)), "a valid value")
+        what = f"must be {want}, got {shown}"
+    more = f" ({len(err.errors()) - 1} more)" if len(err.errors()) > 1 else ""
+    return f"Error executing tool {tool}: error: {field} {what}{more} (parameters: {', '.join(params)})"
+
+
 def build_server(
     source: Path | None, db: Path | None, reindex: bool = False, rules: tuple[Path, ...] = ()
 ) -> MCPServer:
@@ -76,7 +127,7 @@ def build_server(
     from torchtalk import __version__
     from torchtalk.mcp.tools import register
 
-    server = MCPServer(
+    server = TorchTalkServer(
         "torchtalk",
         title="TorchTalk",
         version=__version__,
@@ -123,6 +174,11 @@ async def run_tool(
     except ToolError:
         raise
     except Exception as err:  # a bug, not the user's fault: say what, keep serving
+        from torchtalk.store import database_error
+
+        bad_db = database_error(err, app.db.path())
+        if bad_db is not None:  # a truncated or corrupt DB, found when a query reads it
+            raise ToolError(_error_text(bad_db)) from None
         print(f"torchtalk mcp: {name} failed: {err!r}", file=sys.stderr)
         raise ToolError(f"{name}: internal error: {type(err).__name__}: {err}") from err
     return to_result(table)

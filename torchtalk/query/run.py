@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from torchtalk.errors import QueryError, SrcLoc, did_you_mean
+from torchtalk.errors import InputError, QueryError, SrcLoc, did_you_mean
 from torchtalk.query.dsl import QUERY_FILE, Query, Value
 from torchtalk.query.library import NAMESPACE_OF, Param, Signature, signature
 from torchtalk.query.resolve import Ambiguous, Resolution, Resolver
@@ -26,6 +26,13 @@ from torchtalk.query.resolve import Ambiguous, Resolution, Resolver
 CATEGORY_WORDS = ("python", "cuda")
 # options every query takes, handled here rather than by the rules
 RESERVED_OPTIONS = ("all",)
+# Note [Depth bound]: a walk keeps (node, depth) pairs while a cycle lets
+# depths grow, so its memory grows with `depth` (kernels(add): 150 MB at 5,
+# 490 MB at 20, 770 MB at 30) and `depth=100000` exhausts the machine. Every
+# `depth` (a query's option, `affected --depth`, MCP's `depth`) is checked
+# against this bound, documented in docs/queries.md; store.tune_for_queries
+# also caps DuckDB's memory, so no query can take the machine.
+MAX_DEPTH = 20
 
 
 @dataclass(frozen=True)
@@ -92,6 +99,10 @@ def bind(q: Query, program, resolver: Resolver, *, all_matches: bool = False) ->
                        hint=f"e.g. {q.name}(NAME)")
         facts[sig.arg.relation] = [(i,) for v in q.args for i in resolve(v, sig.arg.column)]
         _bind_like(program, sig, facts)
+    elif sig.src is not None and q.path is None:
+        v = q.args[0] if q.args else None
+        raise _err(q, v, f"{q.name} needs two ends: `A -> B`",
+                   hint=f"e.g. {q.name}(softmax_warp_forward -> python), {q.name}(torch.softmax -> cuda)")
     else:
         _bind_filters(q, sig, resolve, filters)
     if q.path is not None:
@@ -133,6 +144,20 @@ def _filter_values(v: Value, column: str, typ: str, resolve) -> frozenset:
     return frozenset((v.text, *resolve(v, column)))
 
 
+def check_depth(value, where: str = "depth") -> int:
+    """`value` as a walk depth, 1..MAX_DEPTH (Note [Depth bound]); a one-line
+    InputError naming `where` otherwise.
+
+    Example:
+        >>> check_depth(-1)
+        InputError: depth must be 1 to 20, got -1
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_DEPTH:
+        raise InputError(f"{where} must be 1 to {MAX_DEPTH}, got {value!r}",
+                         hint="the walks' memory grows with depth; see docs/queries.md")
+    return value
+
+
 def _bind_path(q: Query, sig: Signature, resolve, facts) -> None:
     if sig.src is None or sig.dst is None:
         raise _err(q, q.path.src, f"{q.name} takes no `a -> b` argument")
@@ -169,8 +194,14 @@ def _bind_options(q: Query, sig: Signature, resolve, facts, filters) -> None:
 
 def _typed(q: Query, v: Value, p: Param):
     if p.type == "number":
+        name = p.relation.split('_', 1)[-1]
         if not v.is_number:
-            raise _err(q, v, f"option {p.relation.split('_', 1)[-1]!r} takes a number, got {v.text!r}")
+            raise _err(q, v, f"option {name!r} takes a number, got {v.text!r}")
+        if name == "depth":
+            try:
+                check_depth(v.value)
+            except InputError as exc:
+                raise _err(q, v, exc.message, exc.hint) from None
         return v.value
     return str(v.value)
 

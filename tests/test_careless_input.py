@@ -1,0 +1,180 @@
+"""Careless input gets one line and a non-zero exit (issue 15, deliverable 7).
+
+Each case runs `torchtalk` as a real subprocess (the exit code and stderr are
+the contract) or calls the MCP server through the SDK's stdio client, on the
+real 2.6.0 tree's fact DB; a truncated or corrupt DB is a damaged copy of it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from torchtalk.query.run import MAX_DEPTH
+
+pytestmark = pytest.mark.real_tree
+
+HINT = "(the walks' memory grows with depth; see docs/queries.md)"
+
+
+def cli(*argv: str, stdin: str | None = None, env: dict | None = None, timeout: float = 60):
+    """Run `torchtalk ARGV`; (exit code, stdout, stderr)."""
+    p = subprocess.run([sys.executable, "-m", "torchtalk", *argv], input=stdin if stdin is not None else "",
+                       capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
+    return p.returncode, p.stdout, p.stderr
+
+
+def one_line_error(code: int, out: str, err: str) -> str:
+    """Assert a user error: exit 1, nothing on stdout, no traceback; its first line."""
+    assert code == 1, (code, out, err)
+    assert out == "" and "Traceback" not in err, err
+    return err.splitlines()[0]
+
+
+@pytest.fixture(scope="module")
+def db(real_db) -> str:
+    return str(real_db)
+
+
+# ---------------------------------------------------------------- depth
+
+
+@pytest.mark.parametrize(("query", "col", "value"), [
+    ("impact(cpublas::gemm, depth=-1)", 29, "-1"),
+    ("impact(cpublas::gemm, depth=0)", 29, "0"),
+    ("kernels(add, depth=100000)", 20, "100000"),
+    ("paths(torch.softmax -> cuda, depth=21)", 36, "21"),
+])
+def test_a_depth_out_of_bounds_is_one_line_before_any_walk(db, query, col, value):
+    t0 = time.perf_counter()
+    code, out, err = cli("query", query, "--db", db)
+    first = one_line_error(code, out, err)
+    assert first == f"torchtalk: <query>:1:{col}: query error: depth must be 1 to {MAX_DEPTH}, got {value} {HINT}"
+    assert err.splitlines()[1:] == [f"    {query}", "    " + " " * (col - 1) + "^"]
+    assert time.perf_counter() - t0 < 10  # refused, not walked 100,000 levels deep
+
+
+def test_the_deepest_allowed_walk_answers(db):
+    code, out, err = cli("query", f"kernels(add, depth={MAX_DEPTH})", "--db", db, "--json")
+    assert code == 0, err
+
+
+def test_query_memory_is_capped_so_a_big_walk_fails_in_one_line(db):
+    # Note [Query memory]: the same walk under a tiny cap is refused by DuckDB, not the machine
+    code, out, err = cli("query", f"kernels(add, depth={MAX_DEPTH})", "--db", db,
+                         env={"TORCHTALK_QUERY_MEMORY": "30MB"})
+    first = one_line_error(code, out, err)
+    assert first.startswith("torchtalk: engine error: DuckDB failed: Out of Memory Error"), first
+    code, out, err = cli("query", "kernels(add)", "--db", db, env={"TORCHTALK_QUERY_MEMORY": "lots"})
+    assert one_line_error(code, out, err).startswith(
+        "torchtalk: error: TORCHTALK_QUERY_MEMORY='lots' is not a memory size")
+
+
+def test_affected_depth_is_checked(db):
+    code, out, err = cli("affected", "--db", db, "--depth", "-3", stdin="x\n")
+    assert one_line_error(code, out, err) == f"torchtalk: error: --depth must be 1 to {MAX_DEPTH}, got -3 {HINT}"
+
+
+# ---------------------------------------------------------------- paths, diffs
+
+
+@pytest.mark.parametrize("query", ["paths(softmax_warp_forward)", "paths()"])
+def test_paths_without_an_arrow(db, query):
+    code, out, err = cli("query", query, "--db", db)
+    assert "query error: paths needs two ends: `A -> B` (e.g. paths(softmax_warp_forward -> python), " \
+           "paths(torch.softmax -> cuda))" in one_line_error(code, out, err)
+
+
+@pytest.mark.parametrize("diff", ["", "  \n\t\n\n"])
+def test_an_empty_or_blank_diff_on_stdin(db, diff):
+    code, out, err = cli("affected", "--db", db, stdin=diff)
+    assert one_line_error(code, out, err) == (
+        "torchtalk: error: the diff from <stdin> is empty: no changed lines to follow "
+        "(pipe a unified diff, or give --patch FILE or --diff REV)")
+    assert len(err.splitlines()) == 1
+
+
+def test_an_empty_patch_file(db, tmp_path):
+    (tmp_path / "empty.patch").write_text("\n")
+    code, out, err = cli("affected", "--db", db, "--patch", str(tmp_path / "empty.patch"))
+    assert f"the diff from {tmp_path / 'empty.patch'} is empty" in one_line_error(code, out, err)
+
+
+# ---------------------------------------------------------------- damaged DBs
+
+
+def damaged(db: str, dest: Path, how: str) -> Path:
+    """A copy of `db` cut after 3 MB ("truncated"), or with every byte after
+    3 MB overwritten ("corrupt": same size, bad block checksums)."""
+    out = dest / f"{how}.duckdb"
+    shutil.copyfile(db, out)
+    keep = 3 << 20
+    with open(out, "r+b") as fh:
+        if how == "truncated":
+            fh.truncate(keep)
+        else:
+            size = fh.seek(0, 2)
+            fh.seek(keep)
+            fh.write(bytes((i * 131 + 7) % 251 for i in range(size - keep)))
+    return out
+
+
+@pytest.mark.parametrize("how", ["truncated", "corrupt"])
+@pytest.mark.parametrize("argv", [("query", "callers(cpublas::gemm)"), ("query", "trace(add)"), ("status",)])
+def test_a_damaged_db_is_one_line(db, tmp_path, how, argv):
+    bad = damaged(db, tmp_path, how)
+    code, out, err = cli(*argv, "--db", str(bad))
+    first = one_line_error(code, out, err)
+    assert first.startswith(f"torchtalk: store error: cannot read the database {bad}: "), first
+    assert first.endswith("(it may be truncated or corrupt; re-run `torchtalk index --force`)")
+    assert len(err.splitlines()) == 1
+
+
+# ---------------------------------------------------------------- MCP
+
+
+@pytest.fixture(scope="module")
+def mcp(db):
+    from test_mcp_server import open_session
+
+    with open_session(["--db", db]) as session:
+        yield session
+
+
+@pytest.mark.parametrize(("tool", "args", "text"), [
+    ("impact", {"name": "gemm", "depth": 99}, "impact: error: depth must be at most 10, got 99 (parameters: name, depth)"),
+    ("impact", {"name": "gemm", "depth": -1}, "impact: error: depth must be at least 1, got -1 (parameters: name, depth)"),
+    ("impact", {"name": "gemm", "depth": "deep"},
+     "impact: error: depth must be an integer, got 'deep' (parameters: name, depth)"),
+    ("impact", {}, "impact: error: name is required (parameters: name, depth)"),
+    ("affected", {"functions": []}, "affected: error: functions must not be empty (parameters: functions)"),
+    ("called_by", {"name": 3}, "called_by: error: name must be a string, got 3 (parameters: name)"),
+])
+def test_mcp_argument_errors_are_one_line_without_pydantic(mcp, tool, args, text):
+    r = mcp.call(tool, **args)
+    assert r.is_error
+    assert r.text.startswith(f"Error executing tool {tool}: ") and r.text.endswith(text), r.text
+    assert "\n" not in r.text and "pydantic" not in r.text and "http" not in r.text
+
+
+def test_mcp_query_depth_is_the_cli_bound(mcp):
+    r = mcp.call("query", dsl="kernels(add, depth=100000)")
+    assert r.is_error and f"depth must be 1 to {MAX_DEPTH}, got 100000" in r.text.splitlines()[0]
+
+
+def test_mcp_on_a_truncated_db_says_so_in_one_line(db, tmp_path):
+    from test_mcp_server import open_session
+
+    bad = damaged(db, tmp_path, "truncated")
+    with open_session(["--db", str(bad)]) as s:
+        r = s.call("calls", name="at::native::matmul")
+        assert r.is_error and "\n" not in r.text, r.text
+        assert r.text.startswith(f"Error executing tool calls: store error: cannot read the database {bad}: ")
+        again = s.call("get_status")  # the server lives on, and says the same
+        assert again.is_error and "\n" not in again.text and "cannot read the database" in again.text
