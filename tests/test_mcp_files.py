@@ -19,7 +19,7 @@ MCP_TOOL = re.compile(r"mcp__torchtalk__(\w+)")
 
 
 def _server_tools() -> set[str]:
-    from torchtalk.mcp.server import build_server
+    from torchtalk.mcp.serve import build_server
 
     async def names() -> set[str]:
         return {t.name for t in await build_server(None, None).list_tools()}

@@ -32,6 +32,9 @@ class FakeDB:
     def interrupt(self):
         self.interrupted = True
 
+    def path(self):
+        return None
+
 
 def ctx_for(db) -> SimpleNamespace:
     return SimpleNamespace(request_context=SimpleNamespace(lifespan_context=App(db, None)))

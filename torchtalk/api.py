@@ -305,7 +305,32 @@ def eval_program(
     """
     from torchtalk.datalog.runner import eval_file
 
-    return eval_file(program, facts_dir=facts_dir, db=db, outputs=outputs, engine=engine, out_dir=out_dir)
+    def open_fact_db(prog):
+        return _eval_connection(prog, facts_dir, db)
+
+    return eval_file(program, facts_dir=facts_dir, open_db=open_fact_db if facts_dir is None or db is not None else None,
+                     outputs=outputs, engine=engine, out_dir=out_dir)
+
+
+def _eval_connection(program, facts_dir, db):
+    """The fact DB `eval` reads: `db`, else the default tree's DB when the
+    program reads input relations (no DB for a program without inputs)."""
+    from torchtalk.errors import InputError, StoreError
+    from torchtalk.store import open_db, resolve_db
+
+    if db is not None:
+        return open_db(resolve_db(db=db))
+    if not program.inputs:
+        return None
+    try:
+        path = resolve_db()
+    except StoreError as err:
+        raise InputError(
+            f"{program.files[0] if program.files else 'the program'} reads input relations, but no facts were given "
+            f"and {err.message}",
+            hint="pass --facts DIR or --db FILE",
+        ) from None
+    return open_db(path)
 
 
 def compile_program(program: str | Path, outputs: Iterable[str] | None = None) -> str:

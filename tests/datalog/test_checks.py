@@ -6,8 +6,8 @@ import pytest
 
 from torchtalk.datalog import check, parse_text
 from torchtalk.datalog.analysis.checks import check_errors
-from torchtalk.datalog.analysis.warnings import check_warnings
 from torchtalk.datalog.analysis.strata import strata
+from torchtalk.datalog.analysis.warnings import check_warnings
 from torchtalk.errors import ErrorList
 
 HEAD = """.decl e(a: number, b: symbol)

@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
         if args.transport == "http":
             where["url"] = f"http://127.0.0.1:{args.port}/mcp"
         print(json.dumps(where), file=sys.stderr)
-    from torchtalk.mcp.server import serve
+    from torchtalk.mcp.serve import serve
 
     serve(source, args.db, transport=args.transport, port=args.port, reindex=args.reindex,
           rules=tuple(d.resolve() for d in args.rules))

@@ -66,12 +66,14 @@ def eval_file(
     program_path,
     *,
     facts_dir=None,
-    db=None,
+    open_db=None,
     outputs: Iterable[str] | None = None,
     engine: str = "duckdb",
     out_dir=None,
 ) -> dict[str, list[tuple]]:
-    """`torchtalk eval`: parse, check and evaluate a .dl file (see api.eval_program)."""
+    """`torchtalk eval`: parse, check and evaluate a .dl file (see
+    api.eval_program). `open_db(program)`: the fact DB's connection, or None
+    (the application's store knows where it is; this package does not)."""
     from pathlib import Path
 
     from torchtalk.datalog.parser import parse_file
@@ -79,10 +81,15 @@ def eval_file(
     program = parse_file(Path(program_path))
     check(program)
     given: dict[str, list[tuple]] = {}
-    if facts_dir is not None and db is not None:  # the DB's rows, plus the rule author's own facts
+    if facts_dir is not None and open_db is not None:  # the DB's rows, plus the rule author's own facts
         given = _facts_rows(program, Path(facts_dir))
         facts_dir = None
-    con = _connection(program, facts_dir, db)
+    if facts_dir is not None:
+        from torchtalk.datalog.io import load_facts_dir
+
+        con = load_facts_dir(program, Path(facts_dir))
+    else:
+        con = open_db(program) if open_db is not None else None
     try:
         results = evaluate(program, con, outputs=outputs, facts=given, engine=engine, checked=True)
     finally:
@@ -122,32 +129,6 @@ def _facts_rows(program: Program, facts_dir) -> dict[str, list[tuple]]:
         return {rel: con.execute(f'SELECT * FROM "{rel}"').fetchall() for rel in program.inputs if rel in have}
     finally:
         con.close()
-
-
-def _connection(program: Program, facts_dir, db):
-    from pathlib import Path
-
-    if facts_dir is not None:
-        from torchtalk.datalog.io import load_facts_dir
-
-        return load_facts_dir(program, Path(facts_dir))
-    from torchtalk.store import open_db, resolve_db
-
-    if db is not None:
-        return open_db(resolve_db(db=db))
-    if not program.inputs:
-        return None
-    from torchtalk.errors import StoreError
-
-    try:
-        path = resolve_db()
-    except StoreError as err:
-        raise InputError(
-            f"{program.files[0] if program.files else 'the program'} reads input relations, but no facts were given "
-            f"and {err.message}",
-            hint="pass --facts DIR or --db FILE",
-        ) from None
-    return open_db(path)
 
 
 def check_files(files: Iterable) -> list[dict]:

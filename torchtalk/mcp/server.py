@@ -1,4 +1,6 @@
-"""The TorchTalk MCP server: `build_server` and `serve`.
+"""The TorchTalk MCP server's parts: the lifespan, the server class, and
+`run_tool`, through which every tool runs (the tools are in tools.py; the
+server is assembled by serve.py's `build_server`).
 
 Note [One DB per server]: the lifespan opens nothing heavy; it sets up the
 `FactDB` holder (one read-only connection, opened on the first call and
@@ -8,8 +10,7 @@ indexing]). Every tool goes through `run_tool`, which holds the DB lock,
 bounds the time, and turns TorchTalk errors into tool errors.
 
 Example:
-    >>> server = build_server(source=Path("/src/pytorch"), db=None)
-    >>> server.run("stdio")
+    >>> await run_tool(ctx, "trace", lambda con: answer(con))  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -120,25 +121,6 @@ def argument_error(tool: str, err, params: list[str]) -> str:
     return f"Error executing tool {tool}: error: {field} {what}{more} (parameters: {', '.join(params)})"
 
 
-def build_server(
-    source: Path | None, db: Path | None, reindex: bool = False, rules: tuple[Path, ...] = ()
-) -> MCPServer:
-    """The server with every TorchTalk tool registered (see torchtalk.mcp.tools)."""
-    from torchtalk import __version__
-    from torchtalk.mcp.tools import register
-
-    server = TorchTalkServer(
-        "torchtalk",
-        title="TorchTalk",
-        version=__version__,
-        instructions=INSTRUCTIONS,
-        lifespan=_lifespan(source, db, reindex, rules),
-        log_level="WARNING",
-    )
-    register(server)
-    return server
-
-
 def _locked(app: App, work: Callable[[object], Table], optional_db: bool) -> Table:
     with app.db.lock:
         try:
@@ -190,19 +172,3 @@ def _error_text(err: TorchTalkError, max_lines: int = 40) -> str:
     if len(lines) > max_lines:
         lines = lines[:max_lines] + [f"... and {len(lines) - max_lines} more lines"]
     return "\n".join(lines)
-
-
-def serve(
-    source: Path | None,
-    db: Path | None,
-    transport: str = "stdio",
-    port: int = 8765,
-    reindex: bool = False,
-    rules: tuple[Path, ...] = (),
-) -> None:
-    """Serve on stdio, or streamable HTTP on 127.0.0.1:`port` (path /mcp)."""
-    server = build_server(source, db, reindex, rules)
-    if transport == "stdio":
-        server.run("stdio")
-    else:
-        server.run("streamable-http", host="127.0.0.1", port=port)

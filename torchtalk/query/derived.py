@@ -48,9 +48,9 @@ def argument_free(program: A.Program) -> list[str]:
     back as to compute); and not intermediates, read only by other stored
     relations (`link_reach` under `op_cuda_kernel`), which a query computes
     when it names one."""
-    from torchtalk.query.run import _is_argument
+    from torchtalk.query.library import is_argument
 
-    args = {n for n in program.inputs if _is_argument(program, n)}
+    args = {n for n in program.inputs if is_argument(program, n)}
     derived = {r.head.name for r in program.rules} - set(program.inputs)
     views = _views(program)
     free = {rel for rel in derived - views if not (needed_relations(program, [rel]) & args)}
@@ -114,12 +114,14 @@ def materialize(con: Any, program: A.Program, tables: frozenset[str]) -> dict[st
     writable connection of an index being built; `tables` = the fact tables
     it holds). -> rows per relation."""
     from torchtalk.datalog.engines.duckdb import DuckDBEngine
-    from torchtalk.query.run import prune
+    from torchtalk.datalog.transform.prune import prune
 
     prints = fingerprints(program)
     con.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
     con.execute(f"CREATE OR REPLACE TABLE {CATALOG} (relation VARCHAR, fingerprint VARCHAR, rows BIGINT)")
-    live = prune(program, frozenset(), tables)
+    from torchtalk.query.library import is_argument
+
+    live = prune(program, frozenset(n for n in program.inputs if is_argument(program, n) or n not in tables))
     counts = DuckDBEngine().materialize(live, con, {rel: table_of(rel) for rel in prints})
     for rel in prints:
         _check_one_to_one(con, program, rel)

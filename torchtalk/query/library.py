@@ -337,3 +337,16 @@ def describe_queries(program) -> list[dict]:
             "file": _short(decl.loc.file), "line": decl.loc.line,
         })
     return out
+
+
+def is_argument(program, rel: str) -> bool:
+    """`rel` is a seed or option input of some named query (Note [Named queries])."""
+    for suffix in ("_arg", "_from", "_to", "_like", "_like_probe"):
+        if rel.endswith(suffix) and rel[: -len(suffix)] in program.decls:
+            return True
+    head, _, _ = rel.rpartition("_")
+    while head:
+        if head in program.decls and f"{rel}_default" in program.decls:
+            return True
+        head, _, _ = head.rpartition("_")
+    return False

@@ -262,29 +262,17 @@ def prune(program, given: frozenset, tables: frozenset | None = None):
     `given`: an input with no facts is empty when it is another query's
     argument, or (when `tables` is known) has no table in the fact DB."""
     from torchtalk.connmemo import per_object
+    from torchtalk.datalog.transform.prune import prune as prune_empty
+    from torchtalk.query.library import is_argument
 
     def pruned():
-        inputs = frozenset(program.inputs)
         empty = frozenset(
-            n for n in inputs
-            if n not in given and (_is_argument(program, n) or (tables is not None and n not in tables))
+            n for n in program.inputs
+            if n not in given and (is_argument(program, n) or (tables is not None and n not in tables))
         )
-        return _live_rules(program, program.rules, inputs, empty)
+        return prune_empty(program, empty)
 
     return per_object(_PRUNED, program, (given, tables), pruned)
-
-
-def _is_argument(program, rel: str) -> bool:
-    """`rel` is a seed or option input of some named query (Note [Named queries])."""
-    for suffix in ("_arg", "_from", "_to", "_like", "_like_probe"):
-        if rel.endswith(suffix) and rel[: -len(suffix)] in program.decls:
-            return True
-    head, _, opt = rel.rpartition("_")
-    while head:
-        if head in program.decls and f"{rel}_default" in program.decls:
-            return True
-        head, _, _ = head.rpartition("_")
-    return False
 
 
 # Note [Presolve]: after pruning, some derived relations read only the
@@ -298,111 +286,20 @@ def _is_argument(program, rel: str) -> bool:
 
 def presolve(program, con, facts: dict, output: str, engine: str, tables: dict | None = None):
     """(program, facts) with the argument-level relations evaluated and frozen
-    (`tables`: where stored input relations live, see evaluate())."""
+    (`tables`: where stored input relations live, see evaluate()); the
+    presolved program is the same object for the same query shape, so the
+    engine's plan cache (Note [Plan cache]) recognizes it."""
     from torchtalk.connmemo import per_object
     from torchtalk.datalog import evaluate
-    from torchtalk.datalog.analysis.strata import needed_relations
+    from torchtalk.datalog.transform import presolve as P
 
-    needed = needed_relations(program, [output])
-    cands = [rel for rel in needed if rel != output and _argument_level(program, rel, facts)]
-    if not cands:
-        return program, facts
-    rows = _copies(program, cands, facts)
-    if rows is None:
-        rows = evaluate(program, con, outputs=cands, facts=facts, engine=engine, checked=True, tables=tables)
-    full = {rel: rs for rel in cands if (rs := rows.get(rel, []))}
+    def run(cands):
+        return evaluate(program, con, outputs=cands, facts=facts, engine=engine, checked=True, tables=tables)
 
-    def frozen():
-        kept = [r for r in program.rules if r.head.name not in cands]
-        sources = frozenset(program.inputs) | frozenset(facts) | frozenset(full)
-        return _live_rules(program, kept, sources, frozenset())
-
-    shape = (frozenset(cands), frozenset(full), frozenset(facts))
-    return per_object(_PRESOLVED, program, shape, frozen), {**facts, **full}
+    return P.presolve(program, facts, output, run,
+                      memo=lambda shape, compute: per_object(_PRESOLVED, program, shape, compute))
 
 
 # presolved programs by (program, frozen relations, non-empty ones, given
-# relations): the same program object for the same query shape, so the
-# engine's plan cache (Note [Plan cache]) can recognize it
+# relations)
 _PRESOLVED: dict = {}
-
-
-def _copies(program, cands: list[str], facts: dict) -> dict[str, list[tuple]] | None:
-    """The rows of `cands` when each of their rules copies given facts
-    (`up_limit(d) :- impact_depth(d).`, `entry_need(o) :- trace_arg(o).`),
-    computed here rather than by an engine call; None if some rule does more."""
-    from torchtalk.datalog import ast as A
-
-    out: dict[str, list[tuple]] = {}
-    for rel in cands:
-        rows: set[tuple] = set()
-        for rule in program.rules_for(rel):
-            if len(rule.body) != 1 or not isinstance(rule.body[0], A.Atom) or rule.body[0].name not in facts:
-                return None
-            atom = rule.body[0]
-            if not all(isinstance(t, (A.Var, A.Wildcard, A.Str, A.Num)) for t in atom.args) or not all(
-                    isinstance(t, (A.Var, A.Str, A.Num)) for t in rule.head.args):
-                return None
-            for row in facts[atom.name]:
-                env: dict[str, object] = {}
-                if all(_match(t, v, env) for t, v in zip(atom.args, row, strict=True)):
-                    rows.add(tuple(env[t.name] if isinstance(t, A.Var) else t.value for t in rule.head.args))
-        out[rel] = sorted(rows, key=repr)
-    return out
-
-
-def _match(term, value, env: dict) -> bool:
-    """Bind or check `term` (a variable, `_` or a constant) against `value`."""
-    from torchtalk.datalog import ast as A
-
-    if isinstance(term, A.Var):
-        return env.setdefault(term.name, value) == value
-    return isinstance(term, A.Wildcard) or term.value == value
-
-
-def _argument_level(program, rel: str, facts: dict) -> bool:
-    """Every rule of derived `rel` reads only given arguments and fact tables."""
-    from torchtalk.datalog import ast as A
-
-    rules = program.rules_for(rel)
-    if not rules or rel in program.inputs:
-        return False
-    derived = {r.head.name for r in program.rules}
-    reads_args = False
-    for rule in rules:
-        reads_args |= any(isinstance(lit, A.Atom) and lit.name in facts for lit in rule.body)
-        for lit in rule.body:
-            target = lit.target if isinstance(lit, A.Negation) else lit
-            if isinstance(target, A.Atom):
-                if target.name in derived and target.name not in facts:
-                    return False
-            elif isinstance(target, A.Comparison):
-                if any(isinstance(t, A.Aggregate) for t in (target.left, target.right)):
-                    return False
-            elif not isinstance(target, A.Builtin):
-                return False
-    return reads_args
-
-
-def _live_rules(program, rules, sources: frozenset, empty: frozenset):
-    """Keep the rules whose positive atoms all read derivable relations: a
-    relation is derivable if it is a source (an input not known empty) or the
-    head of a rule whose positive atoms are all derivable (a fixpoint, so a
-    recursive relation without a base rule is not derivable)."""
-    import dataclasses
-
-    from torchtalk.datalog import ast as A
-
-    def positives(rule):
-        return [lit.name for lit in rule.body if isinstance(lit, A.Atom)]
-
-    live = set(sources) - set(empty)
-    changed = True
-    while changed:
-        changed = False
-        for rule in rules:
-            if rule.head.name not in live and all(n in live for n in positives(rule)):
-                live.add(rule.head.name)
-                changed = True
-    keep = tuple(r for r in rules if all(n in live for n in positives(r)))
-    return dataclasses.replace(program, rules=keep)

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from html import escape
 
-from torchtalk.reports.model import CoverageReport, KeyCoverage
-from torchtalk.reports.render import package_path, pct, scope_text
+from torchtalk.reports.model import CoverageReport, KeyCoverage, package_path, pct, scope_text
 
 COLORS = {
     "direct": "#1a7f37",

@@ -170,3 +170,34 @@ class CoverageReport:
             k["share"] = round(kc.share, 4)
             k["missing_with_decomp"] = kc.missing_with_decomp
         return data
+
+
+# ----------------------------------------------------------------- text shared by the renderers
+
+
+def pct(n: int, total: int) -> str:
+    """`n/total` as a percentage with one decimal ("97.3%")."""
+    return f"{100.0 * n / total:.1f}%" if total else "n/a"
+
+
+def scope_text(report: CoverageReport) -> str:
+    if report.scope == "*":
+        return f"all {report.total} ops of native_functions.yaml"
+    return f"the {report.total} ops tagged `{report.scope}`"
+
+
+def package_path(p: PackageOp, pkg: PackageReport) -> str:
+    """What could still run a missing package op: composite, decomposition, or nothing."""
+    if p.composite:
+        return "composite (CompositeImplicitAutograd)"
+    if not pkg.decomps_known:
+        return "unknown (decompositions not indexed: python layer)"
+    if p.decomposes:
+        return "decomposes into mapped ops: " + ", ".join(p.decomposes)
+    if p.has_decomp and p.unmet:
+        return "decomposition calls " + ", ".join(p.unmet) + ": no mapped op"
+    if p.has_decomp and not pkg.decomp_calls_known:
+        return "has a decomposition (its calls are not indexed)"
+    if p.has_decomp:
+        return "has a decomposition (no ATen call seen: prims or Python operators)"
+    return "none"

@@ -14,55 +14,10 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Any, Protocol
-
-from torchtalk.datalog.ast import Program
+from torchtalk.datalog.engines.base import Engine, Fetch, Page, Rows, fetch_rows
 from torchtalk.errors import InputError, did_you_mean
 
-Rows = list[tuple]
-
-
-@dataclass(frozen=True)
-class Fetch:
-    """How an output comes back: its distinct rows whose column i is one of
-    `keep`'s values for i, sorted by the columns `order`, at most `limit`."""
-
-    order: tuple[int, ...]
-    keep: tuple[tuple[int, frozenset], ...] = ()
-    limit: int | None = None
-
-
-class Page(list):
-    """The rows of a fetched output; `total` counts them before the limit."""
-
-    def __init__(self, rows: Iterable[tuple], total: int | None = None) -> None:
-        super().__init__(rows)
-        self.total = len(self) if total is None else total
-
-
-def fetch_rows(rows: Iterable[tuple], spec: Fetch) -> Page:
-    """`spec` applied in Python (for an engine that cannot do it itself)."""
-    kept = [r for r in set(rows) if all(r[i] in allowed for i, allowed in spec.keep)]
-    kept.sort(key=lambda r: tuple(r[i] for i in spec.order))
-    return Page(kept if spec.limit is None else kept[: spec.limit], len(kept))
-
-
-class Engine(Protocol):
-    name: str
-
-    def run(
-        self,
-        program: Program,
-        con: Any,
-        outputs: list[str],
-        facts: dict[str, list[tuple]],
-        tables: dict[str, str] | None = None,
-        fetch: dict[str, Fetch] | None = None,
-    ) -> dict[str, Rows]:
-        """Evaluate `outputs` of a checked program over the fact DB `con`."""
-
+__all__ = ["ENGINES", "Engine", "Fetch", "Page", "Rows", "fetch_rows", "get_engine"]
 
 ENGINES = ("duckdb", "souffle")
 

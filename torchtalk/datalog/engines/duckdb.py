@@ -19,7 +19,7 @@ from torchtalk.connmemo import per_object
 from torchtalk.datalog import ast as A
 from torchtalk.datalog.analysis.strata import needed_relations
 from torchtalk.datalog.compile import SQL_TYPES, Exec, Plan, compile_program, q
-from torchtalk.datalog.engines import Fetch, Page
+from torchtalk.datalog.engines.base import Fetch, Page
 from torchtalk.datalog.transform.nullary_as_unary import nullary_as_unary
 from torchtalk.errors import EngineError, InputError
 

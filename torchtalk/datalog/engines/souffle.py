@@ -20,7 +20,7 @@ from typing import Any
 from torchtalk.datalog import ast as A
 from torchtalk.datalog.analysis.strata import needed_relations
 from torchtalk.datalog.compile import q
-from torchtalk.datalog.engines import Fetch, fetch_rows
+from torchtalk.datalog.engines.base import Fetch, fetch_rows
 from torchtalk.errors import EngineError
 
 
