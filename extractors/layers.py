@@ -44,6 +44,6 @@ LAYERS: tuple[Layer, ...] = (
         "extractors.python",
         ("py_def", "py_calls", "py_api", "binds", "module_class", "class_base", "decomp", "py_op_impl"),
     ),
-    Layer("tests", "extractors.tests", ("test", "opinfo", "tests_cover", "test_util", "test_file", "test_file_uses")),
+    Layer("tests", "extractors.tests", ("test", "opinfo", "tests_cover", "test_util", "test_file", "test_file_uses", "module_runs")),
     Layer("precise", "extractors.clang", ("calls_precise", "calls_op", "precise_file"), optional=True),
 )

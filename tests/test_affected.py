@@ -55,7 +55,7 @@ def test_gemm_change_reaches_linalg_tests_with_chain(tree, real_db):
         # the op step points at the op's own `- func:` line in native_functions.yaml
         assert re.match(rf"- func: {re.escape(name.group(1))}\(", yaml_text[op.line - 1])
         assert test.what == f"test {t.test}" and test.file == "test/test_linalg.py"
-    ranks = [(t.depth, -t.reached_by, t.test) for t in report.tests]
+    ranks = [(t.rank, t.depth, -t.reached_by, t.test) for t in report.tests]
     assert ranks == sorted(ranks)
 
 

@@ -52,6 +52,7 @@ QUERIES = [
     "tests(topk)",
     "tests(cumsum, depth=2)",
     "tests(layer_norm)",
+    "tests(embedding_bag)",
     "search(softmax)",
     "search(gemm)",
     "search(LayerNorm)",

@@ -215,15 +215,17 @@ def test_paths_both_ways(con):
 
 def test_tests_of_op(con):
     r = q(con, "tests(softmax)")
-    assert r.columns == ("subject", "test", "op", "how", "depth", "file", "line")
-    assert r.rows == (("softmax.int", "test/test_nn.py::TestNN::test_softmax", "softmax.int", "call", 0,
-                       "test/test_nn.py", 205),)
+    assert r.columns == ("subject", "test", "rank", "why", "op", "how", "via", "depth", "file", "line")
+    # a call of torch.softmax, a core suite: rank 1 (Note [Test ranking])
+    assert r.rows == (("softmax.int", "test/test_nn.py::TestNN::test_softmax", 1, "calls it", "softmax.int", "call",
+                       "torch.softmax", 0, "test/test_nn.py", 205),)
 
 
 def test_tests_of_function_walk_up_to_ops(con):
     r = q(con, "tests(cpublas::gemm)")
+    # named for matmul, 5 steps up: rank 5 + 0
     assert r.rows == (("at::native::cpublas::gemm", "test/test_linalg.py::TestLinalg::test_matmul_small",
-                       "matmul", "name", 5, "test/test_linalg.py", 4000),)
+                       5, "named for it", "matmul", "name", "matmul", 5, "test/test_linalg.py", 4000),)
     assert q(con, "tests(cpublas::gemm, depth=3)").rows == ()
 
 

@@ -109,16 +109,17 @@ def test_paths_from_softmax_warp_forward_to_python(con):
 def test_tests_of_matmul_include_test_linalg(con, tree):
     rows = q(con, "tests(matmul)").rows
     hit = {r[2:] for r in rows if r[1] == "test/test_linalg.py::TestLinalg::test_matmul_45724"}
-    assert ("matmul", "name", 0, "test/test_linalg.py", 6411) in hit
+    # named for the op, in a core suite: rank 0 (Note [Test ranking])
+    assert (0, "named for it", "matmul", "name", "matmul", 0, "test/test_linalg.py", 6411) in hit
     assert "def test_matmul_45724" in (tree / "test/test_linalg.py").read_text().splitlines()[6411 - 1]
 
 
 def test_tests_of_a_function_go_through_its_ops(con):
     rows = q(con, "tests(cpublas::gemm, depth=3)").rows
-    assert {r[2] for r in rows} >= {"mm", "mm.out"}
+    assert {r[4] for r in rows} >= {"mm", "mm.out"}
     # gemm <- addmm_impl_cpu_ <- mm kernel: the shortest chain to op mm is 3 steps
     # (longer ones through at::mm calls exist too)
-    assert min(r[4] for r in rows if r[2] == "mm") == 3
+    assert min(r[7] for r in rows if r[4] == "mm") == 3
 
 
 NF = "aten/src/ATen/native/native_functions.yaml"

@@ -5,10 +5,14 @@ functions, Python defs, tests and YAML entries → `to_run` of rules/changes.dl
 (through `affected` for C++/CUDA: callers up to the ops, then the tests that
 cover them) → one ranked row per test.
 
-Note [Ranking]: a test ranks higher the closer it is to a change (fewest
-steps: a changed test itself is 0, a test of a changed op 1, ...), then the
-more (changed entity, impacted op) pairs reach it — a test that covers many of
-the impacted ops exercises the change more ways — then by name.
+Note [Ranking]: a test ranks by `rank` (rules/changes.dl `to_run`): its
+distance from a change (fewest steps: a changed test itself is 0, a test of a
+changed op 1, ...) plus the penalty of its link to what it covers (Note [Test
+ranking] in rules/ranking.dl: named for it, calls it, own entry, through a
+caller, sweep; other suites after core ones), the reason shown as `why`;
+then by distance, then the more (changed entity, impacted op) pairs reach it
+— a test that covers many of the impacted ops exercises the change more
+ways — then by name.
 
 Example:
     >>> r = affected(con, root, diff_text)
@@ -39,12 +43,15 @@ class Step:
 @dataclass(frozen=True)
 class TestToRun:
     test: str
+    rank: int  # depth + the penalty of its link (Note [Ranking])
+    why: str  # the link's kind ("named for it", "sweep, other suite", ...)
     depth: int
     reached_by: int  # how many (changed entity, op) pairs reach it
     chain: tuple[Step, ...]  # from a changed entity to the test
 
     def to_json(self) -> dict:
-        return {"test": self.test, "depth": self.depth, "reached_by": self.reached_by,
+        return {"test": self.test, "rank": self.rank, "why": self.why, "depth": self.depth,
+                "reached_by": self.reached_by,
                 "chain": [{"what": s.what, "file": s.file, "line": s.line} for s in self.chain]}
 
 
@@ -94,21 +101,23 @@ def affected(con, root: Path, diff_text: str, *, depth: int = 6, origin: str = "
 def _rank(con, ch: Changes, rows) -> tuple[TestToRun, ...]:
     best: dict[str, tuple] = {}
     reach: dict[str, set[str]] = {}
-    for test, entity, via, depth, file, line in rows:
+    for test, entity, via, depth, rank, why, file, line in rows:
         reach.setdefault(test, set()).add((entity, via))
-        key = (depth, entity, via, file, line)
+        key = (rank, depth, entity, via, file, line, why)
         if test not in best or key < best[test]:
             best[test] = key
-    op_loc = _op_locations(con, {b[2] for b in best.values()})
+    op_loc = _op_locations(con, {b[3] for b in best.values()})
     out = []
-    for test, (depth, entity, via, file, line) in best.items():
+    for test, (rank, depth, entity, via, file, line, why) in best.items():
         chain = [_entity_step(ch, entity)]
-        if via != entity:
+        if via != entity and via in op_loc:
             chain.append(Step(f"op {via}" + (f", {depth - 1} call(s) above" if entity in ch.fns else ""),
-                              *op_loc.get(via, ("", 0))))
+                              *op_loc[via]))
+        elif via != entity:  # a module or optimizer class that runs the changed code
+            chain.append(Step(f"class {via}, {depth - 1} call(s) above", "", 0))
         chain.append(Step(f"test {test}", file, line))
-        out.append(TestToRun(test, depth, len(reach[test]), tuple(chain)))
-    out.sort(key=lambda t: (t.depth, -t.reached_by, t.test))
+        out.append(TestToRun(test, rank, why, depth, len(reach[test]), tuple(chain)))
+    out.sort(key=lambda t: (t.rank, t.depth, -t.reached_by, t.test))
     return tuple(out)
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from extractors.python.summary import FileSummary, summarize
 from torchtalk.atomic import atomic_open
 
-SUMMARY_VERSION = b"pysum-16"
+SUMMARY_VERSION = b"pysum-17"
 
 
 def shared_cache_dir(layer_cache: Path) -> Path:

@@ -110,6 +110,7 @@ class Entry:
     aten_name: str = ""
     torch_opinfo_name: str = ""
     torch_opinfo_variant: str = ""
+    aliases: tuple[str, ...] = ()  # `aliases=('absolute',)`: other names of the op it tests
 
 
 @dataclass(frozen=True)
@@ -498,6 +499,7 @@ class _Summarizer:
             node.lineno, fn, name,
             _str(kw.get("variant_test_name")), _str(kw.get("aten_name")),
             _str(kw.get("torch_opinfo_name")), _str(kw.get("torch_opinfo_variant_name")),
+            _strs(kw.get("aliases")),
         )
 
 
@@ -541,6 +543,13 @@ def _method(types: Iterable[str], m: str, line: int, out: list, receivers: list)
     out.append((f"?.{m}", line))
     if typed != (UNKNOWN,):
         receivers.append((line, m, typed))
+
+
+def _strs(node: ast.expr | None) -> tuple[str, ...]:
+    """The string constants of a tuple or list literal (`aliases=('absolute',)`)."""
+    if isinstance(node, ast.Tuple | ast.List):
+        return tuple(e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str))
+    return ()
 
 
 def _str(node: ast.expr | None) -> str:

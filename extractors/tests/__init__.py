@@ -2,7 +2,7 @@
 test utilities, per-file details; over `test/` and `torch/testing/_internal`.
 
 Rows (facts/schema.dl, tests section): test, opinfo, tests_cover, test_util,
-test_file, test_file_uses. Names are resolved with the python layer's model
+test_file, test_file_uses, module_runs. Names are resolved with the python layer's model
 over torch/ + test/ (the file summaries are shared through one cache, Note
 [Per-file summaries]). See Note [Test cover subjects] and Note [OpInfo subjects].
 
@@ -52,7 +52,11 @@ def extract(ctx: ExtractContext, sink: Sink) -> None:
     dbs = Databases(model)
     for e in dbs.entries.values():
         sink.add("opinfo", e.name, e.subject, e.db, e.file, e.line)
-    module_classes = frozenset(rename(c) for c in model.idx.subclasses_of(MODULE_ROOTS))
+        for alias in e.aliases:
+            sink.add("opinfo", e.name, alias, e.db, e.file, e.line)
+    classes = model.idx.subclasses_of(MODULE_ROOTS)
+    module_classes = frozenset(rename(c) for c in classes)
+    _module_runs(model, classes, sink)
     finder = CoverFinder(model, dbs, module_classes)
     decorator_uses: Counter[str] = Counter()
     base_uses: Counter[str] = Counter()
@@ -60,6 +64,24 @@ def extract(ctx: ExtractContext, sink: Sink) -> None:
         if s.file.startswith("test/"):
             _test_file(model, finder, s, sink, decorator_uses, base_uses)
     _test_utils(model, dbs, sink, decorator_uses, base_uses)
+
+
+RUN_METHODS = ("__init__", "forward", "step")
+
+
+def _module_runs(model: Model, classes: Iterable[str], sink: Sink) -> None:
+    """module_runs rows: the methods each module/optimizer class runs (own or
+    inherited, not a MODULE_ROOTS class's placeholder)."""
+    for cls in sorted(classes):
+        if cls in MODULE_ROOTS:
+            continue
+        for m in RUN_METHODS:
+            hit = model.method(cls, m, False)
+            if hit is None or hit[1] != "def" or hit[0].rpartition(".")[0] in MODULE_ROOTS:
+                continue
+            found = model.idx.def_of(hit[0])
+            if found is not None:
+                sink.add("module_runs", rename(cls), m, rename(hit[0]), found[0].file, found[1].line)
 
 
 def _test_file(model: Model, finder: CoverFinder, s: FileSummary, sink: Sink,

@@ -10,8 +10,14 @@ Note [Test cover subjects]: tests_cover.subject is
     canonical name, joinable with py_api) and "method" (`x.add_(...)` on an
     untyped receiver whose method name is an ATen Tensor method:
     torch.Tensor.add_);
-  - a module class for how "moduleinfo" and for "call" of a module class
-    (`nn.Linear(...)` → torch.nn.modules.linear.Linear).
+  - a module class for how "moduleinfo", for "call" of a module class
+    (`nn.Linear(...)` → torch.nn.modules.linear.Linear) and for "name" (the
+    test's name has the class's name as written under torch.nn or torch.optim:
+    test_EmbeddingBag_per_sample_weights → torch.nn.modules.sparse.EmbeddingBag);
+  - an optimizer class for how "optiminfo" (`@optims(optim_db)`: its
+    OptimizerInfo entry);
+  - an ATen operator name for how "opinfo_alias": the test's OpInfo names the
+    op among its `aliases=` (OpInfo('abs', aliases=('absolute',)) → absolute).
 One row per (test, subject): the first evidence found, in that order. Calls
 of input factories (torch.randn, torch.ones, ...: SETUP_APIS) count only when
 the test's name mentions them.
@@ -46,6 +52,12 @@ SETUP_APIS = frozenset(
 )
 
 
+# The test decorators that take an *Info list: (the entries' kind, tests_cover.how).
+DECORATOR_KIND = {"ops": ("op", "opinfo"), "modules": ("module", "moduleinfo"), "optims": ("optim", "optiminfo")}
+# Where a module class's name is exported (Note [Test cover subjects], "name").
+MODULE_PACKAGES = ("torch.nn", "torch.optim")
+
+
 class CoverFinder:
     """Computes tests_cover rows; memoizes the Python API checks."""
 
@@ -70,22 +82,25 @@ class CoverFinder:
             if row[0] not in seen:
                 seen.add(row[0])
                 yield row
-        op = self.name_op(name)
-        if op and op not in seen:
-            yield op, "name", s.file, d.line
+        for subject in (self.name_op(name), self.name_module(name)):
+            if subject and subject not in seen:
+                seen.add(subject)
+                yield subject, "name", s.file, d.line
 
     def _from_decorators(self, s: FileSummary, d: Def) -> Iterator[tuple[str, str, str, int]]:
         for deco in d.decorators:
             last = deco.target.rpartition(".")[2]
-            if not deco.called or not deco.args or last not in ("ops", "modules"):
+            if not deco.called or not deco.args or last not in DECORATOR_KIND:
                 continue
+            kind, how = DECORATOR_KIND[last]
             keys, exact = self.dbs.evaluate(s, deco.args[0])
             for key in sorted(keys):
                 e = self.dbs.entries[key]
-                if last == "modules" and e.kind == "module":
-                    yield e.subject, "moduleinfo", s.file, deco.line
-                elif last == "ops" and e.kind == "op":
-                    yield e.subject, "opinfo" if exact else "opinfo_maybe", s.file, deco.line
+                if e.kind != kind:
+                    continue
+                yield e.subject, how if exact or kind != "op" else "opinfo_maybe", s.file, deco.line
+                for alias in e.aliases:
+                    yield alias, "opinfo_alias" if exact else "opinfo_maybe", s.file, deco.line
 
     def _from_calls(self, s: FileSummary, d: Def, helper: bool = False) -> Iterator[tuple[str, str, str, int]]:
         """Calls in the test's body, and (one level) in the helper methods it
@@ -130,6 +145,19 @@ class CoverFinder:
                     out = name
         self._subject[callee] = out
         return out
+
+    def name_module(self, test_name: str) -> str | None:
+        """The module or optimizer class a CamelCase word of the test's name
+        names as exported by torch.nn / torch.optim (test_LayerNorm_general →
+        torch.nn.modules.normalization.LayerNorm)."""
+        for word in test_name.split("_")[1:]:
+            if not word[:1].isupper():
+                continue
+            for pkg in MODULE_PACKAGES:
+                cls = self.model.idx.canon(f"{pkg}.{word}")
+                if cls in self.module_classes:
+                    return cls
+        return None
 
     def name_op(self, test_name: str) -> str | None:
         """The longest op name the test's name starts with (after `test_`)."""

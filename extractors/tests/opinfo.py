@@ -17,7 +17,10 @@ name with dots as underscores: `linalg.vector_norm` → `linalg_vector_norm`);
 when no op has that name it is the Python API `torch.<name>`
 (`torch.nn.functional.dropout2d`), which py_api maps to ops. A PythonRefInfo
 takes the subject of the OpInfo it names (`torch_opinfo_name`). A ModuleInfo's
-subject is the module class's canonical name (`torch.nn.modules.linear.Linear`).
+subject is the module class's canonical name (`torch.nn.modules.linear.Linear`),
+an OptimizerInfo's the optimizer class's (`torch.optim.adamw.AdamW`). An
+OpInfo's `aliases=` (`('absolute',)`, `('special.expit',)`) name more ops it
+tests: each alias gets a subject the same way (`InfoEntry.aliases`).
 
 Example:
     >>> dbs = Databases(model)
@@ -43,7 +46,8 @@ class InfoEntry:
     name: str  # "softmax", or "softmax:with_dtype" for a variant
     subject: str
     db: str  # the list it is written in ("op_db", "module_db", ...)
-    kind: str  # "op" | "module"
+    kind: str  # "op" | "module" | "optim"
+    aliases: tuple[str, ...] = ()  # the subjects of its `aliases=` (Note [OpInfo subjects])
 
 
 class Databases:
@@ -89,11 +93,20 @@ class Databases:
     def _entry(self, s: FileSummary, i: int, db: str, ref_subject: str) -> InfoEntry:
         e = s.entries[i]
         cls = self.idx.resolve(e.cls)[0]
-        if e.cls.rpartition(".")[2] == "ModuleInfo" or self._is_module_ref(e.name):
+        last = e.cls.rpartition(".")[2]
+        if last == "ModuleInfo" or self._is_module_ref(e.name):
             subject = self.idx.canon(e.name)
             return InfoEntry(s.file, e.line, rename(cls), subject.rpartition(".")[2], subject, db, "module")
+        if last == "OptimizerInfo":
+            subject = self.idx.canon(e.name)
+            return InfoEntry(s.file, e.line, rename(cls), e.name, subject, db, "optim")
         subject = ref_subject or self._op_subject(e.name, e.aten_name)
-        return InfoEntry(s.file, e.line, rename(cls), _full_name(e.name, e.variant), subject, db, "op")
+        aliases = tuple(dict.fromkeys(a for a in map(self._alias_subject, e.aliases) if a != subject))
+        return InfoEntry(s.file, e.line, rename(cls), _full_name(e.name, e.variant), subject, db, "op", aliases)
+
+    def _alias_subject(self, alias: str) -> str:
+        """An alias's subject, as for a name (`special.expit` → op `special_expit`)."""
+        return self._op_subject(alias, "")
 
     def _is_module_ref(self, name: str) -> bool:
         return name.startswith("torch.nn.") and name[len("torch.nn."):][:1].isupper()

@@ -56,7 +56,7 @@ def _print(report, limit: int) -> None:
         print(f"no known entity in: {', '.join(ch.unmapped)}")
     print(f"{len(report.tests)} test(s) to run")
     for t in report.tests[:limit]:
-        print(f"  {t.test}  (depth {t.depth}, reached by {t.reached_by})")
+        print(f"  {t.test}  (rank {t.rank}: {t.why}; depth {t.depth}, reached by {t.reached_by})")
         print("      " + " -> ".join(str(s) for s in t.chain))
     if len(report.tests) > limit:
         print(f"  ... and {len(report.tests) - limit} more (--limit, --json)")

@@ -228,10 +228,11 @@ def evaluate_bound(b: Bound, program, con, *, engine: str = "duckdb",
 
 
 def sort_order(sig: Signature) -> tuple[int, ...]:
-    """How a query's rows are sorted: by depth (when there is one), then
-    column by column."""
+    """How a query's rows are sorted: by rank, then depth (for the columns
+    there are; Note [Test ranking] in rules/ranking.dl), then column by column."""
     cols = tuple(range(len(sig.columns)))
-    return (sig.columns.index("depth"), *cols) if "depth" in sig.columns else cols
+    lead = tuple(sig.columns.index(c) for c in ("rank", "depth") if c in sig.columns)
+    return (*lead, *cols)
 
 
 def _notes(b: Bound) -> tuple[str, ...]:
