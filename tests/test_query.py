@@ -456,14 +456,18 @@ def test_coverage_query_uses_the_report_model(con):
 
 
 def test_names_resolve_once_per_read_only_connection(tmp_path, monkeypatch):
+    """A read-only connection is a Session (store.open_db), which keeps what
+    was resolved (Note [DB info cache])."""
     import duckdb
+
+    from torchtalk.connmemo import Session
 
     path = tmp_path / "facts.duckdb"
     build_db(path).close()
     calls = []
     real = Resolver._q
     monkeypatch.setattr(Resolver, "_q", lambda self, *a: calls.append(a[0]) or real(self, *a))
-    ro = duckdb.connect(str(path), read_only=True)
+    ro = Session(duckdb.connect(str(path), read_only=True))
     first = Resolver(ro).resolve("torch.matmul", "op")
     n = len(calls)
     assert n > 0 and Resolver(ro).resolve("torch.matmul", "op") == first and len(calls) == n

@@ -1,18 +1,19 @@
-"""Values computed once per object: per open fact-DB connection, per program.
+"""What is computed once per fact-DB connection lives in its `Session`.
 
 Note [DB info cache]: the server's connection is read-only and `torchtalk
-index` replaces the file instead of writing into it, so what a connection
-sees never changes; what is read off it (table names, row counts, stored
-relations) is computed once per connection. Each memo entry keeps its
-object alive, so the id it is keyed by cannot be reused by another object
-meanwhile; a memo keeps a bounded number of entries (the last KEEP
-connections). The query layer caches what it derives from a parsed program
-(pruned, presolved programs, compiled plans) the same way, with
-`per_object`.
+index` replaces the file instead of writing into it, so what a read-only
+connection sees never changes; what is read off it (table names, row counts,
+stored relations, table columns, resolved names) is computed once and kept
+in the connection's `Session` (STYLE practice 16: state you can see).
+`store.open_db` gives a read-only connection as a `Session`; a writable one
+(an index being built, whose tables change) stays a plain connection, and
+`per_connection` then computes every time. What the query layer derives
+from a parsed program (pruned, presolved programs, compiled plans) lives in
+the program itself (`Program.cached`, torchtalk/datalog/ast.py).
 
 Example:
-    >>> _NAMES: dict = {}
-    >>> per_connection(_NAMES, con, lambda c: c.execute("SELECT 1").fetchone())  # doctest: +SKIP
+    >>> s = Session(duckdb.connect("facts.duckdb", read_only=True))  # doctest: +SKIP
+    >>> per_connection(s, "tables", lambda c: c.execute("SHOW TABLES").fetchall())  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -22,28 +23,55 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 T = TypeVar("T")
-KEEP = 8
 
 
-def per_connection(memo: dict, con: Any, compute: Callable[[Any], T]) -> T:
-    """`compute(con)`, once per connection object, kept in `memo`."""
-    return per_object(memo, con, None, lambda: compute(con), KEEP)
+class Session:
+    """A read-only fact-DB connection and what has been computed from it.
+    Everything else is the connection's own: `execute`, `close`, ...
+
+    Example:
+        >>> with Session(con) as s:  # doctest: +SKIP
+        ...     s.execute("SELECT 1").fetchone()
+    """
+
+    __slots__ = ("con", "memo")
+
+    def __init__(self, con: Any) -> None:
+        self.con = con
+        self.memo: dict = {}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.con, name)
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.con.close()
 
 
-def per_object(memo: dict, obj: Any, key: Any, compute: Callable[[], T], size: int = 256) -> T:
-    """`compute()`, once per (`obj`, `key`), kept in `memo` (at most `size` entries)."""
-    k = (id(obj), key)
-    hit = memo.get(k)
-    if hit is not None and hit[0] is obj:
-        return hit[1]
-    return remember(memo, k, (obj, compute()), size)[1]
+def raw(con: Any) -> Any:
+    """The DuckDB connection itself (for an API that type-checks it)."""
+    return con.con if isinstance(con, Session) else con
 
 
-def read_only_memo(memo: dict, con: Any) -> dict | None:
-    """A dict kept per read-only connection (its answers cannot change), or
-    None for a writable one, whose tables may change under a memo."""
-    return per_connection(memo, con, lambda c: {} if c.execute(
-        "SELECT current_setting('access_mode')").fetchone()[0] == "read_only" else None)
+def per_connection(con: Any, key: Any, compute: Callable[[Any], T]) -> T:
+    """`compute(con)`, once per `Session` and `key`; every time for a plain
+    (writable) connection."""
+    if not isinstance(con, Session):
+        return compute(con)
+    memo = con.memo
+    if key in memo:
+        return memo[key]
+    return remember(memo, key, compute(con), size=1 << 30)
+
+
+def session_memo(con: Any, key: Any) -> dict | None:
+    """A dict kept in `con`'s Session under `key`, or None for a plain
+    connection, whose answers may change."""
+    if not isinstance(con, Session):
+        return None
+    return per_connection(con, key, lambda _c: {})
 
 
 _BOUNDED = threading.Lock()

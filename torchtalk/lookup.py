@@ -57,14 +57,11 @@ class DBInfo:
     layers: frozenset[str] | None  # None: a DB without torchtalk_layers
 
 
-_INFO: dict = {}  # Note [DB info cache] (torchtalk/connmemo.py)
-
-
 def db_info(con) -> DBInfo:
     """The DBInfo of `con` (cached per connection, see Note [DB info cache])."""
     from torchtalk.connmemo import per_connection
 
-    return per_connection(_INFO, con, _db_info)
+    return per_connection(con, "db_info", _db_info)
 
 
 def _db_info(con) -> DBInfo:

@@ -208,6 +208,10 @@ def open_db(path: str | Path, read_only: bool = True):
     except duckdb.Error as exc:
         con.close()
         raise StoreError(f"corrupt database {path}: {_first_line(exc)}") from None
+    if read_only:  # what is read off it once is kept with it (Note [DB info cache])
+        from torchtalk.connmemo import Session
+
+        return Session(con)
     return con
 
 

@@ -309,6 +309,28 @@ class Program:
     directives: tuple[IODirective, ...] = ()
     files: tuple[str, ...] = field(default=(), compare=False)
     sources: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
+    # What has been computed from this program (`cached`); a program made
+    # from it (dataclasses.replace) starts with an empty one.
+    memo: dict = field(default_factory=dict, init=False, compare=False, repr=False)
+
+    def __getstate__(self) -> dict:
+        """Pickled without what was computed from it (memo, hash, indexes)."""
+        return {f: getattr(self, f) for f in ("decls", "rules", "directives", "files", "sources")}
+
+    def __setstate__(self, state: dict) -> None:
+        for k, v in state.items():
+            object.__setattr__(self, k, v)
+        object.__setattr__(self, "memo", {})
+
+    def cached(self, key, compute):
+        """`compute()`, once per `key` for this program (its analyses and the
+        programs and plans derived from it live with it, as Soufflé's
+        translation unit owns its analyses)."""
+        memo = self.memo
+        if key in memo:
+            return memo[key]
+        value = compute()
+        return memo.setdefault(key, value)
 
     @property
     def inputs(self) -> tuple[str, ...]:

@@ -84,15 +84,10 @@ def _views(program: A.Program) -> set[str]:
     return views
 
 
-_FINGERPRINTS: dict = {}  # per program (torchtalk/connmemo.py's per_object)
-
-
 def fingerprints(program: A.Program) -> dict[str, str]:
     """Relation -> digest of the decls, input directives and rules it depends
     on, for every argument-free relation (cached per program object)."""
-    from torchtalk.connmemo import per_object
-
-    return per_object(_FINGERPRINTS, program, None, lambda: _fingerprints(program))
+    return program.cached("fingerprints", lambda: _fingerprints(program))
 
 
 def _fingerprints(program: A.Program) -> dict[str, str]:
@@ -162,15 +157,12 @@ def _check_one_to_one(con: Any, program: A.Program, rel: str) -> None:
                               hint="the walks would confuse them; report it (Note [ord])")
 
 
-_STORED: dict = {}  # per connection (Note [DB info cache] in torchtalk/connmemo.py)
-
-
 def stored(con: Any) -> dict[str, str]:
     """Relation -> fingerprint of the tables in `derived` (none in a DB indexed
     before them), read once per connection."""
     from torchtalk.connmemo import per_connection
 
-    return per_connection(_STORED, con, _read_catalog)
+    return per_connection(con, "derived.catalog", _read_catalog)
 
 
 def _read_catalog(con: Any) -> dict[str, str]:
@@ -187,9 +179,6 @@ def current(con: Any, library: A.Program) -> bool:
     return stored(con) == fingerprints(library)
 
 
-_USED: dict = {}  # per (program, stored relations used): (program', tables)
-
-
 def use_derived(program: A.Program, con: Any, library: A.Program | None = None) -> tuple[A.Program, dict[str, str]]:
     """(program', tables): `program` with each stored relation whose
     fingerprint in `library` (default: `program`) matches made an input read
@@ -200,11 +189,9 @@ def use_derived(program: A.Program, con: Any, library: A.Program | None = None) 
     use = frozenset(rel for rel, fp in have.items() if rel in present and prints.get(rel) == fp)
     if not use:
         return program, {}
-    from torchtalk.connmemo import per_object
-
     def inputs_from_tables():
         rules = tuple(r for r in program.rules if r.head.name not in use)
         dirs = program.directives + tuple(A.IODirective(A.IOKind.INPUT, rel) for rel in sorted(use))
         return dataclasses.replace(program, rules=rules, directives=dirs), {rel: table_of(rel) for rel in use}
 
-    return per_object(_USED, program, use, inputs_from_tables)
+    return program.cached(("use_derived", use), inputs_from_tables)

@@ -41,7 +41,7 @@ from torchtalk.errors import InputError
 ROOT = Path(__file__).resolve().parents[2]
 RULES_DIR = ROOT / "rules"
 SCHEMA = ROOT / "facts" / "schema.dl"
-CACHE_VERSION = "3"
+CACHE_VERSION = "4"  # 4: Program.memo (not pickled)
 
 # namespaces of seed columns (Note [Named queries]); others take text as typed
 NAMESPACES = ("fn", "op", "py", "node", "subject", "test", "key", "kernel", "module_class")

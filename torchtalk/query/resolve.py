@@ -109,8 +109,6 @@ def group_matches(matches) -> dict[str, list[Match]]:
     return dict(groups)
 
 
-_TABLES: dict = {}  # the main-schema table names per connection (Note [DB info cache])
-_RESOLVED: dict = {}  # per read-only connection: (text, namespace) -> Resolution
 _RESOLVED_MAX = 4096  # names remembered per connection
 
 
@@ -118,14 +116,14 @@ class Resolver:
     """Resolves names against one fact DB connection (tables may be missing)."""
 
     def __init__(self, con) -> None:
-        from torchtalk.connmemo import per_connection, read_only_memo
+        from torchtalk.connmemo import per_connection, session_memo
 
         self.con = con
-        self.tables = per_connection(_TABLES, con, lambda c: {r[0] for r in c.execute(
+        self.tables = per_connection(con, "main_tables", lambda c: {r[0] for r in c.execute(
             "SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main'").fetchall()})
         # a read-only connection resolves a name the same way every time (Note
         # [DB info cache]): an agent asks about the same few names again and again
-        self.memo = read_only_memo(_RESOLVED, con)
+        self.memo = session_memo(con, "resolved")  # (text, namespace) -> Resolution
 
     def _q(self, sql: str, params, *tables: str) -> list[tuple]:
         if not all(t in self.tables for t in tables):

@@ -255,14 +255,10 @@ def _notes(b: Bound) -> tuple[str, ...]:
 # dropped, and so, in turn, are the rules over relations left without rules.
 # Such a rule derives nothing, so the answer is the same; fewer relations are
 # computed. The pruned program is cached per (library, given relations).
-_PRUNED: dict = {}  # per (program, given, tables), torchtalk/connmemo.py's per_object
-
-
 def prune(program, given: frozenset, tables: frozenset | None = None):
     """`program` without the rules that cannot fire for a query filling
     `given`: an input with no facts is empty when it is another query's
     argument, or (when `tables` is known) has no table in the fact DB."""
-    from torchtalk.connmemo import per_object
     from torchtalk.datalog.transform.prune import prune as prune_empty
     from torchtalk.query.library import is_argument
 
@@ -273,7 +269,7 @@ def prune(program, given: frozenset, tables: frozenset | None = None):
         )
         return prune_empty(program, empty)
 
-    return per_object(_PRUNED, program, (given, tables), pruned)
+    return program.cached(("pruned", given, tables), pruned)
 
 
 # Note [Presolve]: after pruning, some derived relations read only the
@@ -290,7 +286,6 @@ def presolve(program, con, facts: dict, output: str, engine: str, tables: dict |
     (`tables`: where stored input relations live, see evaluate()); the
     presolved program is the same object for the same query shape, so the
     engine's plan cache (Note [Plan cache]) recognizes it."""
-    from torchtalk.connmemo import per_object
     from torchtalk.datalog import evaluate
     from torchtalk.datalog.transform import presolve as P
 
@@ -298,9 +293,4 @@ def presolve(program, con, facts: dict, output: str, engine: str, tables: dict |
         return evaluate(program, con, outputs=cands, facts=facts, engine=engine, checked=True, tables=tables)
 
     return P.presolve(program, facts, output, run,
-                      memo=lambda shape, compute: per_object(_PRESOLVED, program, shape, compute))
-
-
-# presolved programs by (program, frozen relations, non-empty ones, given
-# relations)
-_PRESOLVED: dict = {}
+                      memo=lambda shape, compute: program.cached(("presolved", shape), compute))

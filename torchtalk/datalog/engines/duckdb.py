@@ -15,7 +15,6 @@ import re
 import uuid
 from typing import Any
 
-from torchtalk.connmemo import per_object
 from torchtalk.datalog import ast as A
 from torchtalk.datalog.analysis.strata import needed_relations
 from torchtalk.datalog.compile import SQL_TYPES, Exec, Plan, compile_program, q
@@ -24,13 +23,8 @@ from torchtalk.datalog.transform.nullary_as_unary import nullary_as_unary
 from torchtalk.errors import EngineError, InputError
 
 _RUNS = itertools.count()
-_UNARY: dict = {}  # per program: it with its nullary relations made unary
-_NULLARY: dict = {}  # per program: its nullary relations
-
-
 def _nullary(program: A.Program) -> frozenset[str]:
-    return per_object(_NULLARY, program, None,
-                      lambda: frozenset(n for n, d in program.decls.items() if d.arity == 0))
+    return program.cached("nullary", lambda: frozenset(n for n, d in program.decls.items() if d.arity == 0))
 
 
 class DuckDBEngine:
@@ -52,7 +46,7 @@ class DuckDBEngine:
     def _run(self, program, con, outputs, facts, tables, into, fetch):
         nullary = _nullary(program)
         if nullary:  # Note [Nullary relations]
-            program = per_object(_UNARY, program, None, lambda: nullary_as_unary(program))
+            program = program.cached("as_unary", lambda: nullary_as_unary(program))
             facts = {rel: [(0,) for _ in rows] if rel in nullary else rows for rel, rows in facts.items()}
             out = self._run_sql(program, con, outputs, facts, tables, into, fetch)
             if into is not None:
@@ -123,15 +117,13 @@ class DuckDBEngine:
 # per (program, outputs, number of sources per relation) with placeholders
 # where the sources go, and each run fills them in. The query layer reuses
 # one program object per query shape (torchtalk/query/run.py), so
-# `trace(softmax)` after `trace(matmul)` compiles nothing. Bounded, like
-# every cache here, because `--explain` makes a program per row.
-_PLANS: dict = {}  # per (program, outputs and sources' shape): Plan, or None for a fixpoint
-_NEEDED: dict = {}  # per (program, outputs): the relations they need
+# `trace(softmax)` after `trace(matmul)` compiles nothing. The plans live in
+# the program they were compiled from (Program.cached), and go with it.
 _HOLE = f"tt_source_{uuid.uuid4().hex[:12]}_"
 
 
 def _needed(program: A.Program, outputs: list[str]) -> frozenset:
-    return per_object(_NEEDED, program, tuple(outputs), lambda: frozenset(needed_relations(program, outputs)))
+    return program.cached(("needed", tuple(outputs)), lambda: frozenset(needed_relations(program, outputs)))
 
 
 def _query_plan(program: A.Program, outputs: list[str], sources: dict[str, list[str]], prefix: str) -> Plan:
@@ -144,7 +136,7 @@ def _query_plan(program: A.Program, outputs: list[str], sources: dict[str, list[
         return None if any(not isinstance(step, Exec) for step in plan.steps) else plan
 
     shape = (tuple(outputs), tuple((rel, len(sources[rel])) for rel in rels))
-    plan = per_object(_PLANS, program, shape, compile_with_holes)
+    plan = program.cached(("plan", shape), compile_with_holes)
     if plan is None:  # the semi-naive loop: compiled for each run
         return compile_program(program, outputs, sources, prefix, single=True)
     pattern = re.compile(re.escape(_HOLE) + r"(?:(\d+)_(\d+)|p_)")
@@ -232,15 +224,12 @@ def db_tables(con, names: list[str]) -> dict[str, list[tuple[str, str]]]:
     return out
 
 
-_PROBED: dict = {}  # per connection: {table reference: columns or None}, or None when writable
-
-
 def _probe_cache(con) -> dict | None:
     """The probe results of read-only `con` (Note [DB info cache] in
     torchtalk/connmemo.py); None for a writable connection, whose tables may change."""
-    from torchtalk.connmemo import read_only_memo
+    from torchtalk.connmemo import session_memo
 
-    return read_only_memo(_PROBED, con)
+    return session_memo(con, "probed")  # {table reference: columns or None}
 
 
 _COMPATIBLE = {A.ColType.SYMBOL: {"VARCHAR"}, A.ColType.NUMBER: {"BIGINT", "INTEGER", "HUGEINT", "SMALLINT", "TINYINT", "UBIGINT", "UINTEGER"}}
