@@ -20,8 +20,9 @@ group's dispatch stub, `REGISTER_DISPATCH(<name>_stub, &<name>_kernel)`, with
 `.kernel_name` in dest/ufunc.py). The out= entry and its functional sibling
 share that base name (torchgen groups them by `FunctionSchema.signature()`,
 which keeps `name.name.base`), so the out= entry's own base name is used. The
-kernel is `at::native::(anonymous)::<name>_kernel` in UfuncCPUKernel_<name>.cpp
-(`compute_ufunc_cpu_kernel` wraps it in an anonymous namespace) and
+kernel is `at::native::(anonymous:UfuncCPUKernel_<name>.cpp)::<name>_kernel`
+(`compute_ufunc_cpu_kernel` wraps it in an anonymous namespace of that
+generated file: Note [Internal linkage ids] in extractors/cpp/names.py) and
 `at::native::<name>_kernel` in UfuncCUDA_<name>.cu (`compute_ufunc_cuda`);
 both templates open `namespace at { namespace native {`. Each registration is a
 `ufunc_stub_register` row at the line of the `ufunc_inner_loop:` key, the same
@@ -30,7 +31,7 @@ line as the ufunc_<name>_<key> `dispatch` rows (Note [Default dispatch]).
 Example:
     >>> ufunc_rows(entry, Signature.parse(entry["func"]), NF, sink)   # add.out
     # ufunc_inner_loop ("add.out", "Generic", "add", "AllAndComplex, BFloat16, Half, ComplexHalf", NF, 580)
-    # ufunc_stub_register ("at::native::add_stub", "CPU", "at::native::(anonymous)::add_kernel",
+    # ufunc_stub_register ("at::native::add_stub", "CPU", "at::native::(anonymous:UfuncCPUKernel_add.cpp)::add_kernel",
     #                      "add.out", "UfuncCPUKernel_add.cpp", NF, 579)
 """
 
@@ -71,7 +72,7 @@ DTYPE_CLASSES = frozenset({"Integral", "Floating", "Complex", "All", "AllAndComp
 
 # (dispatch key, generated file of the registration, namespace of the kernel): Note [Ufunc codegen names]
 CODEGEN = (
-    ("CPU", "UfuncCPUKernel_{}.cpp", "at::native::(anonymous)::"),
+    ("CPU", "UfuncCPUKernel_{}.cpp", "at::native::(anonymous:{})::"),
     ("CUDA", "UfuncCUDA_{}.cu", "at::native::"),
 )
 UFUNC_DISPATCH_KEYS = tuple(key for key, _, _ in CODEGEN)
@@ -84,9 +85,9 @@ def ufunc_rows(entry: LineMap, sig: Signature, rel: str, sink: Sink) -> None:
     for key, name, dtypes, at in inner_loops(entry["ufunc_inner_loop"], rel, line):
         sink.add("ufunc_inner_loop", sig.op, key.value, name, dtypes, rel, at)
     for key, gen_file, ns in CODEGEN:
-        fn = f"{ns}{sig.name}_kernel"
-        sink.add("ufunc_stub_register", f"at::native::{sig.name}_stub", key, fn, sig.op,
-                 gen_file.format(sig.name), rel, line)
+        file = gen_file.format(sig.name)
+        fn = f"{ns.format(file)}{sig.name}_kernel"
+        sink.add("ufunc_stub_register", f"at::native::{sig.name}_stub", key, fn, sig.op, file, rel, line)
 
 
 def check_group(entry: LineMap, sig: Signature, rel: str, line: int) -> None:

@@ -133,10 +133,51 @@ def _run(root: Path, cache: Path, names: list[str], **kw):
     return sink, stats
 
 
+INTERNAL_H = "namespace ns { namespace { inline int ha() { return 1; } } static inline int hs() { return 2; } }\n"
+INTERNAL_CPP = """\
+#include "internal.h"
+namespace ns {
+static int s();
+namespace { int a() { return ha() + hs(); } }
+static int s() { return a(); }
+int pub() { return s() + a(); }
+}
+"""
+
+
+def test_internal_linkage_ids_agree_with_the_fast_tier(tmp_path: Path) -> None:
+    """Note [Internal linkage ids]: both tiers name an anonymous namespace's
+    and a `static` function by the file defining it, a header's included."""
+    from extractors.cpp.resolve import resolve
+    from extractors.cpp.scan import scan_file
+
+    root = tmp_path / "tree"
+    root.mkdir()
+    (root / "sub").mkdir()
+    (root / "sub" / "internal.h").write_text(INTERNAL_H)
+    (root / "sub" / "internal.cpp").write_text(INTERNAL_CPP)
+    (root / "compile_commands.json").write_text(json.dumps([
+        {"directory": str(root), "file": "sub/internal.cpp", "command": "clang++ -std=c++17 -c sub/internal.cpp"}]))
+    sink, stats = _run(root, tmp_path / "cache", ["sub/internal.cpp"])
+    assert stats.ok == 1
+    cpp, h = "ns::(anonymous:sub/internal.cpp)::", "sub/internal.h"
+    s = "ns::(static:sub/internal.cpp)::s"
+    assert sorted(sink.rows) == [
+        (cpp + "a", f"ns::(anonymous:{h})::ha", "sub/internal.cpp", 4),
+        (cpp + "a", f"ns::(static:{h})::hs", "sub/internal.cpp", 4),
+        (s, cpp + "a", "sub/internal.cpp", 5),
+        ("ns::pub", cpp + "a", "sub/internal.cpp", 6),
+        ("ns::pub", s, "sub/internal.cpp", 6),
+    ]
+    facts = [scan_file(rel, (root / rel).read_bytes()) for rel in ("sub/internal.cpp", "sub/internal.h")]
+    rows, _stats, _ = resolve(facts)
+    assert sorted(r[:4] for r in rows["calls"]) == sorted(sink.rows)
+
+
 def test_snippet_exact_edges(snippet: Path, tmp_path: Path) -> None:
     sink, stats = _run(snippet, tmp_path / "cache", ["a.cpp", "b.cpp"])
     assert sorted(sink.rows) == sorted([
-        ("ns::caller", "ns::(anonymous)::hidden", "a.cpp", 24),  # inside a lambda
+        ("ns::caller", "ns::(anonymous:a.cpp)::hidden", "a.cpp", 24),  # inside a lambda
         ("ns::caller", "ns::S::m", "a.cpp", 18),  # method, defined out of line
         ("ns::caller", "ns::S::s", "a.cpp", 19),  # static method
         ("ns::caller", "ns::f", "a.cpp", 16),  # overload f(int)
@@ -443,16 +484,16 @@ def test_real_matmul_edges(real) -> None:
     assert got == [
         ("at::native::matmul", "at::namedinference::compute_matmul_outnames", f, 2181),
         ("at::native::matmul", "at::namedinference::propagate_names_if_nonempty", f, 2184),
-        ("at::native::matmul", "at::native::_matmul_impl", f, 2183),
+        ("at::native::matmul", "at::native::(static:aten/src/ATen/native/LinearAlgebra.cpp)::_matmul_impl", f, 2183),
     ]
     # methods of Tensor (the generated TensorBody.h) and functions of ATen/ops/*.h
     # that reach an op are calls_op rows (test_clang_real.py), not edges
     assert not any(r[1] in ("at::Tensor::mm", "at::mm_out") for r in rows)
-    assert ("at::native::_matmul_impl", "mm", f, 2033, "compiler") in sink.other["calls_op"]
-    assert ("at::native::_matmul_impl", "mm", f, 2032, "compiler") in sink.other["calls_op"]
+    assert ("at::native::(static:aten/src/ATen/native/LinearAlgebra.cpp)::_matmul_impl", "mm", f, 2033, "compiler") in sink.other["calls_op"]
+    assert ("at::native::(static:aten/src/ATen/native/LinearAlgebra.cpp)::_matmul_impl", "mm", f, 2032, "compiler") in sink.other["calls_op"]
     # TensorBase::dim reads the TensorImpl: an edge, not an op call
-    assert ("at::native::_matmul_impl", "at::TensorBase::dim", f, 2005) in rows
-    assert ("at::native::matmul_out", "at::native::_matmul_impl", f, 2190) in rows
+    assert ("at::native::(static:aten/src/ATen/native/LinearAlgebra.cpp)::_matmul_impl", "at::TensorBase::dim", f, 2005) in rows
+    assert ("at::native::matmul_out", "at::native::(static:aten/src/ATen/native/LinearAlgebra.cpp)::_matmul_impl", f, 2190) in rows
 
 
 @pytest.mark.real_tree
@@ -462,7 +503,7 @@ def test_real_cpu_kernel_exact(real) -> None:
     TORCH_INTERNAL_ASSERT / AT_DISPATCH expand to on the line of the macro."""
     sink, _ = real
     f = "aten/src/ATen/native/cpu/airy_ai.cpp"
-    k = "at::native::CPU_CAPABILITY::airy_ai_kernel"
+    k = "at::native::CPU_CAPABILITY::(static:aten/src/ATen/native/cpu/airy_ai.cpp)::airy_ai_kernel"
     assert sorted(r for r in sink.rows if r[2] == f) == [
         (k, "airy_ai_forward", f, 17),
         (k, "at::TensorIteratorBase::common_dtype", f, 15),

@@ -73,15 +73,15 @@ def test_sizes_data_is_not_an_op(parsed) -> None:
     rows, _ = parsed
     assert rows.at("calls_op", LINALG, 2110) == set()
     assert rows.at("calls_precise", LINALG, 2110) == {
-        ("at::native::_matmul_impl", "at::TensorBase::sizes", LINALG, 2110),
-        ("at::native::_matmul_impl", "c10::ArrayRef::data", LINALG, 2110),
+        ("at::native::(static:aten/src/ATen/native/LinearAlgebra.cpp)::_matmul_impl", "at::TensorBase::sizes", LINALG, 2110),
+        ("at::native::(static:aten/src/ATen/native/LinearAlgebra.cpp)::_matmul_impl", "c10::ArrayRef::data", LINALG, 2110),
     }
 
 
 def test_op_calls_by_the_compiler(parsed) -> None:
     """at::mm_out / tensor.mm / a * b / a + b / a == s, each at its line, by base name."""
     rows, _ = parsed
-    impl = "at::native::_matmul_impl"
+    impl = "at::native::(static:aten/src/ATen/native/LinearAlgebra.cpp)::_matmul_impl"
     # 2035: `return has_out ? at::mm_out(out, tensor1, tensor2) : tensor1.mm(tensor2);`
     assert rows.at("calls_op", LINALG, 2035) == {(impl, "mm", LINALG, 2035, "compiler")}
     # 2032-2033: at::mm_out(out, tensor1.unsqueeze(0), tensor2).squeeze_(0)
@@ -98,8 +98,8 @@ def test_op_calls_by_the_compiler(parsed) -> None:
         ("at::native::logdet", "eq", LINALG, 440, "compiler"), ("at::native::logdet", "where", LINALG, 440, "compiler")}
     # 1586: `result.addmm_(batch1[batch], batch2[batch], ...)`: Tensor::operator[](int64_t) is select(0, i)
     assert rows.at("calls_op", LINALG, 1586) == {
-        ("at::native::addbmm_impl_", "addmm_", LINALG, 1586, "compiler"),
-        ("at::native::addbmm_impl_", "select", LINALG, 1586, "compiler")}
+        ("at::native::(static:aten/src/ATen/native/LinearAlgebra.cpp)::addbmm_impl_", "addmm_", LINALG, 1586, "compiler"),
+        ("at::native::(static:aten/src/ATen/native/LinearAlgebra.cpp)::addbmm_impl_", "select", LINALG, 1586, "compiler")}
     # no edge to the generated API once it is an op call
     assert not any(r[1].startswith(("at::Tensor::", "at::mm")) for r in rows.rel["calls_precise"])
 
@@ -109,7 +109,7 @@ def test_generated_method_without_op_reaches_the_tree(parsed) -> None:
     (TensorBody.h, generated: no node) dispatches no op itself but calls
     TensorBase::contiguous (TensorBase.h): the call site gets that edge."""
     rows, _ = parsed
-    impl = "at::native::_matmul_impl"
+    impl = "at::native::(static:aten/src/ATen/native/LinearAlgebra.cpp)::_matmul_impl"
     assert rows.at("calls_precise", LINALG, 2077) == {(impl, "at::TensorBase::contiguous", LINALG, 2077)}
     assert rows.at("calls_op", LINALG, 2077) == {(impl, "mT", LINALG, 2077, "compiler")}
 
@@ -119,7 +119,7 @@ def test_gemm_overloads_keep_one_name(parsed) -> None:
     overloads of cpublas::gemm (CPUBlas.h); overloads share one name for now."""
     rows, _ = parsed
     assert rows.at("calls_precise", LINALG, 1533) == {
-        ("at::native::addmm_impl_cpu_", "at::native::cpublas::gemm", LINALG, 1533)}
+        ("at::native::(static:aten/src/ATen/native/LinearAlgebra.cpp)::addmm_impl_cpu_", "at::native::cpublas::gemm", LINALG, 1533)}
 
 
 def test_cuda_tu_launches(parsed) -> None:
@@ -128,7 +128,7 @@ def test_cuda_tu_launches(parsed) -> None:
     of its anonymous namespace, at the line of the kernel's name."""
     _, stats = parsed
     host = "at::native::multi_margin_loss_cuda_out"
-    kernel = "at::native::(anonymous)::MultiMarginLoss_forward_kernel"
+    kernel = "at::native::(anonymous:aten/src/ATen/native/cuda/MultiMarginLoss.cu)::MultiMarginLoss_forward_kernel"
     assert sorted(r for r in stats.launches if r[0] == host) == [
         (host, kernel, MARGIN, line) for line in (202, 213, 235, 245, 258, 268)]
     assert len(stats.launches) == 10  # and the four of the backward kernel

@@ -52,7 +52,7 @@ def test_qualified_names_namespaces_classes_out_of_line():
         ),
     })
     assert sorted(rows["func"]) == [
-        ("at::native::(anonymous)::helper", "helper", "a/x.cpp", 3, "cpp"),
+        ("at::native::(anonymous:a/x.cpp)::helper", "helper", "a/x.cpp", 3, "cpp"),
         ("at::native::Foo::bar", "bar", "a/x.cpp", 5, "cpp"),
         ("at::native::Foo::baz", "baz", "a/x.cpp", 6, "cpp"),
         ("at::native::cpublas::gemm", "gemm", "a/x.cpp", 8, "cpp"),
@@ -60,7 +60,7 @@ def test_qualified_names_namespaces_classes_out_of_line():
     ]
     assert rows["calls"] == [
         ("at::native::Foo::baz", "at::native::Foo::bar", "a/x.cpp", 6, "scope"),
-        ("at::native::cpublas::gemm", "at::native::(anonymous)::helper", "a/x.cpp", 8, "scope"),
+        ("at::native::cpublas::gemm", "at::native::(anonymous:a/x.cpp)::helper", "a/x.cpp", 8, "scope"),
     ]
 
 
@@ -174,10 +174,10 @@ def test_dispatch_stubs_keys_and_calls():
     assert rows["stub_decl"] == [("at::native::abs_stub", "aten/src/ATen/native/Abs.h", 3)]
     assert rows["stub_define"] == [("at::native::abs_stub", "aten/src/ATen/native/Abs.cpp", 2)]
     assert sorted(rows["stub_register"]) == [
-        ("at::native::abs_stub", "CPU", "at::native::(anonymous)::abs_kernel", "aten/src/ATen/native/cpu/AbsKernel.cpp", 6),
+        ("at::native::abs_stub", "CPU", "at::native::(anonymous:aten/src/ATen/native/cpu/AbsKernel.cpp)::abs_kernel", "aten/src/ATen/native/cpu/AbsKernel.cpp", 6),
         ("at::native::abs_stub", "CUDA", "at::native::abs_kernel_cuda", "aten/src/ATen/native/cuda/AbsKernel.cu", 3),
-        ("at::native::abs_stub", "HIP", "at::native::abs_mps", "aten/src/ATen/native/mps/Abs.mm", 4),
-        ("at::native::abs_stub", "MPS", "at::native::abs_mps", "aten/src/ATen/native/mps/Abs.mm", 3),
+        ("at::native::abs_stub", "HIP", "at::native::(static:aten/src/ATen/native/mps/Abs.mm)::abs_mps", "aten/src/ATen/native/mps/Abs.mm", 4),
+        ("at::native::abs_stub", "MPS", "at::native::(static:aten/src/ATen/native/mps/Abs.mm)::abs_mps", "aten/src/ATen/native/mps/Abs.mm", 3),
         ("other_stub", "CPU", "nullptr", "aten/src/ATen/native/cpu/AbsKernel.cpp", 7),
     ]
     assert rows["stub_call"] == [("at::native::abs_out", "at::native::abs_stub", "aten/src/ATen/native/Abs.cpp", 4)]
@@ -205,13 +205,13 @@ def test_kernels_and_launches_direct_and_through_helpers():
         ),
     })
     assert sorted(rows["kernel"]) == [
+        ("at::native::(static:aten/src/ATen/native/cuda/Relu.cu)::relu_kernel", "relu_kernel", "aten/src/ATen/native/cuda/Relu.cu", 2),
         ("at::native::elementwise_kernel", "elementwise_kernel", "aten/src/ATen/native/cuda/Loops.cuh", 4),
-        ("at::native::relu_kernel", "relu_kernel", "aten/src/ATen/native/cuda/Relu.cu", 2),
     ]
     assert rows["launches"] == [
         ("at::native::launch_it", "at::native::elementwise_kernel", "aten/src/ATen/native/cuda/Loops.cuh", 7, "<<<>>>"),
+        ("at::native::relu_cuda", "at::native::(static:aten/src/ATen/native/cuda/Relu.cu)::relu_kernel", "aten/src/ATen/native/cuda/Relu.cu", 5, "<<<>>>"),
         ("at::native::relu_cuda", "at::native::elementwise_kernel", "aten/src/ATen/native/cuda/Relu.cu", 6, "gpu_kernel"),
-        ("at::native::relu_cuda", "at::native::relu_kernel", "aten/src/ATen/native/cuda/Relu.cu", 5, "<<<>>>"),
     ]
     assert all(r[4] == "cuda" for r in rows["func"])
 
@@ -349,8 +349,8 @@ def test_namespaces_survive_objective_c_parse_errors():
             "}\n"
         ),
     })
-    assert sorted(r[0] for r in rows["func"]) == ["at::native::mps::run", "at::native::relu_mps"]
-    assert ("at::native::relu_mps", "at::native::mps::run", "aten/src/ATen/native/mps/X.mm", 9, "qualified") in rows["calls"]
+    assert sorted(r[0] for r in rows["func"]) == ["at::native::mps::(static:aten/src/ATen/native/mps/X.mm)::run", "at::native::relu_mps"]
+    assert ("at::native::relu_mps", "at::native::mps::(static:aten/src/ATen/native/mps/X.mm)::run", "aten/src/ATen/native/mps/X.mm", 9, "qualified") in rows["calls"]
 
 
 def test_receivers_typed_through_return_types_auto_and_make_shared():
@@ -435,12 +435,12 @@ def test_macro_expansion_with_multiline_arguments_keeps_line_numbers():
     )
     rows = rows_of({"torch/csrc/x.cpp": src})
     assert sorted(rows["func"]) == [
-        ("torch::THPVariable_tensor", "THPVariable_tensor", "torch/csrc/x.cpp", 7, "cpp"),
+        ("torch::(static:torch/csrc/x.cpp)::THPVariable_tensor", "THPVariable_tensor", "torch/csrc/x.cpp", 7, "cpp"),
         ("torch::later", "later", "torch/csrc/x.cpp", 11, "cpp"),
         ("torch::tensor_ctor", "tensor_ctor", "torch/csrc/x.cpp", 6, "cpp"),
     ]
     assert rows["calls"] == [
-        ("torch::THPVariable_tensor", "torch::tensor_ctor", "torch/csrc/x.cpp", 7, "scope"),
+        ("torch::(static:torch/csrc/x.cpp)::THPVariable_tensor", "torch::tensor_ctor", "torch/csrc/x.cpp", 7, "scope"),
         ("torch::later", "torch::tensor_ctor", "torch/csrc/x.cpp", 11, "scope"),
     ]
 
@@ -463,8 +463,8 @@ def test_local_dispatch_macro_keeps_lambda_call_lines_and_comments_do_not_leak()
     rows = rows_of({"aten/src/ATen/native/C.cpp": src})
     f = "aten/src/ATen/native/C.cpp"
     assert rows["calls"] == [
-        ("(anonymous)::run", "(anonymous)::helper", f, 8, "macro-scope"),
-        ("at::native::after", "(anonymous)::run", f, 12, "scope"),
+        (f"(anonymous:{f})::run", f"(anonymous:{f})::helper", f, 8, "macro-scope"),
+        ("at::native::after", f"(anonymous:{f})::run", f, 12, "scope"),
     ]
 
 
@@ -476,13 +476,13 @@ def test_cache_drops_entries_of_old_file_contents(tmp_path: Path):
     (root / "c10" / "a.cpp").write_text("void a() {}\n")
     ctx = ExtractContext(root=root, cache_dir=cache_dir, jobs=1)
     cpp.run(ctx)
-    old = cache.entry_path(cache_dir, cache.digest_of(b"void a() {}\n"))
+    old = cache.entry_path(cache_dir, cache.digest_of(b"void a() {}\n", "c10/a.cpp"))
     assert old.is_file()
     os.utime(old, (1, 1))  # an entry from long ago
     (root / "c10" / "a.cpp").write_text("void a2() {}\n")
     cpp.run(ctx)
     assert not old.exists()
-    assert cache.entry_path(cache_dir, cache.digest_of(b"void a2() {}\n")).is_file()
+    assert cache.entry_path(cache_dir, cache.digest_of(b"void a2() {}\n", "c10/a.cpp")).is_file()
 
 
 def test_objective_c_chunks_keep_later_definitions():
@@ -502,11 +502,11 @@ def test_objective_c_chunks_keep_later_definitions():
     rows = rows_of({"aten/src/ATen/native/mps/operations/R.mm": src})
     f = "aten/src/ATen/native/mps/operations/R.mm"
     assert sorted(r[:4] for r in rows["func"]) == [
+        (f"at::native::(static:{f})::run_graph", "run_graph", f, 2),
         ("at::native::cdist_mps", "cdist_mps", f, 10),
-        ("at::native::run_graph", "run_graph", f, 2),
         ("at::native::structured_relu_out_mps::impl", "impl", f, 7),
     ]
-    assert ("at::native::structured_relu_out_mps::impl", "at::native::run_graph", f, 8, "scope") in rows["calls"]
+    assert ("at::native::structured_relu_out_mps::impl", f"at::native::(static:{f})::run_graph", f, 8, "scope") in rows["calls"]
 
 
 def test_inline_namespaces_are_named_as_written_and_transparent_for_lookup():
@@ -523,13 +523,13 @@ def test_inline_namespaces_are_named_as_written_and_transparent_for_lookup():
         "aten/src/ATen/native/P.cpp": "namespace at::native {\nDECLARE_DISPATCH(fn, pow_stub)\nvoid use() { at::native::other(); }\n}\n",
     })
     assert sorted(r[0] for r in rows["func"]) == [
-        "at::native::CPU_CAPABILITY::(anonymous)::pow_kernel", "at::native::CPU_CAPABILITY::other", "at::native::use"]
+        "at::native::CPU_CAPABILITY::(anonymous:aten/src/ATen/native/cpu/K.cpp)::pow_kernel", "at::native::CPU_CAPABILITY::other", "at::native::use"]
     assert rows["calls"] == [
-        ("at::native::CPU_CAPABILITY::other", "at::native::CPU_CAPABILITY::(anonymous)::pow_kernel",
+        ("at::native::CPU_CAPABILITY::other", "at::native::CPU_CAPABILITY::(anonymous:aten/src/ATen/native/cpu/K.cpp)::pow_kernel",
          "aten/src/ATen/native/cpu/K.cpp", 6, "scope"),
         ("at::native::use", "at::native::CPU_CAPABILITY::other", "aten/src/ATen/native/P.cpp", 3, "qualified"),
     ]
-    assert rows["stub_register"] == [("at::native::pow_stub", "CPU", "at::native::CPU_CAPABILITY::(anonymous)::pow_kernel",
+    assert rows["stub_register"] == [("at::native::pow_stub", "CPU", "at::native::CPU_CAPABILITY::(anonymous:aten/src/ATen/native/cpu/K.cpp)::pow_kernel",
                                       "aten/src/ATen/native/cpu/K.cpp", 8)]
 
 

@@ -51,7 +51,7 @@ def test_clean_blobs_skips_modified_and_needs_a_checkout(tmp_path, monkeypatch):
     digests, _ = cpp._current_digests(root, ["aten/src/a.cpp", "aten/src/b.cpp"], {})
     assert read == ["b.cpp"]
     monkeypatch.setattr(Path, "read_bytes", real_read)
-    assert digests == {rel: cache.digest_of((root / rel).read_bytes()) for rel in digests}
+    assert digests == {rel: cache.digest_of((root / rel).read_bytes(), rel) for rel in digests}
 
 
 def test_git_checkout_indexes_like_a_plain_tree(tmp_path):

@@ -78,7 +78,7 @@ def test_op_kernels_resolve_to_definitions_including_structured_delegates(result
 
 
 def test_stubs_and_their_backend_implementations(results):
-    cpu = ("at::native::exp_stub", "CPU", "at::native::(anonymous)::exp_kernel",
+    cpu = ("at::native::exp_stub", "CPU", "at::native::(anonymous:aten/src/ATen/native/cpu/UnaryOpsKernel.cpp)::exp_kernel",
            "aten/src/ATen/native/cpu/UnaryOpsKernel.cpp", 5)
     cuda = ("at::native::exp_stub", "CUDA", "at::native::exp_kernel_cuda",
             "aten/src/ATen/native/cuda/UnaryOpsKernel.cu", 5)
@@ -121,7 +121,7 @@ def ufunc_results():
     rows["ufunc_inner_loop"] = [("add.out", "Generic", "add", "All", YAML, 20),
                                 ("add.out", "CUDAFunctor", "AddFunctor", "Float", YAML, 21)]
     rows["ufunc_stub_register"] = [
-        ("at::native::add_stub", "CPU", "at::native::(anonymous)::add_kernel", "add.out", "UfuncCPUKernel_add.cpp", YAML, 19),
+        ("at::native::add_stub", "CPU", "at::native::(anonymous:UfuncCPUKernel_add.cpp)::add_kernel", "add.out", "UfuncCPUKernel_add.cpp", YAML, 19),
         ("at::native::add_stub", "CUDA", "at::native::add_kernel", "add.out", "UfuncCUDA_add.cu", YAML, 19),
     ]
     rows["dispatch"] = [("add.out", "CPU", "ufunc_add_CPU", YAML, 19), ("add.out", "CUDA", "ufunc_add_CUDA", YAML, 19),
@@ -132,7 +132,7 @@ def ufunc_results():
 
 
 def test_ufunc_stub_registrations_are_generated_code(ufunc_results):
-    cpu = ("at::native::add_stub", "CPU", "at::native::(anonymous)::add_kernel", YAML, 19)
+    cpu = ("at::native::add_stub", "CPU", "at::native::(anonymous:UfuncCPUKernel_add.cpp)::add_kernel", YAML, 19)
     cuda = ("at::native::add_stub", "CUDA", "at::native::add_kernel", YAML, 19)
     assert ufunc_results["stub_impl_via"] == [(*cpu, "ufunc_codegen"), (*cuda, "ufunc_codegen")]
     # the generated CPU kernel calls the stub (the CUDA one calls add_kernel directly);
@@ -155,6 +155,6 @@ def test_ufunc_stub_registrations_are_generated_code(ufunc_results):
 def test_generated_kernels_run_the_inner_loops_of_their_keys(ufunc_results):
     # Generic runs on both backends; CUDAFunctor names a hand-written functor, not a ufunc:: loop
     assert ufunc_results["ufunc_loop_call"] == [
-        ("at::native::(anonymous)::add_kernel", "at::native::ufunc::add", "Generic", YAML, 20),
+        ("at::native::(anonymous:UfuncCPUKernel_add.cpp)::add_kernel", "at::native::ufunc::add", "Generic", YAML, 20),
         ("at::native::add_kernel", "at::native::ufunc::add", "Generic", YAML, 20),
     ]

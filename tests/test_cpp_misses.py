@@ -55,7 +55,7 @@ def test_a_macro_defined_again_expands_by_position(real: cpp.Run, tree: Path):
     for host, lines, kernels in [
         ("at::native::index_add_cuda_impl", (1077, 1089, 1126), "indexFunc"),
         ("at::native::index_reduce_func_cuda_impl", (1252, 1264, 1301), "indexFunc"),
-        ("at::native::(anonymous)::index_select_out_cuda_impl", (1548, 1560, 1590), "indexSelect"),
+        ("at::native::(anonymous:aten/src/ATen/native/cuda/Indexing.cu)::index_select_out_cuda_impl", (1548, 1560, 1590), "indexSelect"),
     ]:
         got = {(r[1].rpartition("::")[2], r[3]) for r in rows(real, "launches", c0=host, c2=f)}
         assert {(f"{kernels}SmallIndex", lines[0]), (f"{kernels}LargeIndex", lines[1]),
@@ -103,7 +103,7 @@ def test_kernels_held_in_local_variables(real: cpp.Run, tree: Path):
     # DistanceKernel.cu: `auto impl_fptr = cdist_kernel_cuda_impl<...>;` then reassigned; launched at :234
     d = f"{CUDA}/DistanceKernel.cu"
     assert {r[1] for r in rows(real, "launches", c2=d, c3=234)} == {
-        "at::native::(anonymous)::cdist_kernel_cuda_impl"}
+        "at::native::(anonymous:aten/src/ATen/native/cuda/DistanceKernel.cu)::cdist_kernel_cuda_impl"}
     # no launch anywhere is of a local variable's bare name
     kernels = {r[0] for r in real.rows["kernel"]}
     assert not [r for r in real.rows["launches"] if r[1] not in kernels]
@@ -145,7 +145,7 @@ def test_internal_linkage_functions_belong_to_their_file(real: cpp.Run, tree: Pa
     IndexToOffset, not the one RNN.cu's `using at::cuda::detail::IndexToOffset;` names."""
     copy = "aten/src/ATen/native/Copy.cpp"
     assert "empty({BLOCK_SZ, BLOCK_SZ}, self.options())" in line(tree, copy, 83)
-    assert not [r for r in real.rows["calls"] if r[1] == "at::native::metal::empty" and r[2] != (
+    assert not [r for r in real.rows["calls"] if r[1] == "at::native::metal::(static:aten/src/ATen/native/metal/MetalAten.mm)::empty" and r[2] != (
         "aten/src/ATen/native/metal/MetalAten.mm")]
     rnn = f"{CUDA}/RNN.cu"
     got = {r[1] for r in rows(real, "calls", c2=rnn) if r[1].endswith("IndexToOffset::get")}

@@ -74,7 +74,8 @@ void param(void (*kernel)(int)) { kernel<<<1, 1>>>(0); }
 
 def test_internal_linkage_functions_belong_to_their_file():
     """Note [Internal linkage]: another source file's anonymous-namespace or
-    `static` function is never a callee; a header's is everyone's."""
+    `static` function is never a callee; a header's is everyone's. Each is its
+    own node, named with its file (Note [Internal linkage ids])."""
     facts = [scan_file(rel, src.encode()) for rel, src in sorted({
         "a/one.cpp": "namespace at { namespace { void helper() {} }\nvoid one() { helper(); } }\n",
         "a/two.cpp": "namespace at { static void helper() {}\nvoid two() { helper(); } }\n",
@@ -86,8 +87,8 @@ def test_internal_linkage_functions_belong_to_their_file():
     }.items())]
     rows, _stats, _ = resolve(facts)
     assert sorted(r[:4] for r in rows["calls"]) == [
-        ("at::four", "(anonymous)::Box::get", "a/four.cpp", 2),
-        ("at::one", "at::(anonymous)::helper", "a/one.cpp", 2),
-        ("at::three", "at::(anonymous)::shared", "a/three.cpp", 1),
-        ("at::two", "at::helper", "a/two.cpp", 2),
+        ("at::four", "(anonymous:a/four.cpp)::Box::get", "a/four.cpp", 2),
+        ("at::one", "at::(anonymous:a/one.cpp)::helper", "a/one.cpp", 2),
+        ("at::three", "at::(anonymous:a/h.h)::shared", "a/three.cpp", 1),
+        ("at::two", "at::(static:a/two.cpp)::helper", "a/two.cpp", 2),
     ]

@@ -82,9 +82,9 @@ def test_callers_of_cpublas_gemm(real: cpp.Run, tree: Path):
     assert len(grep) == 30 and grep <= sites
     # ... plus the unqualified calls inside namespace cpublas itself.
     assert sorted(sites - grep) == [("aten/src/ATen/native/CPUBlas.cpp", n) for n in (560, 574, 605, 619, 1215, 1246, 1277)]
-    assert ("at::native::(anonymous)::slow_conv2d_backward_weight_frame", GEMM,
+    assert ("at::native::(anonymous:aten/src/ATen/native/ConvolutionMM2d.cpp)::slow_conv2d_backward_weight_frame", GEMM,
             "aten/src/ATen/native/ConvolutionMM2d.cpp", 452, "qualified") in rows
-    assert ("at::native::(anonymous)::cpu_flash_attention", GEMM,
+    assert ("at::native::(anonymous:aten/src/ATen/native/cpu/FlashAttentionKernel.cpp)::cpu_flash_attention", GEMM,
             "aten/src/ATen/native/cpu/FlashAttentionKernel.cpp", 661, "qualified") in rows
     for _caller, _callee, file, line, _via in rows:
         assert "gemm" in line_of(tree, file, line)
@@ -104,14 +104,14 @@ def test_add_stub_and_scatter_add_stub_registrations(real: cpp.Run, tree: Path):
     # add.out's `ufunc_inner_loop:` (rules/link.dl over the ops layer's facts).
     derived = ufunc_links(real, tree)
     assert [r for r in derived["stub_impl_via"] if r[0] == "at::native::add_stub"] == [
-        ("at::native::add_stub", "CPU", "at::native::(anonymous)::add_kernel", NF, 579, "ufunc_codegen"),
+        ("at::native::add_stub", "CPU", "at::native::(anonymous:UfuncCPUKernel_add.cpp)::add_kernel", NF, 579, "ufunc_codegen"),
         ("at::native::add_stub", "CUDA", "at::native::add_kernel", NF, 579, "ufunc_codegen"),
     ]
     assert line_of(tree, NF, 579) == "  ufunc_inner_loop:"
     # the generated kernels run the inner loop written in ATen/native/ufunc/add.h
     assert derived["ufunc_loop_call"] == [
-        ("at::native::(anonymous)::add_kernel", "at::native::ufunc::add", "Generic", NF, 580),
-        ("at::native::(anonymous)::add_kernel", "at::native::ufunc::add", "ScalarOnly", NF, 581),
+        ("at::native::(anonymous:UfuncCPUKernel_add.cpp)::add_kernel", "at::native::ufunc::add", "Generic", NF, 580),
+        ("at::native::(anonymous:UfuncCPUKernel_add.cpp)::add_kernel", "at::native::ufunc::add", "ScalarOnly", NF, 581),
         ("at::native::add_kernel", "at::native::ufunc::add", "Generic", NF, 580),
         ("at::native::add_kernel", "at::native::ufunc::add", "ScalarOnly", NF, 581),
     ]
@@ -123,7 +123,7 @@ def test_add_stub_and_scatter_add_stub_registrations(real: cpp.Run, tree: Path):
     assert [r for r in derived["stub_impl_via"] if r[0] == "at::native::scatter_add_stub"] == [
         (*r, "REGISTER_DISPATCH") for r in where(real, "stub_register", c0="at::native::scatter_add_stub")]
     assert where(real, "stub_register", c0="at::native::scatter_add_stub") == [
-        ("at::native::scatter_add_stub", "CPU", "at::native::(anonymous)::scatter_add_cpu_kernel",
+        ("at::native::scatter_add_stub", "CPU", "at::native::(anonymous:aten/src/ATen/native/cpu/ScatterGatherKernel.cpp)::scatter_add_cpu_kernel",
          "aten/src/ATen/native/cpu/ScatterGatherKernel.cpp", 960),
         ("at::native::scatter_add_stub", "CUDA", "at::native::scatter_add_cuda_kernel",
          "aten/src/ATen/native/cuda/ScatterGatherKernel.cu", 568),
@@ -134,7 +134,7 @@ def test_add_stub_and_scatter_add_stub_registrations(real: cpp.Run, tree: Path):
 
 def test_softmax_cu_kernels_and_their_host_launches(real: cpp.Run, tree: Path):
     f = "aten/src/ATen/native/cuda/SoftMax.cu"
-    anon = "at::native::(anonymous)::"
+    anon = f"at::native::(anonymous:{f})::"
     assert [r[1] for r in where(real, "kernel", c2=f)] == [
         "cunn_SoftMaxBackward", "cunn_SoftMaxForward", "cunn_SoftMaxForwardSmem",
         "cunn_SpatialSoftMaxBackward", "cunn_SpatialSoftMaxForward"]
@@ -156,6 +156,29 @@ def test_softmax_cu_kernels_and_their_host_launches(real: cpp.Run, tree: Path):
     for r in launches:
         assert r[1].removeprefix(anon) in line_of(tree, f, r[3])
         assert "<<<" in line_of(tree, f, r[3] + 1)
+
+
+def test_anonymous_namespace_functions_of_two_files_are_two_nodes(real: cpp.Run, tree: Path):
+    """Note [Internal linkage ids]: host_softmax of SoftMax.cpp and that of
+    cuda/SoftMax.cu are two nodes, each with its own file:line, callers and
+    callees; neither file's calls reach the other's."""
+    cpu_f, cuda_f = "aten/src/ATen/native/SoftMax.cpp", "aten/src/ATen/native/cuda/SoftMax.cu"
+    cpu, cuda = (f"at::native::(anonymous:{f})::host_softmax" for f in (cpu_f, cuda_f))
+    assert where(real, "func", c1="host_softmax") == [
+        (cpu, "host_softmax", cpu_f, 153, "cpp"), (cuda, "host_softmax", cuda_f, 820, "cuda")]
+    assert "host_softmax(" in line_of(tree, cpu_f, 153) and "host_softmax(" in line_of(tree, cuda_f, 820)
+    assert [r[:4] for r in real.rows["calls"] if r[1] in (cpu, cuda)] == [
+        ("at::native::masked_softmax_cpu", cpu, cpu_f, 624),
+        ("at::native::structured_log_softmax_cuda_out::impl", cuda, cuda_f, 1072),
+        ("at::native::structured_softmax_cuda_out::impl", cuda, cuda_f, 1096),
+    ]
+    cpu_calls = {r[1:4] for r in real.rows["calls"] if r[0] == cpu}
+    cuda_calls = {r[1:4] for r in real.rows["calls"] if r[0] == cuda}
+    assert ("at::parallel_for", cpu_f, 182) in cpu_calls
+    assert (f"at::native::(anonymous:{cuda_f})::SoftMaxForward_getBlockSize", cuda_f, 861) in cuda_calls
+    assert {f for _c, f, _l in cpu_calls} == {cpu_f} and {f for _c, f, _l in cuda_calls} == {cuda_f}
+    assert not [r for r in real.rows["launches"] if r[0] == cpu]
+    assert (cuda, f"at::native::(anonymous:{cuda_f})::cunn_SoftMaxForward", cuda_f, 876, "<<<>>>") in real.rows["launches"]
 
 
 def test_helper_launches_reach_the_helpers_global_kernels(real: cpp.Run):
@@ -201,12 +224,12 @@ def test_a_method_of_a_tensor_expression_is_an_op_call_not_a_guess(real: cpp.Run
     # line 1552: `return at::full({}, 2.0, self.options()).pow(other);` -- at::full is
     # generated code returning a Tensor, so `.pow` is Tensor::pow: op `pow`, typed;
     # not one of the tree's 7 unrelated methods named pow, and no ambiguous call
-    assert ("at::native::_pow2", "pow", f, 1552, "typed") in real.rows["calls_op"]
-    assert ("at::native::_pow2", "full", f, 1552, "qualified") in real.rows["calls_op"]
-    assert not [r for r in real.rows["call_ambiguous"] if r[0] == "at::native::_pow2"]
-    assert [r[1] for r in real.rows["calls"] if (r[0], r[2], r[3]) == ("at::native::_pow2", f, 1552)] == [
+    assert ("at::native::(static:aten/src/ATen/native/BinaryOps.cpp)::_pow2", "pow", f, 1552, "typed") in real.rows["calls_op"]
+    assert ("at::native::(static:aten/src/ATen/native/BinaryOps.cpp)::_pow2", "full", f, 1552, "qualified") in real.rows["calls_op"]
+    assert not [r for r in real.rows["call_ambiguous"] if r[0] == "at::native::(static:aten/src/ATen/native/BinaryOps.cpp)::_pow2"]
+    assert [r[1] for r in real.rows["calls"] if (r[0], r[2], r[3]) == ("at::native::(static:aten/src/ATen/native/BinaryOps.cpp)::_pow2", f, 1552)] == [
         "at::TensorBase::options"]  # `self.options()`: self is a `const Tensor&`
-    methods = {"at::native::(anonymous)::Dist::pow", "c10::SymNodeImpl::pow", "torch::impl::PythonSymNodeImpl::pow"}
+    methods = {"at::native::(anonymous:aten/src/ATen/native/cpu/DistanceOpsKernel.cpp)::Dist::pow", "c10::SymNodeImpl::pow", "torch::impl::PythonSymNodeImpl::pow"}
     assert methods <= {r[0] for r in real.rows["func"] if r[1] == "pow"}
     # line 1549: `at::pow(2.0, other)` is generated code (not in the tree): no call edge
     assert not [r for r in real.rows["calls"] + real.rows["call_ambiguous"] if r[-2:] == (f, 1549) or r[2:4] == (f, 1549)]
@@ -215,10 +238,10 @@ def test_a_method_of_a_tensor_expression_is_an_op_call_not_a_guess(real: cpp.Run
 def test_calls_of_aten_ops_through_the_generated_api(real: cpp.Run):
     """Note [ATen API calls]: at::dot_out(...) / tensor1.dot(...) name op `dot`."""
     f = "aten/src/ATen/native/LinearAlgebra.cpp"
-    rows = {(r[1], r[3]) for r in real.rows["calls_op"] if r[0] == "at::native::_matmul_impl" and r[2] == f}
+    rows = {(r[1], r[3]) for r in real.rows["calls_op"] if r[0] == "at::native::(static:aten/src/ATen/native/LinearAlgebra.cpp)::_matmul_impl" and r[2] == f}
     # line 2028: `has_out ? at::dot_out(out, ...) : tensor1.dot(tensor2)`; 2030 the same with mv;
     # 2032: `at::mm_out(out, tensor1.unsqueeze(0), tensor2).squeeze_(0)`; 2161: `tensor1_expanded.bmm(...)`
     assert {("dot", 2028), ("mv", 2030), ("mm", 2032), ("unsqueeze", 2032), ("squeeze_", 2032),
             ("bmm", 2161), ("_unsafe_view", 2161)} <= rows
     # generated-API names never leak as call edges to unrelated tree classes
-    assert not [r for r in real.rows["calls"] if r[0] == "at::native::_matmul_impl" and r[1].endswith("::mm")]
+    assert not [r for r in real.rows["calls"] if r[0] == "at::native::(static:aten/src/ATen/native/LinearAlgebra.cpp)::_matmul_impl" and r[1].endswith("::mm")]

@@ -38,8 +38,8 @@ def test_every_op_call_says_how_it_is_known(real: cpp.Run):
     vias = {r[4] for r in real.rows["calls_op"]}
     assert vias == {"qualified", "typed", "guess"}
     # LinearAlgebra.cpp:2028 `has_out ? at::dot_out(out, tensor1, tensor2) : tensor1.dot(tensor2)`
-    assert {("at::native::_matmul_impl", "dot", "qualified"),
-            ("at::native::_matmul_impl", "dot", "typed")} <= at(real, "calls_op", LA, 2028)
+    assert {("at::native::(static:aten/src/ATen/native/LinearAlgebra.cpp)::_matmul_impl", "dot", "qualified"),
+            ("at::native::(static:aten/src/ATen/native/LinearAlgebra.cpp)::_matmul_impl", "dot", "typed")} <= at(real, "calls_op", LA, 2028)
 
 
 def test_c10_calls_no_op(real: cpp.Run, tree: Path):
@@ -56,8 +56,8 @@ def test_methods_of_non_tensor_types_are_no_ops(real: cpp.Run, tree: Path):
     (an alias of c10::ArrayRef<int64_t>), whose data() is no op."""
     assert "tensor2.sizes().data()" in (tree / LA).read_text().splitlines()[2109]
     assert at(real, "calls_op", LA, 2110) == set()
-    assert at(real, "calls", LA, 2110) == {("at::native::_matmul_impl", "at::TensorBase::sizes", "type"),
-                                           ("at::native::_matmul_impl", "c10::ArrayRef::data", "type")}
+    assert at(real, "calls", LA, 2110) == {("at::native::(static:aten/src/ATen/native/LinearAlgebra.cpp)::_matmul_impl", "at::TensorBase::sizes", "type"),
+                                           ("at::native::(static:aten/src/ATen/native/LinearAlgebra.cpp)::_matmul_impl", "c10::ArrayRef::data", "type")}
     # `.size(0)` on a Tensor is TensorBase::size(int64_t) (TensorBody.h: `using TensorBase::size;`), no op
     nll = "aten/src/ATen/native/LossNLL.cpp"
     rows = [r for r in real.rows["calls_op"] if r[2] == nll and r[1] == "size"]
@@ -68,8 +68,8 @@ def test_generated_tensor_methods_hide_tensorbase(real: cpp.Run):
     """AffineGridGenerator.cpp:41 `base_grid.select(-1, 2).fill_(1)` where `auto
     base_grid = at::empty(...)`: Tensor::fill_ (generated) hides TensorBase::fill_."""
     f = "aten/src/ATen/native/AffineGridGenerator.cpp"
-    assert at(real, "calls_op", f, 41) == {("at::native::make_base_grid_4D", "select", "typed"),
-                                           ("at::native::make_base_grid_4D", "fill_", "typed")}
+    assert at(real, "calls_op", f, 41) == {("at::native::(static:aten/src/ATen/native/AffineGridGenerator.cpp)::make_base_grid_4D", "select", "typed"),
+                                           ("at::native::(static:aten/src/ATen/native/AffineGridGenerator.cpp)::make_base_grid_4D", "fill_", "typed")}
     assert at(real, "calls", f, 41) == set()
 
 
@@ -125,5 +125,5 @@ def test_unqualified_generated_functions_in_namespace_at(real: cpp.Run, tree: Pa
     function of the tree is named aminmax: C++ finds the generated at::aminmax."""
     f = "aten/src/ATen/native/Histogram.cpp"
     assert "aminmax(" in (tree / f).read_text().splitlines()[212]
-    assert ("at::native::(anonymous)::histc_select_outer_bin_edges", "aminmax", "qualified") in at(
+    assert ("at::native::(anonymous:aten/src/ATen/native/Histogram.cpp)::histc_select_outer_bin_edges", "aminmax", "qualified") in at(
         real, "calls_op", f, 213)

@@ -112,7 +112,7 @@ def test_add_out_ufunc_structured_facts(facts):
     ]
     # torchgen generates REGISTER_DISPATCH(add_stub, &add_kernel) for CPU and CUDA
     assert facts.rows["ufunc_stub_register"] == [
-        ("at::native::add_stub", "CPU", "at::native::(anonymous)::add_kernel", "add.out", "UfuncCPUKernel_add.cpp", NF, 579),
+        ("at::native::add_stub", "CPU", "at::native::(anonymous:UfuncCPUKernel_add.cpp)::add_kernel", "add.out", "UfuncCPUKernel_add.cpp", NF, 579),
         ("at::native::add_stub", "CUDA", "at::native::add_kernel", "add.out", "UfuncCUDA_add.cu", NF, 579),
     ]
 
@@ -319,9 +319,9 @@ def test_ufunc_rows_short_and_low_level_forms(tmp_path):
         ("bar.out", "CUDAFunctor", "BarFunctor", "Float", NF, 8),
     ]
     assert sink.rows["ufunc_stub_register"] == [
-        ("at::native::foo_stub", "CPU", "at::native::(anonymous)::foo_kernel", "foo.out", "UfuncCPUKernel_foo.cpp", NF, 3),
+        ("at::native::foo_stub", "CPU", "at::native::(anonymous:UfuncCPUKernel_foo.cpp)::foo_kernel", "foo.out", "UfuncCPUKernel_foo.cpp", NF, 3),
         ("at::native::foo_stub", "CUDA", "at::native::foo_kernel", "foo.out", "UfuncCUDA_foo.cu", NF, 3),
-        ("at::native::bar_stub", "CPU", "at::native::(anonymous)::bar_kernel", "bar.out", "UfuncCPUKernel_bar.cpp", NF, 6),
+        ("at::native::bar_stub", "CPU", "at::native::(anonymous:UfuncCPUKernel_bar.cpp)::bar_kernel", "bar.out", "UfuncCPUKernel_bar.cpp", NF, 6),
         ("at::native::bar_stub", "CUDA", "at::native::bar_kernel", "bar.out", "UfuncCUDA_bar.cu", NF, 6),
     ]
     assert sorted(r for r in sink.rows["dispatch"] if r[0] == "bar.out") == [

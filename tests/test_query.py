@@ -68,6 +68,11 @@ def test_parse_query_forms():
     p = parse_query('search("softmax warp")')
     assert p.args[0].quoted and p.args[0].value == "softmax warp"
     assert parse_query("tests(aten::add.Tensor)").args[0].text == "aten::add.Tensor"
+    # ids with internal-linkage parts (Note [Internal linkage ids]), pasted back or typed
+    pasted = "at::native::(anonymous:aten/src/ATen/native/cuda/SoftMax.cu)::host_softmax"
+    assert [a.text for a in parse_query(f"callers({pasted}, depth=2)").args] == [pasted]
+    p = parse_query("paths(at::(static:torch/csrc/x-y.cpp)::f -> (anonymous)::k)")
+    assert (p.path.src.text, p.path.dst.text) == ("at::(static:torch/csrc/x-y.cpp)::f", "(anonymous)::k")
 
 
 def test_parse_error_names_column():
@@ -99,8 +104,17 @@ def test_resolve_names_as_typed(con):
     assert r.resolve("at::native::matmul", "op").ids == ("matmul",)
     m = r.resolve("softmax_warp_forward", "node").matches[0]
     assert (m.kind, m.id, m.file, m.line) == (
-        "kernel", "at::native::(anonymous)::softmax_warp_forward",
+        "kernel", "at::native::(anonymous:aten/src/ATen/native/cuda/PersistentSoftmax.cuh)::softmax_warp_forward",
         "aten/src/ATen/native/cuda/PersistentSoftmax.cuh", 100)
+
+
+def test_internal_linkage_ids_resolve_typed_with_or_without_their_file(con):
+    r = Resolver(con)
+    cuda = "at::native::(anonymous:aten/src/ATen/native/cuda/SoftMax.cu)::host_softmax"
+    for typed in (cuda, "at::native::(anonymous)::host_softmax", "(anonymous)::host_softmax", "native::host_softmax"):
+        assert r.resolve(typed, "fn").ids == (cuda,), typed
+    assert r.resolve(cuda, "fn").tier == "exact"
+    assert q(con, f"callers({cuda})").rows == q(con, "callers(at::native::(anonymous)::host_softmax)").rows != ()
 
 
 def test_ambiguous_name_lists_groups(con):
@@ -191,15 +205,15 @@ def test_trace_stub_and_cuda_kernel(con):
     r = q(con, "trace(_softmax)")
     rows = {(row[1], row[2], row[3]) for row in r.rows}
     assert ("stub", "softmax_lastdim_kernel", "") in rows
-    assert ("stub_impl", "at::native::(anonymous)::softmax_lastdim_kernel_impl", "CPU") in rows
-    assert ("cuda_kernel", "at::native::(anonymous)::softmax_warp_forward",
-            "at::native::(anonymous)::host_softmax") in rows
+    assert ("stub_impl", "at::native::(anonymous:aten/src/ATen/native/cpu/SoftMaxKernel.cpp)::softmax_lastdim_kernel_impl", "CPU") in rows
+    assert ("cuda_kernel", "at::native::(anonymous:aten/src/ATen/native/cuda/PersistentSoftmax.cuh)::softmax_warp_forward",
+            "at::native::(anonymous:aten/src/ATen/native/cuda/SoftMax.cu)::host_softmax") in rows
 
 
 def test_kernels(con):
     r = q(con, "kernels(_softmax)")
-    assert r.rows == (("_softmax", "CUDA", "CUDA", "at::native::(anonymous)::softmax_warp_forward",
-                       "at::native::(anonymous)::host_softmax", "at::native::softmax_cuda", "resolved",
+    assert r.rows == (("_softmax", "CUDA", "CUDA", "at::native::(anonymous:aten/src/ATen/native/cuda/PersistentSoftmax.cuh)::softmax_warp_forward",
+                       "at::native::(anonymous:aten/src/ATen/native/cuda/SoftMax.cu)::host_softmax", "at::native::softmax_cuda", "resolved",
                        "aten/src/ATen/native/cuda/SoftMax.cu", 910),)
 
 
@@ -209,7 +223,7 @@ def test_paths_both_ways(con):
     assert q(con, "paths(python -> softmax_warp_forward)").rows == up.rows
     down = q(con, "paths(torch._softmax -> cuda)")
     assert [(r[1], r[2], r[4], r[5]) for r in down.rows] == [
-        ("at::native::(anonymous)::softmax_warp_forward", "_softmax",
+        ("at::native::(anonymous:aten/src/ATen/native/cuda/PersistentSoftmax.cuh)::softmax_warp_forward", "_softmax",
          "aten/src/ATen/native/cuda/SoftMax.cu", 910)]
 
 
@@ -239,7 +253,7 @@ def test_search_and_limit(con):
     r = q(con, "search(softmax_warp)", limit=10)
     assert r.columns == ("text", "rank", "kind", "id", "file", "line")
     # a __global__ kernel is one row, a "kernel" (not also a "function")
-    assert [row[1:4] for row in r.rows] == [(1, "kernel", "at::native::(anonymous)::softmax_warp_forward")]
+    assert [row[1:4] for row in r.rows] == [(1, "kernel", "at::native::(anonymous:aten/src/ATen/native/cuda/PersistentSoftmax.cuh)::softmax_warp_forward")]
     r = q(con, "search(gemm)", limit=1)
     assert (len(r.rows), r.total) == (1, 3)
 
@@ -261,8 +275,8 @@ def test_search_ranks_the_name_then_its_start_then_the_rest_in_any_case(con):
 
 
 def test_search_text_is_literal_and_may_be_qualified(con):
-    r = q(con, 'search("(anonymous)::host_softmax")')
-    assert [row[1:4] for row in r.rows] == [(0, "function", "at::native::(anonymous)::host_softmax")]
+    r = q(con, 'search("(anonymous:aten/src/ATen/native/cuda/SoftMax.cu)::host_softmax")')
+    assert [row[1:4] for row in r.rows] == [(0, "function", "at::native::(anonymous:aten/src/ATen/native/cuda/SoftMax.cu)::host_softmax")]
     assert q(con, 'search("softmax.*")').rows == ()  # regex syntax is text
     assert q(con, 'search("")').rows == ()
 
@@ -272,7 +286,7 @@ def test_search_backend_keeps_what_serves_the_key(con):
     assert "'cuda' = CUDA" in r.notes  # the key resolved case-insensitively
     assert [row[1:4] for row in r.rows] == [
         (1, "function", "at::native::softmax_cuda"),  # the dispatch table's CUDA kernel
-        (1, "kernel", "at::native::(anonymous)::softmax_warp_forward"),  # a __global__ kernel
+        (1, "kernel", "at::native::(anonymous:aten/src/ATen/native/cuda/PersistentSoftmax.cuh)::softmax_warp_forward"),  # a __global__ kernel
         (2, "op", "_softmax"),  # an op with a CUDA kernel
     ]
     with pytest.raises(QueryError) as exc:
@@ -365,7 +379,7 @@ def test_user_rules_are_queries(con, tmp_path):
         'cuda_callers(f, c, file, l) :- cuda_callers_arg(f), call_edge(c, f, _, file, l), func(c, _, _, _, "cuda").\n'
     )
     r = q(con, "cuda_callers(host_softmax)", rules=(d,))
-    assert r.rows == (("at::native::(anonymous)::host_softmax", "at::native::softmax_cuda",
+    assert r.rows == (("at::native::(anonymous:aten/src/ATen/native/cuda/SoftMax.cu)::host_softmax", "at::native::softmax_cuda",
                        "aten/src/ATen/native/cuda/SoftMax.cu", 1010),)
 
 

@@ -53,7 +53,7 @@ def test_trace_of_python_api_names_the_api(con):
 def test_callees_of_matmul(con):
     rows = q(con, "callees(matmul)").rows
     assert {r[0] for r in rows} == {"at::native::matmul"}
-    assert ("at::native::_matmul_impl", LA, 2183) in {(r[1], r[3], r[4]) for r in rows}
+    assert ("at::native::(static:aten/src/ATen/native/LinearAlgebra.cpp)::_matmul_impl", LA, 2183) in {(r[1], r[3], r[4]) for r in rows}
 
 
 def test_callees_of_matmul_impl_lists_the_products(con):
@@ -71,7 +71,7 @@ def test_gemm_is_ambiguous_and_lists_cpublas(con):
 def test_callers_of_cpublas_gemm_with_call_sites(con, tree):
     rows = q(con, "callers(gemm)", all_matches=True).rows
     cpublas = {(r[1], r[3], r[4]) for r in rows if r[0] == "at::native::cpublas::gemm"}
-    assert ("at::native::addmm_impl_cpu_", LA, 1533) in cpublas
+    assert ("at::native::(static:aten/src/ATen/native/LinearAlgebra.cpp)::addmm_impl_cpu_", LA, 1533) in cpublas
     # every call site is a real call of gemm at that line
     for _, f, line in cpublas:
         assert "gemm" in (tree / f).read_text().splitlines()[line - 1]
@@ -90,14 +90,14 @@ SMU = "aten/src/ATen/native/cuda/SoftMax.cu"
 
 def test_paths_from_cuda_kernel_up_to_python(con):
     rows = q(con, "paths(cunn_SoftMaxForward -> python)").rows
-    assert ("at::native::(anonymous)::cunn_SoftMaxForward", "torch._softmax", "_softmax", 2) in {
+    assert ("at::native::(anonymous:aten/src/ATen/native/cuda/SoftMax.cu)::cunn_SoftMaxForward", "torch._softmax", "_softmax", 2) in {
         r[:4] for r in rows}
 
 
 def test_paths_from_python_down_to_cuda_kernels(con, tree):
     rows = q(con, "paths(torch._softmax -> cuda)").rows
     launch = {(r[1], r[4], r[5]) for r in rows}
-    assert ("at::native::(anonymous)::cunn_SoftMaxForward", SMU, 876) in launch
+    assert ("at::native::(anonymous:aten/src/ATen/native/cuda/SoftMax.cu)::cunn_SoftMaxForward", SMU, 876) in launch
     assert "cunn_SoftMaxForward<" in (tree / SMU).read_text().splitlines()[876 - 1]
 
 
@@ -123,7 +123,7 @@ def test_tests_of_a_function_go_through_its_ops(con):
 
 
 NF = "aten/src/ATen/native/native_functions.yaml"
-ADD_CPU = ("at::native::(anonymous)::add_kernel", "CPU (ufunc codegen)", NF, 579)
+ADD_CPU = ("at::native::(anonymous:UfuncCPUKernel_add.cpp)::add_kernel", "CPU (ufunc codegen)", NF, 579)
 ADD_CUDA = ("at::native::add_kernel", "CUDA (ufunc codegen)", NF, 579)
 
 
@@ -155,10 +155,34 @@ def test_impact_of_the_add_inner_loop_goes_through_the_generated_code(con):
     rows = q(con, "impact(ufunc::add, depth=4)").rows
     fns = {r[2:7] for r in rows if r[1] == "function"}
     assert ("at::native::add_kernel", "at::native::ufunc::add", 1, NF, 580) in fns
-    assert ("at::native::add_stub", "at::native::(anonymous)::add_kernel", 2, NF, 579) in fns
+    assert ("at::native::add_stub", "at::native::(anonymous:UfuncCPUKernel_add.cpp)::add_kernel", 2, NF, 579) in fns
     assert ("at::native::structured_sub_out::impl", "at::native::add_stub", 3,
             "aten/src/ATen/native/BinaryOps.cpp", 436) in fns
     ops = {(r[2], r[3], r[4]) for r in rows if r[1] == "op"}
     # the generated CUDA kernel calls add_kernel, the CPU one add_stub
     assert {("add.out", "at::native::add_kernel", 2), ("add.out", "at::native::add_stub", 3),
             ("add.Tensor", "at::native::add_kernel", 2), ("sub.out", "at::native::structured_sub_out::impl", 4)} <= ops
+
+
+def test_anonymous_namespace_name_matches_each_files_definition(con):
+    """host_softmax is two nodes (Note [Internal linkage ids]): a name without
+    the file lists both, grouped by file; with all=true both answer; the id
+    pasted back answers for its own file only."""
+    cpu = "at::native::(anonymous:aten/src/ATen/native/SoftMax.cpp)::host_softmax"
+    cuda = "at::native::(anonymous:aten/src/ATen/native/cuda/SoftMax.cu)::host_softmax"
+    for typed in ("host_softmax", "at::native::(anonymous)::host_softmax"):
+        with pytest.raises(Ambiguous) as exc:
+            q(con, f"callers({typed})")
+        assert exc.value.render().splitlines()[1:] == [
+            "  function in at::native::(anonymous:aten/src/ATen/native/SoftMax.cpp):",
+            f"    {cpu}  aten/src/ATen/native/SoftMax.cpp:153",
+            "  function in at::native::(anonymous:aten/src/ATen/native/cuda/SoftMax.cu):",
+            f"    {cuda}  aten/src/ATen/native/cuda/SoftMax.cu:820",
+        ]
+    both = {(r[0], r[1], r[3], r[4]) for r in q(con, "callers(at::native::(anonymous)::host_softmax, all=true)").rows}
+    assert both == {
+        (cpu, "at::native::masked_softmax_cpu", "aten/src/ATen/native/SoftMax.cpp", 624),
+        (cuda, "at::native::structured_log_softmax_cuda_out::impl", "aten/src/ATen/native/cuda/SoftMax.cu", 1072),
+        (cuda, "at::native::structured_softmax_cuda_out::impl", "aten/src/ATen/native/cuda/SoftMax.cu", 1096),
+    }
+    assert {(r[0], r[1], r[3], r[4]) for r in q(con, f"callers({cuda})").rows} == {r for r in both if r[0] == cuda}

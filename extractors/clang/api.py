@@ -58,7 +58,7 @@ K = ci.CursorKind
 API_CLASSES = frozenset({"at::Tensor", "at::TensorBase"})
 # The headers whose inline definitions say which ops the API functions call.
 API_HEADERS = ("ATen/core/Tensor.h", "ATen/TensorOperators.h", "ATen/TensorIndexing.h", "ATen/Functions.h")
-VERSION = 3  # bump when what `load` records changes
+VERSION = 4  # bump when what `load` records changes (4: internal-linkage ids)
 BUILD_TIMEOUT_S = 600.0
 
 _FUNCS = frozenset({K.FUNCTION_DECL, K.CXX_METHOD, K.FUNCTION_TEMPLATE, K.CONVERSION_FUNCTION})
@@ -262,7 +262,7 @@ def _build_child(header: str, args: list[str], gen_roots, keep_roots, names: Ate
         if bad:
             conn.send(f"{bad[0].location.file}:{bad[0].location.line}: {bad[0].spelling}")
         else:
-            direct = _direct(tu, classify, Namer(CPU_CAPABILITY), names)
+            direct = _direct(tu, classify, Namer(CPU_CAPABILITY, keep_roots + gen_roots), names)
             conn.send((_close(direct), sorted({inc.include.name for inc in tu.get_includes()})))
     except Exception as exc:  # reported, never fatal
         conn.send(f"{type(exc).__name__}: {exc}")

@@ -2,9 +2,14 @@
 
 Note [Precise naming]: a function is named the way the fast tier names it
 (facts/schema.dl Note [Fact identifiers]): its semantic parents joined with
-`::` — namespaces (anonymous ones as `(anonymous)`), classes and class
-templates by their bare name (no template arguments), then the function's own
-name. Inline namespaces are kept (they are written in source); the
+`::` — namespaces, classes and class templates by their bare name (no
+template arguments; an unnamed class adds nothing, as in the fast tier), then
+the function's own name. A function of internal linkage carries its file
+(Note [Internal linkage ids] in extractors/cpp/names.py): an anonymous
+namespace is `(anonymous:FILE)`, FILE being where that namespace block is
+written, and a `static` function at namespace scope outside one gets the part
+`(static:FILE)` before its name, FILE being where it is declared; paths are
+relative to the tree root (or to the generated headers' root). Inline namespaces are kept (they are written in source); the
 `inline namespace CPU_CAPABILITY` of the per-arch kernels (the macro expands to
 DEFAULT, AVX2, ...) is named `CPU_CAPABILITY`, as written. `extern "C"` blocks
 add nothing. Overloads and template specializations share one name.
@@ -36,7 +41,10 @@ from pathlib import Path
 
 from clang import cindex as ci
 
+from extractors.cpp.names import anon_ns, static_scope
+
 K = ci.CursorKind
+_FREE_KINDS = frozenset({K.FUNCTION_DECL, K.FUNCTION_TEMPLATE})
 
 FUNC_KINDS = frozenset({
     K.FUNCTION_DECL, K.CXX_METHOD, K.CONSTRUCTOR, K.DESTRUCTOR,
@@ -132,11 +140,25 @@ def spelling_line(loc: ci.SourceLocation) -> tuple[str | None, int]:
 
 
 class Namer:
-    """Qualified names of declarations (Note [Precise naming]), memoized."""
+    """Qualified names of declarations (Note [Precise naming]), memoized.
 
-    def __init__(self, cpu_capability: str = "DEFAULT") -> None:
+    `roots`: absolute directories (with a trailing "/") that file paths in
+    internal-linkage parts are made relative to, the tree's first.
+    """
+
+    def __init__(self, cpu_capability: str = "DEFAULT", roots: tuple[str, ...] = ()) -> None:
         self.cpu_capability = cpu_capability
+        self.roots = roots
         self._memo: dict[str, str] = {}
+
+    def rel(self, cur: ci.Cursor) -> str:
+        """The file `cur` is written in, relative to the first root holding it."""
+        f = cur.location.file
+        path = f.name if f is not None else ""
+        for r in self.roots:
+            if path.startswith(r):
+                return path[len(r):]
+        return path
 
     def scope(self, cur: ci.Cursor | None) -> str:
         """`ns::Class` of a scope cursor ('' at the top level)."""
@@ -144,11 +166,14 @@ class Namer:
         while cur is not None and cur.kind != K.TRANSLATION_UNIT:
             if cur.kind in SCOPE_KINDS:
                 name = cur.spelling
-                if not name or name.startswith(("(anonymous", "(unnamed")):
-                    name = "(anonymous)"
+                if cur.kind == K.NAMESPACE and (not name or name.startswith("(anonymous")):
+                    parts.append(anon_ns(self.rel(cur)))
+                elif not name or name.startswith(("(anonymous", "(unnamed")):
+                    pass  # an unnamed class or enum: no part (the fast tier's scope_of)
                 elif cur.kind == K.NAMESPACE and name == self.cpu_capability:
-                    name = "CPU_CAPABILITY"
-                parts.append(name)
+                    parts.append("CPU_CAPABILITY")
+                else:
+                    parts.append(name)
             elif cur.kind in FUNC_KINDS:  # a local class inside a function
                 parts.append(cur.spelling)
             cur = cur.semantic_parent
@@ -164,7 +189,12 @@ class Namer:
         usr = fn.get_usr()
         got = self._memo.get(usr)
         if got is None:
-            scope = self.scope(fn.semantic_parent)
+            parent = fn.semantic_parent
+            scope = self.scope(parent)
+            if (fn.kind in _FREE_KINDS and fn.linkage == ci.LinkageKind.INTERNAL and parent is not None
+                    and parent.kind in (K.NAMESPACE, K.TRANSLATION_UNIT) and "(anonymous" not in scope):
+                where = fn.get_definition() or fn
+                scope = f"{scope}::{static_scope(self.rel(where))}" if scope else static_scope(self.rel(where))
             got = f"{scope}::{fn.spelling}" if scope else fn.spelling
             self._memo[usr] = got
         return got

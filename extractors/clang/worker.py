@@ -112,7 +112,7 @@ def parse_tu(job: Job) -> TuResult:
         tu = index.parse(job.path, args=list(job.command.args), options=job.options)
     except ci.TranslationUnitLoadError as exc:
         return TuResult(job.rel, "crash", fatal=(job.path, 1, f"libclang could not load the TU: {exc}"))
-    facts = collect_edges(tu, job.rel, classify, Namer(CPU_CAPABILITY), job.api, job.cuda)
+    facts = collect_edges(tu, job.rel, classify, Namer(CPU_CAPABILITY, keep + gen), job.api, job.cuda)
     fatal = first_fatal(tu)
     result = TuResult(
         rel=job.rel,

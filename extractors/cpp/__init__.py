@@ -68,7 +68,7 @@ def _scan_job(job: tuple[str, str, str]):
     root, rel, cache_dir = job
     try:
         data = (Path(root) / rel).read_bytes()
-        digest = cache.digest_of(data)
+        digest = cache.digest_of(data, rel)
         path = cache.entry_path(Path(cache_dir), digest)
         facts = cache.read(path)
         if facts is None:
@@ -95,12 +95,12 @@ def _current_digests(root: Path, rels: list[str], index: dict) -> tuple[dict, di
             continue
         old = index.get(rel)
         if rel in git:
-            digest = cache.digest_of_blob(git[rel])
+            digest = cache.digest_of_blob(git[rel], rel)
         elif old and old[0] == st.st_size and old[1] == st.st_mtime_ns:
             digest = old[2]
         else:
             try:
-                digest = cache.digest_of((root / rel).read_bytes())
+                digest = cache.digest_of((root / rel).read_bytes(), rel)
             except OSError:
                 continue
         digests[rel] = digest

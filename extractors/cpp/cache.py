@@ -1,7 +1,8 @@
 """Per-file content-hash cache of FileFacts, and of the resolved rows.
 
 Note [cpp cache layout] (in the layer's `ctx.cache_dir`):
-  files/<sha1 of content + scanner version>.pkl   one FileFacts per file content
+  files/<sha1 of path + content + scanner version>.pkl   one FileFacts per file
+               (its ids depend on its path, Note [Internal linkage ids])
   index.pkl    (VERSION, {rel path: (size, mtime_ns, digest)}) of the last run
   resolved.pkl (digest of RESOLVE_VERSION and all file digests, rows, stats,
                per-file rows for Note [Incremental resolution]) of the last run
@@ -10,7 +11,7 @@ run never leaves a half-written entry. Entries are per file content, so a
 changed file costs one re-scan and an unchanged tree costs stats only.
 
 Example:
-    >>> digest_of(b"int f();")
+    >>> digest_of(b"int f();", "aten/x.cpp")
     '...'
 """
 
@@ -24,20 +25,22 @@ from typing import Any
 
 from torchtalk.atomic import atomic_open
 
-VERSION = "cpp-fast-38"  # bump when FileFacts or the scanner changes
+VERSION = "cpp-fast-39"  # bump when FileFacts or the scanner changes
 
 
-def digest_of(data: bytes) -> str:
-    """Content digest of a file's bytes (scanner version included), built on its
-    git blob id (Note [Git-aware digests])."""
+def digest_of(data: bytes, rel: str) -> str:
+    """Digest of tree file `rel` with bytes `data` (scanner version included),
+    built on its git blob id (Note [Git-aware digests]). The path is part of
+    it: a file's FileFacts name its internal functions by it (Note [Internal
+    linkage ids]), so two files of equal content are two entries."""
     from extractors.cpp.gitinfo import blob_id
 
-    return digest_of_blob(blob_id(data))
+    return digest_of_blob(blob_id(data), rel)
 
 
-def digest_of_blob(blob: str) -> str:
-    """The content digest of a file whose git blob id is `blob`."""
-    return hashlib.sha1(VERSION.encode() + b"\0" + blob.encode()).hexdigest()
+def digest_of_blob(blob: str, rel: str) -> str:
+    """The digest of tree file `rel` whose git blob id is `blob`."""
+    return hashlib.sha1(VERSION.encode() + b"\0" + rel.encode() + b"\0" + blob.encode()).hexdigest()
 
 
 def write_atomic(path: Path, obj: Any) -> None:

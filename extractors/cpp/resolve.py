@@ -26,6 +26,11 @@ CUDA runtime, third-party, macros) gives nothing and is counted as external.
 `via` is "qualified", "scope", "unique", "type", "member", prefixed "macro-" when the
 call sits inside a macro argument (an AT_DISPATCH_* lambda, TORCH_CHECK...).
 
+Note [Overload edges]: several candidates that are all one name (one lookup
+key) are overloads the fast tier cannot choose between: the call gets an edge
+to each, `via` "overload" (a guess, rules/graph.dl's resolution), instead of
+a `call_ambiguous` row.
+
 Example:
     >>> rows, stats, _ = resolve([scan_file("a.cpp", b"namespace at { void g(){} void f(){ g(); } }")])
     >>> rows["calls"]
@@ -41,7 +46,7 @@ from collections.abc import Iterable
 
 from extractors.cpp import aten as _aten
 from extractors.cpp.aten import EMPTY, AtenNames, base_name, op_of_call
-from extractors.cpp.names import ANON
+from extractors.cpp.names import ANON, is_internal_part
 from extractors.cpp.scan import (
     ARG,
     FREE,
@@ -67,7 +72,7 @@ LAUNCH_HELPERS = frozenset({
     "opmath_jitted_gpu_kernel_with_scalars", "launch_kernel", "launch_legacy_kernel",
     "launch_vectorized_kernel", "launch_unrolled_kernel",
 })
-RESOLVE_VERSION = "resolve-21"  # bump when resolution changes (keys the resolved-rows cache)
+RESOLVE_VERSION = "resolve-26"  # bump when resolution changes (keys the resolved-rows cache)
 _HELPER_DEPTH = 8
 # Method names of the standard library's containers, strings, smart pointers,
 # optionals, atomics and streams (Note [Call resolution], step 5).
@@ -102,7 +107,8 @@ def _builtin(name: str) -> bool:
 
 class LookupKey:
     """`qual` without its transparent parts: anonymous and inline namespaces
-    (`at::native::CPU_CAPABILITY::(anonymous)::f` is looked up as `at::native::f`)."""
+    and a static function's file part (Note [Internal linkage ids]:
+    `at::native::CPU_CAPABILITY::(anonymous:F)::f` is looked up as `at::native::f`)."""
 
     def __init__(self, inline: Iterable[str] = ()) -> None:
         self.transparent = frozenset({ANON, *inline})
@@ -113,7 +119,10 @@ class LookupKey:
         hit = self.memo.get(qual)
         if hit is None:
             parts = qual.split("::")
-            hit = "::".join(p for p in parts if p not in self.transparent) if self.transparent & set(parts) else qual
+            if "(" in qual or self.transparent & set(parts):
+                hit = "::".join(p for p in parts if p not in self.transparent and not is_internal_part(p))
+            else:
+                hit = qual
             self.memo[qual] = hit
         return hit
 
@@ -138,9 +147,18 @@ class Index:
         self.returns: dict[str, set[tuple]] = defaultdict(set)
         global_rows: list[tuple] = []
         # Note [Internal linkage]: fns and class keys of a source file's anonymous
-        # namespace or `static`, by the files defining them
+        # namespace or `static`, by the files defining them; a header's are seen
+        # by every file. Where a name has several candidates, one defined in
+        # headers only counts only for the files whose #includes reach one of
+        # them (GridSampler.cpp calls GridSampler.h's static within_bounds_3d,
+        # not cuda/GridSampler.cuh's)
         self.internal: dict[str, set[str]] = defaultdict(set)
         self.internal_cls: dict[str, set[str]] = defaultdict(set)
+        # fns defined in headers only (fn -> headers): a file sees them through its #includes
+        def_files: dict[str, set[str]] = defaultdict(set)
+        self._includes = [(f.file, f.includes) for f in facts]
+        self._targets: dict[str, tuple[str, ...]] | None = None
+        self._closure: dict[str, frozenset[str]] = {}
         public: set[str] = set()
         self.tparam_uses: dict[str, dict[int, set[str]]] = defaultdict(lambda: defaultdict(set))
         for f in facts:
@@ -149,7 +167,7 @@ class Index:
             for cls, (bases, fields) in f.classes:
                 key = _lookup_key(cls)
                 classes.add(key)
-                if ANON in cls and not f.file.endswith(HEADERS):
+                if "(anonymous" in cls and not f.file.endswith(HEADERS):
                     self.internal_cls[key].add(f.file)
                 else:
                     public.add(key)
@@ -159,10 +177,11 @@ class Index:
                     self.fields[key].setdefault(name, (parts, inner))
             for qual, name, _line, flags in f.defs:
                 defs.append((qual, name, flags))
-                if (flags & STATIC or ANON in qual) and not f.file.endswith(HEADERS):
+                if (flags & STATIC or "(anonymous" in qual) and not f.file.endswith(HEADERS):
                     self.internal[qual].add(f.file)
                 else:  # external linkage, or a header's: seen by every file (that includes it)
                     public.add(qual)
+                def_files[qual].add(f.file)
             for stub, _line in (*f.stub_decls, *f.stub_defines):
                 key = _lookup_key(stub)
                 self.stubs[key].add(stub)
@@ -185,6 +204,7 @@ class Index:
         for key in public & self.internal_cls.keys():
             del self.internal_cls[key]
         self.internal = dict(self.internal)
+        self.header_only = {q: frozenset(fs) for q, fs in def_files.items() if all(x.endswith(HEADERS) for x in fs)}
         self.internal_cls = dict(self.internal_cls)
         self.namespaces: set[str] = set()  # every scope that holds a definition or class
         for k in (*self.by_key, *classes):
@@ -195,6 +215,44 @@ class Index:
         self.aliases = Aliases(global_rows, self, None)
         for key, quals in self.aliases.fn.items():  # a header's using-declarations are everyone's
             self.by_key[key] |= quals
+
+
+    def included(self, file: str) -> frozenset[str]:
+        """`file` and the tree files its #include closure reaches (Note [Internal linkage])."""
+        hit = self._closure.get(file)
+        if hit is None:
+            if self._targets is None:
+                self._targets = _include_targets(self._includes)
+            seen, todo = {file}, [file]
+            while todo:
+                for t in self._targets.get(todo.pop(), ()):
+                    if t not in seen:
+                        seen.add(t)
+                        todo.append(t)
+            hit = self._closure[file] = frozenset(seen)
+        return hit
+
+
+def _include_targets(includes: list[tuple[str, tuple[str, ...]]]) -> dict[str, tuple[str, ...]]:
+    """file -> the tree files its `#include`s name: the includer's own
+    directory first, else every file whose path ends with the include (a bare
+    name only in the includer's directory: `<vector>` is none of the tree's)."""
+    files = {rel for rel, _ in includes}
+    by_tail: dict[str, list[str]] = defaultdict(list)
+    for rel in files:
+        parts = rel.split("/")
+        for k in range(1, len(parts)):
+            by_tail["/".join(parts[k:])].append(rel)
+        by_tail[rel].append(rel)
+    out: dict[str, tuple[str, ...]] = {}
+    for rel, incs in includes:
+        here = rel.rpartition("/")[0]
+        targets: list[str] = []
+        for inc in incs:
+            local = f"{here}/{inc}" if here else inc
+            targets.extend([local] if local in files else by_tail.get(inc, ()) if "/" in inc else ())
+        out[rel] = tuple(targets)
+    return out
 
 
 HEADERS = (".h", ".hpp", ".cuh", ".hh", ".inl")
@@ -324,9 +382,22 @@ class Resolver:
             return quals
         internal = self.ix.internal
         if internal.keys().isdisjoint(quals):
+            return self._included(quals) if len(quals) > 1 else quals
+        self._file_bound = True
+        seen = {q for q in quals if q not in internal or self.file in internal[q]}
+        return self._included(seen) if len(seen) > 1 else seen
+
+    def _included(self, quals: set[str]) -> set[str]:
+        """Of several candidates, those defined in headers only when the
+        current file's #includes reach one of those headers; all of them when
+        that leaves none (Note [Internal linkage])."""
+        hdr = self.ix.header_only
+        if hdr.keys().isdisjoint(quals):
             return quals
         self._file_bound = True
-        return {q for q in quals if q not in internal or self.file in internal[q]}
+        inc = self.ix.included(self.file)
+        kept = {q for q in quals if q not in hdr or not hdr[q].isdisjoint(inc)}
+        return kept or quals
 
     def _class_seen(self, k: str) -> bool:
         files = self.ix.internal_cls.get(k)
@@ -513,7 +584,7 @@ class Resolver:
         """Method `name` of class `cls` or of its bases: the nearest level of
         the base-class graph that has one; several there is ambiguous."""
         def compute() -> tuple[str, int, str]:
-            hits = self._in_class_graph(cls, lambda c: self.ix.by_key.get(f"{c}::{name}"))
+            hits = self._in_class_graph(cls, lambda c: self._seen(self.ix.by_key.get(f"{c}::{name}")))
             return _pick(set().union(*hits), "type") if hits else ("", 0, "type")
 
         return self._memo(("method", cls, name), compute)
@@ -559,6 +630,12 @@ class Resolver:
             if len(cands) == 1 and name in STD_METHODS:
                 return "", 0, "std"
             return _pick(cands, "member")
+        return _pick(*self._free_candidates(parts, scope_of))
+
+    def _free_candidates(self, parts: tuple[str, ...], scope_of: str) -> tuple[set[str], str]:
+        """(the definitions a call `parts` (no member access) written inside
+        `scope_of` may name, via): those of the innermost scope that has any."""
+        ix = self.ix
         scopes = _scopes(scope_of, self.ix.key)
         written = "::".join(parts)
         seen = lambda k: self._seen(ix.by_key.get(k))  # noqa: E731
@@ -566,11 +643,21 @@ class Resolver:
         if not hit:
             hit = self._directed(scopes, parts, seen)
         if hit:
-            return _pick(hit, "qualified" if len(parts) > 1 else "scope")
+            return hit, "qualified" if len(parts) > 1 else "scope"
         if len(parts) > 1:
-            cands = ix.free_by_name.get(name, set()) | ix.methods_by_name.get(name, set())
-            return _pick(self._seen(_suffix(cands, written, ix.key)), "qualified")
-        return _pick(self._seen(ix.free_by_name.get(name, set())), "unique")
+            cands = ix.free_by_name.get(parts[-1], set()) | ix.methods_by_name.get(parts[-1], set())
+            return self._seen(_suffix(cands, written, ix.key)), "qualified"
+        return self._seen(ix.free_by_name.get(parts[-1], set())), "unique"
+
+    def overloads(self, parts: tuple[str, ...], member: int, scope_of: str) -> set[str]:
+        """Note [Overload edges]: the candidates of an ambiguous call `parts`
+        (no member access) when they are all one name (one lookup key: a
+        file's `static` overload beside a public one, a header's internal
+        function per CPU_CAPABILITY header), else the empty set."""
+        if member in (TYPED, MEMBER, RECV):
+            return set()
+        cands = self._free_candidates(self.unalias_ns(parts, scope_of), scope_of)[0] or set()
+        return cands if len({self.ix.key(c) for c in cands}) == 1 else set()
 
     def _by_scope(self, scopes: list[str], name: str) -> set[str] | None:
         """_by_scope on the tree's definitions the current file sees: another
@@ -716,7 +803,7 @@ def interface_of(facts: list[FileFacts], aten: AtenNames = EMPTY) -> str:
     h = hashlib.sha1((RESOLVE_VERSION + aten.digest).encode())
     for f in facts:
         h.update(pickle.dumps((f.file, f.defs, f.returns, f.classes, f.stub_decls, f.stub_defines, f.inline_ns,
-                               f.aliases, f.tparam_uses), 4))
+                               f.aliases, f.tparam_uses, f.includes), 4))
     return h.hexdigest()
 
 
@@ -726,7 +813,7 @@ def _shape_of(facts: list[FileFacts], aten: AtenNames) -> str:
     h = hashlib.sha1((RESOLVE_VERSION + aten.digest).encode())
     for f in facts:
         stubs = sorted({s for s, _line in (*f.stub_decls, *f.stub_defines)})
-        h.update(pickle.dumps((f.file, f.classes, stubs, f.inline_ns, f.aliases), 4))
+        h.update(pickle.dumps((f.file, f.classes, stubs, f.inline_ns, f.aliases, f.includes), 4))
     return h.hexdigest()
 
 
@@ -881,7 +968,11 @@ def _calls_rows(f: FileFacts, rv: Resolver, rows, stats, helper_sites) -> None:
             if name in LAUNCH_HELPERS:
                 helper_sites.append((caller, callee, f.file, line))
         elif n > 1:
-            rows["call_ambiguous"].append((caller, "::".join(parts), n, f.file, line))
+            same = rv.overloads(parts, member, caller)  # Note [Overload edges]
+            via = "macro-overload" if flags & IN_MACRO else "overload"
+            rows["calls"].extend((caller, c, f.file, line, via) for c in sorted(same))
+            if not same:
+                rows["call_ambiguous"].append((caller, "::".join(parts), n, f.file, line))
         elif via == "std":
             stats["std_like_member_calls"] += 1
         else:

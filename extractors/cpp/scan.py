@@ -25,7 +25,16 @@ import tree_sitter_cpp as tsc
 from extractors.cpp import constructs
 from extractors.cpp.aten import BINARY_OPS, COMPOUND_OPS, UNARY_OPS
 from extractors.cpp.macros import expand_local_macros
-from extractors.cpp.names import ANON, is_macro_name, member_name, name_parts, strip_templates
+from extractors.cpp.names import (
+    ANON,
+    anon_ns,
+    is_internal_part,
+    is_macro_name,
+    member_name,
+    name_parts,
+    static_scope,
+    strip_templates,
+)
 from extractors.cpp.preprocess import Cleaned, clean, mask
 
 KERNEL = 2  # FileFacts.defs flag: a CUDA __global__ function
@@ -158,10 +167,12 @@ def lang_of(rel: str) -> str:
     return "cuda" if rel.endswith((".cu", ".cuh")) else "cpp"
 
 
-def scope_of(node: ts.Node, classes: bool = True, namespaces: bool = True) -> tuple[list[str], bool]:
+def scope_of(node: ts.Node, classes: bool = True, namespaces: bool = True,
+             anon: str = ANON) -> tuple[list[str], bool]:
     """The enclosing namespaces (and classes) of `node`, outermost first, and
     whether `node` sits inside a function body. Inline namespaces are kept
-    (CPU_CAPABILITY, as written; lookup skips them); anonymous ones are `(anonymous)`."""
+    (CPU_CAPABILITY, as written; lookup skips them); anonymous ones are `anon`
+    (the scanner passes the file's, Note [Internal linkage ids])."""
     out: list[str] = []
     nested = False
     p = node.parent
@@ -170,7 +181,7 @@ def scope_of(node: ts.Node, classes: bool = True, namespaces: bool = True) -> tu
         if t == "namespace_definition" and namespaces:
             name = p.child_by_field_name("name")
             if name is None:
-                out.append(ANON)
+                out.append(anon)
             else:  # inline namespaces too: the resolver treats them as transparent
                 out.extend(reversed(name.text.decode(errors="replace").replace(" ", "").split("::")))
         elif classes and t in ("class_specifier", "struct_specifier", "union_specifier"):
@@ -214,6 +225,7 @@ class _Scanner:
 
     def __init__(self, rel: str, src: bytes) -> None:
         self.rel = rel
+        self.anon = anon_ns(rel)  # Note [Internal linkage ids]
         self.src = src = expand_local_macros(src)
         self.cleaned: Cleaned = clean(src)
         self.tree = _PARSER.parse(self.cleaned.text)
@@ -223,7 +235,7 @@ class _Scanner:
         # Note [Textual namespaces]: where tree-sitter met ERROR nodes, a
         # namespace's braces may not survive in the tree; then namespaces come
         # from brace matching on the text, classes still from the tree.
-        self.text_ns = _text_namespaces(self.cleaned.text) if self.tree.root_node.has_error else None
+        self.text_ns = _text_namespaces(self.cleaned.text, self.anon) if self.tree.root_node.has_error else None
         self.defs: list[tuple[str, str, int, int]] = []
         self.returns: list[tuple] = []
         self.classes: dict[str, tuple[tuple[str, ...], ...]] = {}
@@ -338,6 +350,8 @@ class _Scanner:
             short = parts[-1]
             if len(parts) == 1 and not _in_class_body(defn):  # a free function: no `this`, no fields
                 static = any(c.type == "storage_class_specifier" and c.text == b"static" for c in defn.children)
+                if static and not any(is_internal_part(p) for p in scope):  # Note [Internal linkage ids]
+                    qual = "::".join([*_qualify(scope, parts)[:-1], static_scope(self.rel), short])
                 idx = self._push_def(qual, short, line, body, info, STATIC if static else 0)
                 self.free_defs.add(idx)
                 return idx
@@ -777,8 +791,8 @@ class _Scanner:
     def scope(self, node: ts.Node, classes: bool = True) -> tuple[list[str], bool]:
         """scope_of(node), with namespaces from the text where the tree has errors."""
         if self.text_ns is None:
-            return scope_of(node, classes=classes)
-        inner, nested = scope_of(node, classes=classes, namespaces=False)
+            return scope_of(node, classes=classes, anon=self.anon)
+        inner, nested = scope_of(node, classes=classes, namespaces=False, anon=self.anon)
         return self._text_scope(node.start_byte) + inner, nested
 
     def _text_scope(self, offset: int) -> list[str]:
@@ -795,7 +809,7 @@ class _Scanner:
         if self.text_ns is not None:
             return "::".join(self._text_scope(offset))
         node = self.tree.root_node.descendant_for_byte_range(offset, offset)
-        return "::".join(scope_of(node, classes=False)[0]) if node is not None else ""
+        return "::".join(scope_of(node, classes=False, anon=self.anon)[0]) if node is not None else ""
 
     def _scope_text(self, node: ts.Node) -> str:
         scope, _ = self.scope(node, classes=False)
@@ -874,9 +888,9 @@ _DIRECTIVE_LINES = re.compile(rb"^[ \t]*#(?:[^\n]*\\\n)*[^\n]*", re.M)
 _NS_RE = re.compile(rb"\b(inline\s+)?namespace\s+([\w:]*)\s*\{|[{}]")
 
 
-def _text_namespaces(text: bytes) -> list[tuple[int, int, list[str]]]:
+def _text_namespaces(text: bytes, anon: str = ANON) -> list[tuple[int, int, list[str]]]:
     """(start, end, parts) of each namespace block, by brace matching on the
-    masked text (see Note [Textual namespaces])."""
+    masked text (see Note [Textual namespaces]); an anonymous one is `anon`."""
     masked = _DIRECTIVE_LINES.sub(lambda m: re.sub(rb"[^\n]", b" ", m.group(0)), mask(text))  # braces in #defines
     stack: list[tuple[int, list[str]] | None] = []
     spans: list[tuple[int, int, list[str]]] = []
@@ -891,7 +905,7 @@ def _text_namespaces(text: bytes) -> list[tuple[int, int, list[str]]]:
             stack.append(None)
         else:
             name = m.group(2).decode(errors="replace")
-            parts = [p for p in name.split("::") if p] or [ANON]
+            parts = [p for p in name.split("::") if p] or [anon]
             stack.append((m.start(), parts))
     for top in stack:  # unclosed at end of file
         if top is not None:

@@ -5,7 +5,7 @@ Prints {"dtype_classes": {class: [dtype]}, "ufuncs": {op: {"loops": {key: [name,
 "registrations": [[key, stub, fn, file]]}}}: for each structured group whose out=
 op has `ufunc_inner_loop:`, the REGISTER_DISPATCH lines of the code torchgen
 generates (CPU: compute_ufunc_cpu_kernel, CUDA: compute_ufunc_cuda), the kernel
-qualified as at::native::[(anonymous)::]NAME, and the generated file holding it
+qualified as at::native::[(anonymous:FILE)::]NAME, and the generated file FILE holding it
 (from torchgen's own --output-dependencies lists).
 """
 
@@ -42,13 +42,14 @@ def registrations(g: NativeFunctionsGroup, key: str, code: str) -> list:
         anonymous = (anonymous or line.strip() == "namespace {") and "anonymous namespace" not in line
         m = re.match(r"void (\w+)\(TensorIteratorBase& iter", line)
         if m:
-            ns[m.group(1)] = "at::native::(anonymous)::" if anonymous else "at::native::"
+            ns[m.group(1)] = anonymous
         m = re.match(r"REGISTER_DISPATCH\((\w+), &(\w+)\)", line)
         if m:
             stub, fn = m.groups()
             name = str(g.functional.func.name.name)
             (gen_file,) = [f for f in files[key] if f.endswith(f"_{name}.cpp") or f.endswith(f"_{name}.cu")]
-            rows.append([key, f"at::native::{stub}", ns[fn] + fn, gen_file])
+            qual = f"at::native::(anonymous:{gen_file})::{fn}" if ns[fn] else f"at::native::{fn}"
+            rows.append([key, f"at::native::{stub}", qual, gen_file])
     return rows
 
 

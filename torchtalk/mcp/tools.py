@@ -31,10 +31,12 @@ TOOL_NAMES = (
 )
 
 Result = Annotated[CallToolResult, Answer]
-# a bare name of the query DSL (torchtalk/query/grammar.tx `Name`), and a C++ id
-# with "(anonymous)" namespaces, passed quoted (taken as the exact id)
-_DSL_NAME = re.compile(r"^[A-Za-z_~][A-Za-z0-9_.:~<>/\[\]*]*$")
-_EXACT_ID = re.compile(r"^[A-Za-z_~][A-Za-z0-9_.:~<>/\[\]*()]*$")
+# a bare name of the query DSL (torchtalk/query/grammar.tx `Name`: ids with
+# internal-linkage parts too, Note [Internal linkage ids]), and any other C++ id
+# with parentheses (`operator()`), passed quoted (taken as the exact id)
+_INTERNAL = r"\((?:anonymous|static)(?::[^()\s,]*)?\)"
+_DSL_NAME = re.compile(rf"^(?:[A-Za-z_~]|{_INTERNAL})(?:[A-Za-z0-9_.:~<>/\[\]*]|{_INTERNAL})*$")
+_EXACT_ID = re.compile(r"^[A-Za-z_~(][A-Za-z0-9_.:~<>/\[\]*()+-]*$")
 
 
 def _name(name: str, what: str = "name") -> str:

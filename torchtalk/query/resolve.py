@@ -34,6 +34,7 @@ Example:
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -173,8 +174,10 @@ class Resolver:
             m for m in cands() if m[1] == "at::native::" + t
         ] if self._q("SELECT 1 FROM dispatch WHERE kernel = ? LIMIT 1", [t], "dispatch") else []
         # an unqualified name says nothing of the namespace: `gemm` is the
-        # global gemm and every X::gemm alike
-        yield "name", False, lambda: [m for m in cands() if m[1] == t or m[1].endswith("::" + t)]
+        # global gemm and every X::gemm alike; nor does a name without the
+        # file of an internal-linkage part (`(anonymous)::host_softmax`)
+        yield "name", False, lambda: [m for m in cands() if any(
+            f == t or f.endswith("::" + t) for f in _typed_forms(m[1]))]
 
     def _fn_candidates(self, t: str) -> list[tuple]:
         """Every function, kernel and stub whose last name component is t's (one scan)."""
@@ -304,6 +307,24 @@ class Resolver:
         scored = [(s, i) for s, i in scored if s is not None and s >= 0.8]
         scored.sort(key=lambda x: (-x[0], x[1]))
         return list(dict.fromkeys(i for _, i in scored))[:n]
+
+
+_INTERNAL_PART = re.compile(r"\((anonymous|static):[^()]*\)")
+
+
+def _typed_forms(fn: str) -> tuple[str, ...]:
+    """`fn` and the ways people type it without the files of its internal-linkage
+    parts (Note [Internal linkage ids] in extractors/cpp/names.py).
+
+    Example:
+        >>> _typed_forms("at::(anonymous:a.cpp)::f")
+        ('at::(anonymous:a.cpp)::f', 'at::(anonymous)::f', 'at::f')
+    """
+    if "(" not in fn or not _INTERNAL_PART.search(fn):
+        return (fn,)
+    generic = _INTERNAL_PART.sub(lambda m: "(anonymous)" if m.group(1) == "anonymous" else "", fn).replace("::::", "::")
+    bare = "::".join(p for p in generic.split("::") if p and p != "(anonymous)")
+    return fn, generic.removeprefix("::"), bare
 
 
 def _once(fetch):
