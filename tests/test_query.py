@@ -214,7 +214,7 @@ def test_kernels(con):
     r = q(con, "kernels(_softmax)")
     assert r.rows == (("_softmax", "CUDA", "CUDA", "at::native::(anonymous:aten/src/ATen/native/cuda/PersistentSoftmax.cuh)::softmax_warp_forward",
                        "at::native::(anonymous:aten/src/ATen/native/cuda/SoftMax.cu)::host_softmax", "at::native::softmax_cuda", "resolved",
-                       "aten/src/ATen/native/cuda/SoftMax.cu", 910),)
+                       0, "the op's own", 2, "aten/src/ATen/native/cuda/SoftMax.cu", 910),)
 
 
 def test_paths_both_ways(con):

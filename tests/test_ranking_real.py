@@ -82,3 +82,20 @@ def test_embedding_bag_cuda_diff_puts_its_tests_first(real_db, tree):
     assert sweeps and max(nn) < min(sweeps)
     keys = [(t.rank, t.depth, -t.reached_by, t.test) for t in report.tests]
     assert keys == sorted(keys)
+
+
+def test_kernels_of_an_op_own_launches_first(con):
+    """Note [Kernel ranking]: embedding_bag's own launches (EmbeddingBag.cu, the
+    file of its `_embedding_bag` CUDA kernel) before the fill and gpu_kernel
+    launches reached through at::X calls and stubs."""
+    rows = _rows(con, "kernels(embedding_bag, depth=8)")
+    own = [r for r in rows if r["why"] == "the op's own"]
+    assert {(r["host"], r["file"]) for r in own} == {
+        ("at::native::_embedding_bag_cuda", "aten/src/ATen/native/cuda/EmbeddingBag.cu")}
+    assert rows[:len(own)] == own and len(rows) > len(own)
+    assert {r["host"] for r in rows[len(own):]} >= {"at::native::fill_kernel_cuda"}
+    assert all(r["rank"] == 1 for r in rows[len(own):])
+    # own code reached by plain calls from the op's own file: topk's launchers in TensorTopK.cu
+    topk = {r["host"]: r["why"] for r in _rows(con, "kernels(topk)")}
+    assert topk["at::native::mbtopk::launch"] == "the op's own"
+    assert topk["at::native::arange_cuda_out"] == "through a shared helper"
