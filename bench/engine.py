@@ -12,6 +12,17 @@ the peak memory the runs added versus the fact DB file size.
                                                         # a real fact DB (table `calls`)
 
 Goals (issue 3): engine <= 50 ms and <= 2x the CTE; memory <= 2x the DB size.
+
+Then, beside Soufflé (issue 14), where `souffle` is on PATH:
+  whole processes on the same closure: `torchtalk eval` (embedded engine)
+          vs `souffle` (interpreter) vs the `souffle -o` executable (compiled
+          once, not timed), median time and peak memory of each process;
+  named queries (with --named-db DB, or the default tree's DB): 10 queries
+          in-process with the DB open, as users run them, on the embedded
+          engine, on Soufflé interpreted and on Soufflé compiled (each query
+          shape compiled once beforehand, not timed).
+
+    .venv/bin/python bench/engine.py --named-db ~/.cache/torchtalk/db/<tree>.duckdb
 """
 
 from __future__ import annotations
@@ -151,6 +162,9 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--runs", type=int, default=15)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--named-db", type=Path, help="the fact DB for the named queries (default: the default tree's)")
+    ap.add_argument("--named-runs", type=int, default=3)
+    ap.add_argument("--process-runs", type=int, default=5)
     ap.add_argument("--measure", type=Path, help=argparse.SUPPRESS)  # internal: child process
     ap.add_argument("--memory", choices=["engine", "cte"], help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -173,18 +187,142 @@ def main() -> int:
         res = _child(child)
         res["engine_added_mib"] = _child([*child, "--memory", "engine"])["added_mib"]
         res["cte_added_mib"] = _child([*child, "--memory", "cte"])["added_mib"]
+        if args.db is None:  # the peers read the TSV facts the random graph is built from
+            res["processes"] = whole_process(db, seed_fn, args.process_runs)
+    named_db = args.named_db or _default_named_db()
+    res["named"] = named_queries(named_db, args.named_runs) if named_db else None
     res["seed_fn"] = seed_fn
     if args.json:
         print(json.dumps(res))
     else:
         _print(res)
+        _print_peers(res.get("processes") or [], res["named"])
     ok = res["same_rows"] and res["engine_ms"] <= 50 and res["engine_ms"] <= 2 * res["cte_ms"]
     return 0 if ok else 1
+
+
+PEER_RULES = RULES  # the same program for every engine
+
+# Runs a command and prints its peak RSS (KiB). A process forked from this
+# benchmark would count the benchmark's own memory as its peak (the kernel
+# keeps the high-water mark across exec), so a small launcher forks it.
+_LAUNCH = """
+import os, sys
+pid = os.fork()
+if pid == 0:
+    fd = os.open(os.devnull, os.O_WRONLY); os.dup2(fd, 1)
+    os.execvp(sys.argv[1], sys.argv[1:])
+_, status, usage = os.wait4(pid, 0)
+print(usage.ru_maxrss)
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
+def whole_process(db: Path, seed_fn: str, runs: int) -> list[dict]:
+    """The closure as whole processes: torchtalk eval, souffle, compiled souffle."""
+    import shutil
+
+    from torchtalk.datalog.engines.souffle import compiled_program, compiler_path
+
+    out = []
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        facts = tmp / "facts"
+        facts.mkdir()
+        shutil.copy(db.with_suffix(".facts"), facts / "calls.facts")
+        (facts / "seed.facts").write_text(seed_fn + "\n")
+        prog = tmp / "bench.dl"
+        prog.write_text(PEER_RULES)
+        ways = [("torchtalk eval", [sys.executable, "-m", "torchtalk", "eval", str(prog), "--facts", str(facts),
+                                    "--out", str(tmp / "o1")])]
+        interp = shutil.which("souffle")
+        if interp:
+            ways.append(("souffle", [interp, "-F", str(facts), "-D", str(tmp), str(prog)]))
+        comp = compiler_path()
+        if comp:
+            exe = compiled_program(comp, prog)
+            ways.append(("souffle compiled", [str(exe), "-F", str(facts), "-D", str(tmp)]))
+        for name, cmd in ways:
+            times, peaks = [], []
+            for _ in range(runs):
+                t0 = time.perf_counter()
+                proc = subprocess.run([sys.executable, "-c", _LAUNCH, *cmd], cwd=str(ROOT),
+                                      capture_output=True, text=True)
+                times.append(time.perf_counter() - t0)
+                if proc.returncode != 0:
+                    raise SystemExit(f"{name} failed: {proc.stderr[-300:]}")
+                peaks.append(int(proc.stdout.split()[-1]) / 1024)
+            rows = len((tmp / ("o1" if name == "torchtalk eval" else "") / "caller_of.csv").read_text().splitlines())
+            out.append({"way": name, "s": statistics.median(times), "peak_mib": max(peaks), "rows": rows})
+    return out
+
+
+NAMED = [
+    "kernels(topk)", "kernels(_softmax)", "impact(cpublas::gemm, depth=3)", "trace(add.Tensor)",
+    "paths(softmax_warp_forward -> python)", "affected(cpublas::gemm)", "callers(gemm)",
+    "callees(matmul)", "tests(softmax)", "coverage(MPS)",
+]
+
+
+def named_queries(db: Path, runs: int) -> list[dict]:
+    """The 10 named queries in-process, DB open, on each engine available."""
+    import shutil
+
+    from torchtalk import api
+    from torchtalk.datalog.engines.souffle import compiler_path
+
+    engines = ["duckdb"] + (["souffle"] if shutil.which("souffle") else []) + (
+        ["souffle-compiled"] if compiler_path() else [])
+    con = api.open_db(db=db)
+    out = []
+    for text in NAMED:
+        row = {"query": text}
+        for engine in engines:
+            first = api.query(text, con=con, all_matches=True, limit=None, engine=engine)  # compiles once
+            times = []
+            for _ in range(runs):
+                t0 = time.perf_counter()
+                r = api.query(text, con=con, all_matches=True, limit=None, engine=engine)
+                times.append(time.perf_counter() - t0)
+            assert r.rows == first.rows
+            row[engine] = (statistics.median(times), r.total)
+        out.append(row)
+    con.close()
+    return out
+
+
+def _print_peers(procs: list[dict], named: list[dict] | None) -> None:
+    if procs:
+        print("\nthe same closure as whole processes (reading TSV facts, writing the answer; median):")
+        for p in procs:
+            print(f"  {p['way']:<18} {p['s']:7.3f} s   peak {p['peak_mib']:6.1f} MiB   {p['rows']:>8} rows")
+        base = next((p for p in procs if p["way"] == "souffle"), None)
+        if base:
+            print(f"  torchtalk eval / souffle: {procs[0]['s'] / base['s']:.2f}x  (goal <= 1.5x)")
+    if named:
+        engines = [k for k in named[0] if k != "query"]
+        print("\nnamed queries in-process, DB open (median ms; rows):")
+        print("  " + f"{'query':<42}" + "".join(f"{e:>20}" for e in engines))
+        for row in named:
+            cells = "".join(f"{1000 * row[e][0]:14.1f} {row[e][1]:>5}" for e in engines)
+            print(f"  {row['query']:<42}{cells}")
+        fastest = sum(1 for row in named if min(engines, key=lambda e: row[e][0]) == "duckdb")
+        print(f"  the embedded engine is fastest on {fastest} of {len(named)}")
 
 
 def _child(cmd: list[str]) -> dict:
     out = subprocess.run(cmd, check=True, capture_output=True, text=True)
     return json.loads(out.stdout)
+
+
+def _default_named_db() -> Path | None:
+    from torchtalk.errors import StoreError
+    from torchtalk.store import resolve_db
+
+    try:
+        return Path(resolve_db())
+    except StoreError:
+        return None
 
 
 def _default_seed(db: Path) -> str:

@@ -9,9 +9,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 # What the Datalog core may import besides itself: the error hierarchy, the
-# atomic file writer and the per-object memo, which import nothing of
-# torchtalk themselves.
-FOUNDATION = ("torchtalk.errors", "torchtalk.atomic", "torchtalk.connmemo")
+# atomic file writer, the per-connection session and the cache dir's
+# location, which import nothing of torchtalk themselves.
+FOUNDATION = ("torchtalk.errors", "torchtalk.atomic", "torchtalk.connmemo", "torchtalk.paths")
 
 
 def _modules() -> dict[str, Path]:

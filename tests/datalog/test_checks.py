@@ -128,3 +128,48 @@ def test_a_library_file_without_outputs_leaves_its_hooks_unreported():
         "variable 'y' occurs only once (use '_' if any value will do)",
         "variable 'w' occurs only once (use '_' if any value will do)",
     ]
+
+
+TYPED = """.type Op <: symbol
+.type Fn <: symbol
+.type Node = Op | Fn
+.decl op(o: Op)
+.decl fn(f: Fn)
+.decl any(s: symbol)
+.decl both(x: symbol)
+both(x) :- op(x), any(x).
+.decl n(x: Node)
+n(x) :- op(x).
+n(x) :- fn(x).
+.decl m(x: Op)
+m(x) :- n(x), op(x).
+m(as(x, Op)) :- any(x).
+m("a constant").
+"""
+
+
+def test_subtypes_and_unions_check_as_in_souffle():
+    """Note [Types]: a symbol column takes any subtype, a union its members,
+    `as` asserts a type, a constant fits any type of its base."""
+    check(parse_text(TYPED))
+
+
+@pytest.mark.parametrize("rule,message", [
+    ("bad(x) :- op(x), fn(x).",
+     "<text>:17:21: semantic error: variable 'x' has type Fn here (column 'f' of 'fn') "
+     "but type Op as column 'o' of 'op' at <text>:17:14"),
+    ("bad(x) :- any(x).",
+     "<text>:17:5: semantic error: column 'x' of 'bad' has type Op, got type symbol "
+     "(bound as column 's' of 'any' at <text>:17:15) (write as(x, Op) if every value is one)"),
+    ("bad(x) :- n(x).",
+     "<text>:17:5: semantic error: column 'x' of 'bad' has type Op, got type Node "
+     "(bound as column 'x' of 'n' at <text>:17:13) (write as(x, Op) if every value is one)"),
+    ("bad(as(x, Fn)) :- any(x).",
+     "<text>:17:5: semantic error: column 'x' of 'bad' has type Op, got type Fn"),
+    ("bad(as(x, Nope)) :- any(x).",
+     "<text>:17:5: semantic error: unknown type 'Nope' in as() (did you mean 'Node'?)"),
+])
+def test_type_errors_name_both_places(rule, message):
+    with pytest.raises(ErrorList) as ei:
+        check(parse_text(TYPED + ".decl bad(x: Op)\n" + rule))
+    assert [e.headline() for e in ei.value.errors] == [message]

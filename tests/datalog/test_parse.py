@@ -56,7 +56,10 @@ def test_missing_include_names_the_include(tmp_path):
 
 
 ERRORS = [
-    (".type T = number", "<text>:1:1: parse error: '.type' is outside TorchTalk's Soufflé subset (see docs/datalog.md)"),
+    (".comp C {}", "<text>:1:1: parse error: '.comp' is outside TorchTalk's Soufflé subset (see docs/datalog.md)"),
+    (".decl e(x: Opx)", "<text>:1:9: parse error: unsupported type 'Opx' (supported: symbol, number)"),
+    (".type T <: symbol\n.type T <: symbol", "<text>:2:1: parse error: type 'T' is declared twice"),
+    (".type T = A | B\n.type A <: symbol\n.type B <: number", "<text>:1:1: parse error: union 'T' mixes symbol and number types"),
     ("#define X 1", "<text>:1:1: parse error: '#define' is outside TorchTalk's Soufflé subset (see docs/datalog.md)"),
     (".decl p(x: float)", "<text>:1:9: parse error: unsupported type 'float' (supported: symbol, number)"),
     ("p(x) :- q(x) r(x).", "<text>:1:14: parse error: unexpected 'r', expected ',' or ';' or '.'"),
@@ -167,4 +170,15 @@ def test_nullary_relations_round_trip():
     assert prog.decls["ok"].arity == 0
     assert [str(r) for r in prog.rules] == ["ok() :- e(_).", "ok().", "p(x) :- e(x), !ok()."]
     assert str(prog.decls["ok"]) == ".decl ok()"
+    assert parse_text(str(prog)) == prog
+
+
+def test_types_round_trip_and_give_columns_their_base():
+    prog = parse_text(".decl e(o: Op, n: Count)\n.type Op <: symbol\n.type Count = number\n.type Node = Op | Fn\n"
+                      ".type Fn <: symbol\n.decl f(x: Node)\nf(as(x, Fn)) :- e(x, _).")
+    assert [(c.name, c.type, c.type_name) for c in prog.decls["e"].columns] == [
+        ("o", ColType.SYMBOL, "Op"), ("n", ColType.NUMBER, "Count")]
+    assert str(prog.rules[0]) == "f(as(x, Fn)) :- e(x, _)."
+    assert prog.supertypes("Op") == ("Op", "Node", "symbol")
+    assert prog.is_subtype("Fn", "Node") and not prog.is_subtype("Node", "Fn") and prog.is_subtype("Count", "number")
     assert parse_text(str(prog)) == prog

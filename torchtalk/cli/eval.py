@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from torchtalk.datalog.engines import ENGINES
+
 NAME = "eval"
 HELP = "evaluate a Datalog program over a fact DB or a directory of .facts files"
 
@@ -17,7 +19,8 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, metavar="DIR", help="write <relation>.csv per output relation into DIR")
     p.add_argument("--output", action="append", default=None, metavar="REL",
                    help="compute REL instead of the program's .output relations (repeatable)")
-    p.add_argument("--engine", choices=("duckdb", "souffle"), default="duckdb")
+    p.add_argument("--engine", choices=ENGINES, default="duckdb",
+                   help="souffle-compiled: Soufflé's compiled mode, each program compiled once (needs its headers)")
     p.add_argument("--sql", action="store_true", help="print the SQL plan of the embedded engine instead of running it")
     p.add_argument("--json", action="store_true", help="print {relation: [rows]} as JSON")
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from torchtalk.datalog.engines import ENGINES
+
 NAME = "query"
 HELP = "answer a query: impact(gemm), trace(torch.matmul), callees(matmul), ..."
 
@@ -16,7 +18,8 @@ def register(p: argparse.ArgumentParser) -> None:
     where.add_argument("--db", type=Path, help="the fact DB file")
     p.add_argument("--json", action="store_true", help="a JSON array, one object per row")
     p.add_argument("--limit", type=int, default=None, help="show at most N rows")
-    p.add_argument("--engine", choices=("duckdb", "souffle"), default="duckdb")
+    p.add_argument("--engine", choices=ENGINES, default="duckdb",
+                   help="souffle-compiled: Soufflé's compiled mode, each program compiled once (needs its headers)")
     p.add_argument("--rules", type=Path, action="append", default=[], metavar="DIR",
                    help="add the .dl files of DIR (repeatable)")
     p.add_argument("--all", action="store_true", dest="all_matches",

@@ -69,6 +69,7 @@ class AggFunc(_StrictEnum):
 
 class FunctorName(_StrictEnum):
     ORD = "ord"  # ord(s): the number of symbol s, one-to-one (Note [ord] in compile.py)
+    AS = "as"  # as(x, T): x taken as a value of type T (Note [Types])
 
 
 class BuiltinName(_StrictEnum):
@@ -155,14 +156,17 @@ class Aggregate:
 
 @dataclass(frozen=True)
 class Functor:
-    """`ord(s)`: a function of its arguments (Soufflé's intrinsic functors)."""
+    """`ord(s)`: a function of its arguments (Soufflé's intrinsic functors);
+    `as(x, T)`: x as a value of type `T` (`type_name`, Note [Types])."""
 
     name: FunctorName
     args: tuple[Term, ...]
     loc: SrcLoc = _loc()
+    type_name: str | None = None
 
     def __str__(self) -> str:
-        return f"{self.name}({', '.join(str(a) for a in self.args)})"
+        extra = [self.type_name] if self.type_name is not None else []
+        return f"{self.name}({', '.join([*(str(a) for a in self.args), *extra])})"
 
 
 Term = Var | Wildcard | Str | Num | Neg | BinOp | Functor | Aggregate
@@ -255,12 +259,42 @@ class Rule:
 
 @dataclass(frozen=True)
 class Column:
+    """A column: `type` is its base type (symbol or number), `type_name` the
+    type it is declared with (the base type, or a `.type` of the program)."""
+
     name: str
     type: ColType
     loc: SrcLoc = _loc()
+    type_name: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.type_name:
+            object.__setattr__(self, "type_name", str(self.type))
 
     def __str__(self) -> str:
-        return f"{self.name}: {self.type}"
+        return f"{self.name}: {self.type_name}"
+
+
+# Note [Types]: as in Soufflé, `.type T <: symbol` (or `<: number`, or `<:`
+# another such type) declares a subtype, and `.type U = A | B` a union of
+# subtypes. Values are the base type's; the checker (analysis/checks.py)
+# uses the names: a variable bound in columns of two types neither of which
+# is a subtype of the other is an error (an op name joined with a function
+# id), and a head's argument must be of a subtype of its column's type,
+# which `as(x, T)` asserts. A constant fits any type of its base type.
+@dataclass(frozen=True)
+class TypeDecl:
+    """`.type name <: base` (a subtype) or `.type name = a | b` (a union)."""
+
+    name: str
+    base: str | None = None
+    union: tuple[str, ...] = ()
+    loc: SrcLoc = _loc()
+
+    def __str__(self) -> str:
+        if self.base is not None:
+            return f".type {self.name} <: {self.base}"
+        return f".type {self.name} = {' | '.join(self.union)}"
 
 
 @dataclass(frozen=True)
@@ -302,11 +336,13 @@ class Program:
     inputs / outputs: relation names of the .input / .output directives
     files:      the files read (the main file first), for messages
     sources:    file -> text, to show the source line of an error
+    types:      type name -> TypeDecl, the `.type`s (Note [Types])
     """
 
     decls: dict[str, Decl]
     rules: tuple[Rule, ...] = ()
     directives: tuple[IODirective, ...] = ()
+    types: dict[str, TypeDecl] = field(default_factory=dict)
     files: tuple[str, ...] = field(default=(), compare=False)
     sources: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
     # What has been computed from this program (`cached`); a program made
@@ -315,7 +351,7 @@ class Program:
 
     def __getstate__(self) -> dict:
         """Pickled without what was computed from it (memo, hash, indexes)."""
-        return {f: getattr(self, f) for f in ("decls", "rules", "directives", "files", "sources")}
+        return {f: getattr(self, f) for f in ("decls", "rules", "directives", "types", "files", "sources")}
 
     def __setstate__(self, state: dict) -> None:
         for k, v in state.items():
@@ -359,7 +395,8 @@ class Program:
         return lines[loc.line - 1] if 0 < loc.line <= len(lines) else None
 
     def __str__(self) -> str:
-        parts = [str(d) for d in self.decls.values()]
+        parts = [str(t) for t in self.types.values()]
+        parts += [str(d) for d in self.decls.values()]
         parts += [str(d) for d in self.directives]
         parts += [str(r) for r in self.rules]
         return "\n".join(parts) + "\n"
@@ -369,7 +406,44 @@ class Program:
 
     @functools.cached_property
     def _hash(self) -> int:
-        return hash((tuple(self.decls.items()), self.rules, self.directives))
+        return hash((tuple(self.decls.items()), self.rules, self.directives, tuple(self.types.items())))
+
+    def supertypes(self, name: str) -> tuple[str, ...]:
+        """`name` and every type it is a subtype of, the base type last
+        (a union is a supertype of each of its members)."""
+        return self.cached(("supertypes", name), lambda: _supertypes(self.types, name))
+
+    def is_subtype(self, sub: str, sup: str) -> bool:
+        """Every value of type `sub` is one of type `sup` (Note [Types])."""
+        return sup in self.supertypes(sub)
+
+
+def _supertypes(types: dict[str, TypeDecl], name: str) -> tuple[str, ...]:
+    out: list[str] = []
+    todo = [name]
+    while todo:
+        t = todo.pop(0)
+        if t in out:
+            continue
+        out.append(t)
+        decl = types.get(t)
+        if decl is not None and decl.base is not None:
+            todo.append(decl.base)
+        if decl is not None and decl.union:  # a union's values are its members' base type's
+            todo.append(_base_name(types, decl.union[0]))
+        todo += [u.name for u in types.values() if t in u.union]
+    base = [t for t in out if t in ("symbol", "number")]
+    return tuple([t for t in out if t not in base] + base)
+
+
+def _base_name(types: dict[str, TypeDecl], name: str) -> str:
+    """symbol or number: the base type of `name` (down its first union member)."""
+    seen = set()
+    while name in types and name not in seen:
+        seen.add(name)
+        t = types[name]
+        name = t.base if t.base is not None else t.union[0]
+    return name
 
 
 def _unique(names) -> tuple[str, ...]:

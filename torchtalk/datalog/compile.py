@@ -510,6 +510,8 @@ class _RuleSQL:
             return f"(- {self.expr(term.operand)})"
         if isinstance(term, A.BinOp):
             return f"({self.expr(term.left)} {_ARITH[term.op]} {self.expr(term.right)})"
+        if isinstance(term, A.Functor) and term.name is A.FunctorName.AS:  # Note [Types]: a value as it is
+            return self.expr(term.args[0])
         if isinstance(term, A.Functor):  # Note [ord]
             return f"CAST(hash({self.expr(term.args[0])}) >> 1 AS BIGINT)"
         if isinstance(term, A.Aggregate):

@@ -55,9 +55,9 @@ def write_outputs(out_dir: Path, results: dict[str, list[tuple]]) -> list[Path]:
     written = []
     for rel, rows in results.items():
         target = out_dir / f"{rel}.csv"
+        lines = ["\t".join(map(str, row)) if row else "()" for row in sorted(rows)]  # () a nullary fact
         with atomic_open(target, "w") as fh:
-            for row in sorted(rows):
-                fh.write("\t".join(str(v) for v in row) + "\n" if row else "()\n")  # a nullary fact
+            fh.write("\n".join(lines) + "\n" if lines else "")
         written.append(target)
     return written
 

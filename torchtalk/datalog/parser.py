@@ -65,6 +65,8 @@ class _State:
 
     def __init__(self) -> None:
         self.decls: dict[str, A.Decl] = {}
+        self.types: dict[str, A.TypeDecl] = {}
+        self.type_errors: list[ParseError] = []
         self.dup_decls: list[A.Decl] = []
         self.rules: list[A.Rule] = []
         self.directives: list[A.IODirective] = []
@@ -74,13 +76,47 @@ class _State:
     def program(self) -> A.Program:
         if self.dup_decls:
             raise ErrorList(self._duplicate(d) for d in self.dup_decls)
+        for name, t in self.types.items():  # every .type, used or not, has one base type
+            self._base(name, t.loc)
+        decls = {name: self._typed(d) for name, d in self.decls.items()}
+        if len(self.type_errors) == 1:
+            raise self.type_errors[0]
+        if self.type_errors:
+            raise ErrorList(dict.fromkeys(self.type_errors))
         return A.Program(
-            dict(self.decls),
+            decls,
             tuple(self.rules),
             tuple(self.directives),
+            dict(self.types),
             tuple(self.sources),
             dict(self.sources),
         )
+
+    def _typed(self, decl: A.Decl) -> A.Decl:
+        """`decl` with each column's base type read off its declared type
+        (a `.type` may come after the relations that use it, as in Soufflé)."""
+        cols = []
+        for c in decl.columns:
+            base = self._base(c.type_name, c.loc)
+            cols.append(A.Column(c.name, base or A.ColType.SYMBOL, c.loc, c.type_name))
+        return A.Decl(decl.name, tuple(cols), decl.loc)
+
+    def _base(self, name: str, loc: SrcLoc, seen: tuple[str, ...] = ()) -> A.ColType | None:
+        if name in ("symbol", "number"):
+            return A.ColType(name)
+        t = self.types.get(name)
+        if t is None or name in seen:
+            allowed = ", ".join(["symbol", "number", *self.types])
+            what = "a cycle of .type declarations" if t is not None else f"unsupported type '{name}' (supported: {allowed})"
+            src = self.sources.get(loc.file, "").splitlines()
+            line = src[loc.line - 1] if 0 < loc.line <= len(src) else None
+            self.type_errors.append(ParseError(what, loc, source_line=line))
+            return None
+        parts = [t.base] if t.base is not None else list(t.union)
+        bases = {self._base(p, t.loc, (*seen, name)) for p in parts}
+        if len(bases) > 1:
+            self.type_errors.append(ParseError(f"union '{name}' mixes symbol and number types", t.loc))
+        return next(iter(bases))
 
     def _duplicate(self, decl: A.Decl) -> SemanticError:
         first = self.decls[decl.name].loc
@@ -123,6 +159,11 @@ class _State:
             return
         elif kind == "Unsupported":
             raise conv.error(f"'{item.directive}' is outside TorchTalk's Soufflé subset (see docs/datalog.md)", loc)
+        elif kind == "TypeDecl":
+            t = A.TypeDecl(item.name, item.base or None, tuple(item.union), loc)
+            if item.name in self.types or item.name in ("symbol", "number"):
+                raise conv.error(f"type '{item.name}' is declared twice", loc)
+            self.types[item.name] = t
         elif kind == "Decl":
             decl = conv.decl(item)
             if decl.name in self.decls:
@@ -155,14 +196,8 @@ class _Converter:
         return ParseError(message, loc, source_line=src)
 
     def decl(self, item) -> A.Decl:
-        cols = []
-        for c in item.columns:
-            cloc = self.loc(c)
-            try:
-                ctype = A.ColType.parse(c.type, cloc, "type")
-            except ParseError as err:
-                raise self.error(err.message, cloc) from None
-            cols.append(A.Column(c.name, ctype, cloc))
+        # the base types are read off the .types once all are known (_State._typed)
+        cols = [A.Column(c.name, A.ColType.SYMBOL, self.loc(c), c.type) for c in item.columns]
         return A.Decl(item.name, tuple(cols), self.loc(item))
 
     def rules(self, item) -> list[A.Rule]:
@@ -224,7 +259,9 @@ class _Converter:
             return A.Neg(inner, loc)
         if kind == "Aggregate":
             return self.aggregate(item, loc)
-        if kind == "Functor":
+        if kind == "Cast":
+            return A.Functor(A.FunctorName.AS, (self.term(item.arg),), loc, item.type)
+        if kind == "Call":
             args = tuple(self.term(a) for a in item.args)
             if len(args) != 1:
                 raise self.error(f"'{item.name}' takes 1 argument, got {len(args)}", loc)
@@ -310,7 +347,7 @@ def _expected(exc) -> str:
                 label = ""
         if label and label not in names:
             names.append(label)
-    term_parts = {"a name", "a number", "a string", "'_'", "an aggregate", "'-'", "'('"}
+    term_parts = {"a name", "a number", "a string", "'_'", "an aggregate", "'-'", "'('", "'as'"}
     if {"a name", "a number"} <= set(names):
         names = [n for n in names if n not in term_parts]
         names.append("a term")

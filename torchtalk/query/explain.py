@@ -89,7 +89,8 @@ class _Explainer:
         cols = tuple(A.Column(f"c{i}_{c.name}", c.type) for i, c in enumerate(cols))
         decls = {**self.program.decls, WITNESS: A.Decl(WITNESS, cols)}
         prog = A.Program(decls, (*self.program.rules, A.Rule(head, (*body, *eqs))),
-                         self.program.directives, self.program.files, self.program.sources)
+                         self.program.directives, self.program.types, files=self.program.files,
+                         sources=self.program.sources)
         from torchtalk.datalog import evaluate
 
         rows = evaluate(prog, self.con, outputs=[WITNESS], facts=self.facts, engine=self.engine,

@@ -56,10 +56,13 @@ class _Checker:
     def rule(self, rule: A.Rule) -> None:
         before = len(self.errors)
         types: dict[str, tuple[A.ColType, str]] = {}  # var -> (type, where first typed)
-        self.atom(rule.head, types)
+        self.named: dict[str, tuple[str, str]] = {}  # var -> (declared type, where), body atoms only
+        self.atom(rule.head, types, head=True)
         self.head_terms(rule.head)
         for lit in rule.body:
             self.literal(lit, types)
+        if len(self.errors) == before:
+            self.head_types(rule.head)
         if len(self.errors) > before:
             return  # grounding of a malformed rule would only add noise
         for var in ground_rule(rule).ungrounded:
@@ -95,7 +98,38 @@ class _Checker:
             if agg.target is not None and _has(agg.target, A.Wildcard):
                 self.error("'_' as an aggregate target", _find(agg.target, A.Wildcard).loc)
 
-    def atom(self, atom: A.Atom, types) -> None:
+    def head_types(self, head: A.Atom) -> None:
+        """Note [Types]: each head argument is of a subtype of its column's
+        type: a variable by the columns it is bound in, `as(x, T)` by T."""
+        decl = self.program.decls[head.name]
+        for col, arg in zip(decl.columns, head.args, strict=True):
+            got, where = None, ""
+            if isinstance(arg, A.Var) and arg.name in self.named:
+                got, where = self.named[arg.name]
+                where = f" (bound as {where})"
+            elif isinstance(arg, A.Functor) and arg.name is A.FunctorName.AS:
+                got = arg.type_name
+                if _base(self.program, got) is None:
+                    self.error(f"unknown type '{got}' in as()", arg.loc,
+                               hint=did_you_mean(got, ["symbol", "number", *self.program.types]))
+                    continue
+            if got is not None and not self.program.is_subtype(got, col.type_name):
+                self.error(f"column '{col.name}' of '{head.name}' has type {col.type_name}, got type {got}{where}",
+                           arg.loc, hint=f"write as({arg}, {col.type_name}) if every value is one"
+                           if isinstance(arg, A.Var) else None)
+
+    def named_type(self, atom: A.Atom, col: A.Column, arg: A.Var) -> None:
+        """Narrow `arg`'s declared type by the column it is bound in; two types
+        neither of which is a subtype of the other are an error (Note [Types])."""
+        where = f"column '{col.name}' of '{atom.name}' at {arg.loc}"
+        seen = self.named.get(arg.name)
+        if seen is None or self.program.is_subtype(col.type_name, seen[0]):
+            self.named[arg.name] = (col.type_name, where)
+        elif not self.program.is_subtype(seen[0], col.type_name):
+            self.error(f"variable '{arg.name}' has type {col.type_name} here (column '{col.name}' of '{atom.name}') "
+                       f"but type {seen[0]} as {seen[1]}", arg.loc)
+
+    def atom(self, atom: A.Atom, types, head: bool = False) -> None:
         decl = self.program.decls.get(atom.name)
         if decl is None:
             self.error(f"relation '{atom.name}' is not declared", atom.loc, self.hint(atom.name))
@@ -109,6 +143,8 @@ class _Checker:
             return
         for col, arg in zip(decl.columns, atom.args, strict=True):
             self.argument(atom, col, arg, types)
+            if not head and isinstance(arg, A.Var) and self.program.types:
+                self.named_type(atom, col, arg)
 
     def argument(self, atom: A.Atom, col: A.Column, arg: A.Term, types) -> None:
         where = f"column '{col.name}' of '{atom.name}'"
@@ -148,6 +184,13 @@ class _Checker:
             for part in (node.left, node.right):
                 if _type_of(part, env) is num:
                     self.error(f"'{node.name}' takes symbols, got the number {part}", part.loc)
+        elif isinstance(node, A.Functor) and node.name is A.FunctorName.AS:
+            want = A.ColType(_base(self.program, node.type_name)) if _base(self.program, node.type_name) else None
+            got = _type_of(node.args[0], env)
+            if want is None:
+                pass  # reported by head_types
+            elif got is not None and got is not want:
+                self.error(f"as() makes a {got} a {node.type_name}, which is a {want}", node.loc)
         elif isinstance(node, A.Functor):  # ord(symbol) -> number
             for part in node.args:
                 if _type_of(part, env) is num:
@@ -169,9 +212,19 @@ def _type_of(term: A.Term, env: dict[str, A.ColType]) -> A.ColType | None:
         return env.get(term.name)
     if isinstance(term, A.Str):
         return A.ColType.SYMBOL
+    if isinstance(term, A.Functor) and term.name is A.FunctorName.AS:
+        return _type_of(term.args[0], env)
     if isinstance(term, (A.Num, A.BinOp, A.Neg, A.Functor, A.Aggregate)):
         return A.ColType.NUMBER
     return None
+
+
+def _base(program: A.Program, name: str | None) -> str | None:
+    """symbol or number for a known type name, else None."""
+    if name is None:
+        return None
+    base = program.supertypes(name)[-1]
+    return base if base in ("symbol", "number") else None
 
 
 def _const_type(term: A.Term) -> A.ColType | None:

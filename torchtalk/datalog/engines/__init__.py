@@ -19,17 +19,18 @@ from torchtalk.errors import InputError, did_you_mean
 
 __all__ = ["ENGINES", "Engine", "Fetch", "Page", "Rows", "fetch_rows", "get_engine"]
 
-ENGINES = ("duckdb", "souffle")
+ENGINES = ("duckdb", "souffle", "souffle-compiled")
 
 
 def get_engine(name: str) -> Engine:
-    """The engine called `name` ("duckdb" or "souffle")."""
+    """The engine called `name`: "duckdb", "souffle" (Soufflé's interpreter)
+    or "souffle-compiled" (`souffle -o`, each program compiled once)."""
     if name == "duckdb":
         from torchtalk.datalog.engines.duckdb import DuckDBEngine
 
         return DuckDBEngine()
-    if name == "souffle":
+    if name in ("souffle", "souffle-compiled"):
         from torchtalk.datalog.engines.souffle import SouffleEngine
 
-        return SouffleEngine()
+        return SouffleEngine(compiled=name == "souffle-compiled")
     raise InputError(f"unknown engine '{name}' (engines: {', '.join(ENGINES)})", hint=did_you_mean(name, ENGINES))

@@ -65,5 +65,5 @@ def _term(term: A.Term, nullary: frozenset[str]) -> A.Term:
     if isinstance(term, A.BinOp):
         return A.BinOp(term.op, _term(term.left, nullary), _term(term.right, nullary), term.loc)
     if isinstance(term, A.Functor):
-        return A.Functor(term.name, tuple(_term(a, nullary) for a in term.args), term.loc)
+        return dataclasses.replace(term, args=tuple(_term(a, nullary) for a in term.args))
     return term
