@@ -95,7 +95,8 @@ def test_kernels_of_an_op_own_launches_first(con):
     assert rows[:len(own)] == own and len(rows) > len(own)
     assert {r["host"] for r in rows[len(own):]} >= {"at::native::fill_kernel_cuda"}
     assert all(r["rank"] == 1 for r in rows[len(own):])
-    # own code reached by plain calls from the op's own file: topk's launchers in TensorTopK.cu
+    # a host called from the op's own file: SoftMax.cu's host_softmax → dispatch_softmax_forward
+    sm = {r["kernel"].rpartition("::")[2]: r["why"] for r in _rows(con, "kernels(_softmax)")}
+    assert sm["softmax_warp_forward"] == "the op's own"
     topk = {r["host"]: r["why"] for r in _rows(con, "kernels(topk)")}
-    assert topk["at::native::mbtopk::launch"] == "the op's own"
     assert topk["at::native::arange_cuda_out"] == "through a shared helper"
