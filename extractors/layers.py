@@ -42,7 +42,8 @@ LAYERS: tuple[Layer, ...] = (
     Layer(
         "python",
         "extractors.python",
-        ("py_def", "py_calls", "py_api", "binds", "module_class", "class_base", "decomp", "py_op_impl"),
+        ("py_def", "py_calls", "py_api", "binds", "module_class", "class_base", "decomp", "py_op_impl",
+         "py_alias"),
     ),
     Layer("tests", "extractors.tests", ("test", "opinfo", "tests_cover", "test_util", "test_file", "test_file_uses", "module_runs")),
     Layer("precise", "extractors.clang", ("calls_precise", "calls_op", "precise_file"), optional=True),

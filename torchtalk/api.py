@@ -239,18 +239,11 @@ def search_dsl(text: str, backend: str | None = None) -> str:
 
 
 def _dsl_name(name: str) -> str:
-    """`name` as a DSL value: bare (resolved as people type it) when the grammar
-    allows, else quoted (taken as the exact id)."""
-    import re
+    """`name` as a DSL value (torchtalk.query.dsl.value_text): bare when the
+    grammar reads it as a name, else quoted (taken as the exact id)."""
+    from torchtalk.query.dsl import value_text
 
-    from torchtalk.errors import QueryError
-
-    n = (name or "").strip()
-    if re.fullmatch(r"[A-Za-z_~][A-Za-z0-9_.:~<>/\[\]*]*", n):
-        return n
-    if not n or '"' in n:
-        raise QueryError(f"not a name: {n[:60]!r}", hint="e.g. 'torch.nn.Linear'")
-    return f'"{n}"'
+    return value_text(name)
 
 
 def resolve(name: str, ns: str = "node", *, source=None, db=None, con=None):

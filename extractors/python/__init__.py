@@ -2,7 +2,8 @@
 nn modules and optimizers, decompositions, over `torch/` of the tree.
 
 Rows (facts/schema.dl, Python section): py_def, py_calls, py_api, binds
-(kinds "alias" and "wrapper"), module_class, class_base, decomp, py_op_impl.
+(kinds "alias" and "wrapper"), module_class, class_base, decomp, py_op_impl,
+py_alias.
 Per-file summaries are cached by content hash (Note [Per-file summaries]);
 the global pass is `extractors.python.model`.
 
@@ -61,6 +62,7 @@ def extract(ctx: ExtractContext, sink: Sink) -> None:
         _apis(model, sink)
         _classes(model, sink)
         _registrations(model, sink)
+        _module_aliases(model, sink)
 
 
 @contextmanager
@@ -156,3 +158,38 @@ def _registrations(model: Model, sink: Sink) -> None:
             sink.add("decomp", op, py, file, line)
         else:
             sink.add("py_op_impl", py, op, registry, file, line)
+
+
+# Note [Module aliases]: people write PyTorch names the way PyTorch's own code
+# does: `F.gelu`, `nn.Linear`, `aten.add.Tensor`. Which module a short name
+# means is read off torch/ itself: every import or module-level assignment
+# that binds a name to a module of the tree (or an op namespace torch.ops.X)
+# under another name is a py_alias row, counted per file. The query resolver
+# (torchtalk/query/resolve.py) expands a name's first component to the module
+# most files bind it to (`F`: torch.nn.functional in 85 files, not
+# torch.optim._functional in 8).
+
+
+def _module_aliases(model: Model, sink: Sink) -> None:
+    """One py_alias row per (alias, module): how many files of torch/ bind it."""
+    modules = {s.module for s in model.summaries}
+    found: dict[tuple[str, str], list] = {}  # (alias, module) -> [files, file, line]
+    for s in sorted(model.summaries, key=lambda s: s.file):
+        if not s.file.startswith("torch/"):
+            continue
+        binds = list(s.imports) + [(n, ir[1], ln) for n, ln, ir in s.assigns if ir and ir[0] == "ref"]
+        mine: dict[tuple[str, str], int] = {}
+        for local, target, line in binds:
+            if local != target and _module_like(target, modules):
+                mine.setdefault((local, target), line)
+        for key, line in mine.items():
+            entry = found.setdefault(key, [0, s.file, line])
+            entry[0] += 1
+    for (alias, module), (files, file, line) in sorted(found.items()):
+        sink.add("py_alias", alias, module, files, file, line)
+
+
+def _module_like(target: str, modules: set[str]) -> bool:
+    """A module of the tree, or an op namespace object `torch.ops.<ns>`."""
+    parts = target.split(".")
+    return target in modules or (len(parts) == 3 and parts[:2] == ["torch", "ops"])

@@ -121,7 +121,7 @@ def argument_error(tool: str, err, params: list[str]) -> str:
     return f"Error executing tool {tool}: error: {field} {what}{more} (parameters: {', '.join(params)})"
 
 
-def _locked(app: App, work: Callable[[object], Table], optional_db: bool) -> Table:
+def _locked(app: App, work: Callable[[object], Table | CallToolResult], optional_db: bool):
     with app.db.lock:
         try:
             con = app.db.connection()
@@ -136,7 +136,7 @@ def _locked(app: App, work: Callable[[object], Table], optional_db: bool) -> Tab
 
 
 async def run_tool(
-    ctx, name: str, work: Callable[[object], Table], optional_db: bool = False
+    ctx, name: str, work: Callable[[object], Table | CallToolResult], optional_db: bool = False
 ) -> CallToolResult:
     """Run `work(con)` in a worker thread under the DB lock; bounded in time.
 
@@ -163,7 +163,8 @@ async def run_tool(
             raise ToolError(_error_text(bad_db)) from None
         print(f"torchtalk mcp: {name} failed: {err!r}", file=sys.stderr)
         raise ToolError(f"{name}: internal error: {type(err).__name__}: {err}") from err
-    return to_result(table)
+    # a tool may build its result itself (an answer per definition, torchtalk/mcp/tools.py)
+    return table if isinstance(table, CallToolResult) else to_result(table)
 
 
 def _error_text(err: TorchTalkError, max_lines: int = 40) -> str:

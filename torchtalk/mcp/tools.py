@@ -2,8 +2,10 @@
 
 Every tool goes through the facade (`torchtalk.api`) and `run_tool`. Names are
 written as people type them (`gemm`, `cpublas::gemm`, `torch.matmul`,
-`add.Tensor`); an unknown or ambiguous name is a tool error listing the
-candidates. The set of tools is `TOOL_NAMES`; the integration files
+`F.gelu`, `add.Tensor`, `at::gelu`, `gelu_out_cpu`, any id an answer printed)
+and resolved by the query DSL's one resolver (torchtalk/query/resolve.py). An
+ambiguous name is answered for each of its definitions (Note [Ambiguous names
+for agents]); an unknown name is a tool error with the nearest names. The set of tools is `TOOL_NAMES`; the integration files
 (.mcp.json, SKILL.md, .claude/commands) must name exactly these
 (tests/test_mcp_files.py checks it).
 """
@@ -12,11 +14,12 @@ from __future__ import annotations
 
 import inspect
 import re
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
-from mcp.types import CallToolResult, ToolAnnotations
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
 from torchtalk.errors import QueryError
@@ -31,24 +34,21 @@ TOOL_NAMES = (
 )
 
 Result = Annotated[CallToolResult, Answer]
-# a bare name of the query DSL (torchtalk/query/grammar.tx `Name`: ids with
-# internal-linkage parts too, Note [Internal linkage ids]), and any other C++ id
-# with parentheses (`operator()`), passed quoted (taken as the exact id)
-_INTERNAL = r"\((?:anonymous|static)(?::[^()\s,]*)?\)"
-_DSL_NAME = re.compile(rf"^(?:[A-Za-z_~]|{_INTERNAL})(?:[A-Za-z0-9_.:~<>/\[\]*]|{_INTERNAL})*$")
-_EXACT_ID = re.compile(r"^[A-Za-z_~(][A-Za-z0-9_.:~<>/\[\]*()+-]*$")
 
 
 def _name(name: str, what: str = "name") -> str:
     """A symbol argument as DSL text: bare (resolved, with candidates) or an exact quoted id."""
+    from torchtalk.query.dsl import value_text
+
     n = (name or "").strip()
     if not n:
         raise QueryError(f"empty {what}", hint="e.g. 'matmul', 'torch.matmul', 'at::native::cpublas::gemm'")
-    if len(n) <= 300 and _DSL_NAME.match(n):
-        return n
-    if len(n) <= 300 and _EXACT_ID.match(n):
-        return f'"{n}"'
-    raise QueryError(f"{what} {n[:60]!r} is not a symbol name", hint="e.g. 'torch.matmul' or 'add.Tensor'")
+    if _NOT_IN_IDS.search(n):  # no id TorchTalk prints holds these
+        raise QueryError(f"{what} {n[:60]!r} is not a symbol name", hint="e.g. 'torch.matmul' or 'add.Tensor'")
+    return value_text(n)
+
+
+_NOT_IN_IDS = re.compile(r"[;\"'`\\\n\r\t]")
 
 
 def _table(result: Any, title: str) -> Table:
@@ -74,6 +74,78 @@ def _dsl(ctx: Context, con, text: str, limit: int | None = STRUCT_ROWS) -> Table
 
     rules = ctx.request_context.lifespan_context.rules
     return _table(api.query(text, con=con, limit=limit, rules=rules), text)
+
+
+# Note [Ambiguous names for agents]: an agent that asks about `gemm` wants an
+# answer, not a turn spent on "ambiguous". In the tools (not in the DSL, where
+# `--all` asks for it) a name with several definitions is answered for each:
+# the most central first (Resolver.central: public namespace, most callers),
+# GROUPS of them in full, each headed by its id, file:line and callers, the
+# first with more rows than the others; the rest are named with the exact call
+# that asks about one. The structured rows carry a `definition` column.
+GROUPS = 3
+GROUP_TEXT_ROWS = (20, 8, 8)
+
+
+def _each(ctx: Context, con, name: str, dsl: Callable[[str], str]) -> Table | CallToolResult:
+    """The answer of `dsl(NAME)`; for an ambiguous name, one per definition
+    (Note [Ambiguous names for agents])."""
+    from torchtalk.query.resolve import Ambiguous
+
+    try:
+        return _dsl(ctx, con, dsl(_name(name)))
+    except Ambiguous as amb:
+        return _per_definition(ctx, con, amb.resolution, dsl)
+
+
+def _per_definition(ctx: Context, con, res, dsl: Callable[[str], str]) -> CallToolResult:
+    from torchtalk.mcp.answer import render_text
+    from torchtalk.query.dsl import value_text
+    from torchtalk.query.resolve import Resolver
+
+    ranked = Resolver(con).central(res)
+    head = (f"{res.text!r} names {len(ranked)} definitions; each is answered, the most central "
+            f"first (public namespace, most callers)")
+    texts, rows, columns, total, notes = [head], [], (), 0, []
+    share = STRUCT_ROWS // min(GROUPS, len(ranked))
+    for i, (m, callers) in enumerate(ranked[:GROUPS]):
+        table = _balanced(_dsl(ctx, con, dsl(value_text(m.id)), limit=None), share)
+        columns, total = table.columns, total + table.total
+        texts.append(f"\n[{i + 1}] {m.id}  {m.where()}  ({callers} caller{'s' if callers != 1 else ''})")
+        texts.append(render_text(table, GROUP_TEXT_ROWS[min(i, len(GROUP_TEXT_ROWS) - 1)]))
+        rows += [{"definition": m.id, **d} for d in table.dicts()]
+    for m, callers in ranked[GROUPS:]:
+        notes.append(f"also {m.id}  {m.where()}  ({callers} callers): {dsl(value_text(m.id))}")
+    texts += [f"note: {n}" for n in notes[:12]]
+    if len(notes) > 12:
+        texts.append(f"note: … and {len(notes) - 12} more definitions")
+    shown = rows[:STRUCT_ROWS]
+    answer = Answer(title=dsl(res.text), columns=["definition", *columns], rows=shown, total=total,
+                    truncated=len(shown) < total, notes=[head, *notes])
+    return CallToolResult(content=[TextContent(type="text", text="\n".join(texts))],
+                          structured_content=answer.model_dump(mode="json"))
+
+
+def _balanced(table: Table, cap: int) -> Table:
+    """At most `cap` rows of `table`, taken in turn from each value of its
+    step/kind column (so an impact's ops and Python APIs show beside its
+    nearest callers), each kept in its order."""
+    from torchtalk.mcp.answer import GROUP_COLUMNS
+
+    col = next((c for c in GROUP_COLUMNS if c in table.columns), None)
+    if col is None or len(table.rows) <= cap:
+        return Table(table.title, table.columns, table.rows[:cap], table.total, table.notes)
+    i = table.columns.index(col)
+    parts: dict[Any, list[tuple]] = {}
+    for r in table.rows:
+        parts.setdefault(r[i], []).append(r)
+    picked: list[tuple] = []
+    for k in range(cap):
+        picked += [rows[k] for rows in parts.values() if k < len(rows)]
+        if len(picked) >= cap:
+            break
+    keep = set(picked[:cap])
+    return Table(table.title, table.columns, tuple(r for r in table.rows if r in keep), table.total, table.notes)
 
 
 def _focused(ctx: Context, con, text: str, focus: str | None) -> Table:
@@ -148,8 +220,8 @@ async def impact(
     """What breaks if I change X: the transitive callers of a function up to `depth`
     levels, the ops and Python APIs that reach it. Use before changing a C++
     function or kernel to see who depends on it."""
-    dsl = f"impact({_name(name)})" if depth is None else f"impact({_name(name)}, depth={depth})"
-    return await run_tool(ctx, "impact", lambda con: _dsl(ctx, con, dsl))
+    opt = "" if depth is None else f", depth={depth}"
+    return await run_tool(ctx, "impact", lambda con: _each(ctx, con, name, lambda n: f"impact({n}{opt})"))
 
 
 async def calls(
@@ -158,7 +230,7 @@ async def calls(
 ) -> Result:
     """What X calls: the direct callees of a C++/CUDA function, each at its call
     site file:line. Use to walk down the call graph one step at a time."""
-    return await run_tool(ctx, "calls", lambda con: _dsl(ctx, con, f"callees({_name(name)})"))
+    return await run_tool(ctx, "calls", lambda con: _each(ctx, con, name, lambda n: f"callees({n})"))
 
 
 async def called_by(
@@ -167,7 +239,7 @@ async def called_by(
 ) -> Result:
     """Who calls X: the direct callers of a C++/CUDA function, each at its call site
     file:line. Use to walk up the call graph; `impact` follows it transitively."""
-    return await run_tool(ctx, "called_by", lambda con: _dsl(ctx, con, f"callers({_name(name)})"))
+    return await run_tool(ctx, "called_by", lambda con: _each(ctx, con, name, lambda n: f"callers({n})"))
 
 
 async def cuda_kernels(
@@ -184,7 +256,7 @@ async def cuda_kernels(
             return api.cuda_kernels(None, con=con)
         n = _name(name)
         table = api.cuda_kernels(n, con=con)
-        return table if table.total else _dsl(ctx, con, f"kernels({n})")
+        return table if table.total else _each(ctx, con, name, lambda k: f"kernels({k})")
 
     return await run_tool(ctx, "cuda_kernels", work)
 
@@ -196,7 +268,7 @@ async def trace_module(
     """How does an nn.Module or optimizer work: its class and bases, its forward,
     step and __init__ methods, what they call, and the ATen ops they reach, each at
     file:line."""
-    return await run_tool(ctx, "trace_module", lambda con: _dsl(ctx, con, f"trace_module({_name(name)})"))
+    return await run_tool(ctx, "trace_module", lambda con: _each(ctx, con, name, lambda n: f"trace_module({n})"))
 
 
 async def list_modules(

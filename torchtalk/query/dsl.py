@@ -138,3 +138,28 @@ def _value(node, text: str) -> Value:
         raw = node.text[1:-1] if node.text[:1] in "\"'" else node.text
         return Value(raw, raw, quoted=True, col=col)
     return Value(node.text, node.text, col=col)
+
+
+def value_text(name: str) -> str:
+    """`name` as a DSL argument: bare when the grammar reads it as one name (then
+    resolved as people type it), else quoted (taken as the exact id). The API
+    and the MCP tools build their queries with it, so they accept what the DSL
+    accepts. An empty name or one holding a double quote is a QueryError.
+
+    Example:
+        >>> value_text("at::native::(anonymous)::host_softmax"), value_text("a b")
+        ('at::native::(anonymous)::host_softmax', '"a b"')
+    """
+    from textx.exceptions import TextXSyntaxError
+
+    from torchtalk.errors import QueryError
+
+    n = (name or "").strip()
+    if not n or '"' in n:
+        raise QueryError(f"not a name: {n[:60]!r}", hint="e.g. 'torch.matmul', 'add.Tensor', 'cpublas::gemm'")
+    try:
+        args = _metamodel().model_from_str(f"q({n})").args
+    except TextXSyntaxError:
+        args = []
+    bare = len(args) == 1 and type(args[0]).__name__ == "Name" and args[0].text == n
+    return n if bare else f'"{n}"'

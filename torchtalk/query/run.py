@@ -243,7 +243,10 @@ def _notes(b: Bound) -> tuple[str, ...]:
             notes.append(f"{r.text!r}: {len(r.ids)} {what} ({r.tier}): " + ", ".join(r.ids[:8])
                          + (" ..." if len(r.ids) > 8 else ""))
         elif r.ids and r.ids[0] != r.text:
-            notes.append(f"{r.text!r} = {r.ids[0]}")
+            notes.append(f"{r.text!r} = {r.ids[0]}" + (" (the public one)" if r.others else ""))
+        if r.others:  # Note [Public definitions] in resolve.py: the others it won over
+            notes.append(f"{r.text!r} also names {len(r.others)} other(s), given by id to ask for one: "
+                         + ", ".join(m.id for m in r.others[:8]) + (" ..." if len(r.others) > 8 else ""))
     return tuple(notes)
 
 
