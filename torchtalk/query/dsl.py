@@ -9,6 +9,7 @@ Example:
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -150,16 +151,19 @@ def value_text(name: str) -> str:
         >>> value_text("at::native::(anonymous)::host_softmax"), value_text("a b")
         ('at::native::(anonymous)::host_softmax', '"a b"')
     """
-    from textx.exceptions import TextXSyntaxError
-
     from torchtalk.errors import QueryError
 
     n = (name or "").strip()
     if not n or '"' in n:
         raise QueryError(f"not a name: {n[:60]!r}", hint="e.g. 'torch.matmul', 'add.Tensor', 'cpublas::gemm'")
-    try:
-        args = _metamodel().model_from_str(f"q({n})").args
-    except TextXSyntaxError:
-        args = []
-    bare = len(args) == 1 and type(args[0]).__name__ == "Name" and args[0].text == n
-    return n if bare else f'"{n}"'
+    return n if _name_re().fullmatch(n) else f'"{n}"'
+
+
+@functools.cache
+def _name_re() -> re.Pattern:
+    """The grammar's `Name` regex, read off grammar.tx (one definition; a
+    regex, unlike the textX parser, may be used from several threads)."""
+    m = re.search(r"^Name: text=/(.*)/;$", GRAMMAR.read_text(), re.M)
+    if m is None:
+        raise AssertionError(f"{GRAMMAR} has no `Name: text=/.../;` rule")
+    return re.compile(m.group(1))
