@@ -194,10 +194,17 @@ def test_op_spelling_as_a_function_is_its_kernels(con):
 
 
 def test_anonymous_namespace_id_pasted_back_unquoted(con, tree):
-    r = q(con, "callers(at::native::(anonymous)::host_softmax)")
-    assert r.rows and {row[0] for row in r.rows} == {"at::native::(anonymous)::host_softmax"}
+    # the id as printed, with its file: that definition only
+    cpu = "at::native::(anonymous:aten/src/ATen/native/SoftMax.cpp)::host_softmax"
+    r = q(con, f"callers({cpu})")
+    assert r.rows and {row[0] for row in r.rows} == {cpu}
     for row in r.rows:
         assert "host_softmax" in (tree / row[3]).read_text().splitlines()[row[4] - 1]
+    # as people type it, without the file: every file's, listed
+    with pytest.raises(Ambiguous) as exc:
+        q(con, "callers(at::native::(anonymous)::host_softmax)")
+    assert cpu in exc.value.render()
+    assert "at::native::(anonymous:aten/src/ATen/native/cuda/SoftMax.cu)::host_softmax" in exc.value.render()
 
 
 def test_every_function_id_printed_parses_unquoted_and_resolves(con):
@@ -205,6 +212,7 @@ def test_every_function_id_printed_parses_unquoted_and_resolves(con):
 
     ids = [r[0] for r in con.execute(
         "SELECT DISTINCT fn FROM func WHERE contains(fn, '(') OR contains(fn, 'operator') ORDER BY fn").fetchall()]
+    assert any("(anonymous:" in i for i in ids) and any("(static:" in i for i in ids)
     plain = [i for i in ids if not re.search(r"[\s,\"']", i)]
     assert len(plain) > 400
     assert [i for i in plain if value_text(i) != i] == []
@@ -252,7 +260,7 @@ def test_mcp_called_by_gemm_groups_by_definition(mcp, tree):
     assert not r.is_error, r.text
     assert {row["definition"] for row in r.rows} == {
         "at::native::cpublas::gemm", "at::cuda::blas::gemm", "pytorch_flash::gemm"}
-    row = next(x for x in r.rows if x["caller"] == "at::native::addmm_impl_cpu_")
+    row = next(x for x in r.rows if x["caller"].endswith("::addmm_impl_cpu_"))
     assert row["definition"] == "at::native::cpublas::gemm"
     assert "gemm" in (tree / row["file"]).read_text().splitlines()[row["line"] - 1]
 
@@ -270,7 +278,10 @@ def test_mcp_trace_module_linear(mcp):
 
 
 @pytest.mark.parametrize(("tool", "name", "column", "value"), [
-    ("calls", "at::native::(anonymous)::host_softmax", "fn", "at::native::(anonymous)::host_softmax"),
+    ("calls", "at::native::(anonymous:aten/src/ATen/native/SoftMax.cpp)::host_softmax", "fn",
+     "at::native::(anonymous:aten/src/ATen/native/SoftMax.cpp)::host_softmax"),
+    ("calls", "at::native::(anonymous)::host_softmax", "definition",
+     "at::native::(anonymous:aten/src/ATen/native/cuda/SoftMax.cu)::host_softmax"),
     ("called_by", "topk_out_cuda", "fn", None),
     ("impact", "gelu_out_cpu", "fn", "at::native::structured_gelu_out_cpu::impl"),
     ("trace_module", "nn.LSTM", "module", "torch.nn.modules.rnn.LSTM"),
