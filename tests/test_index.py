@@ -287,7 +287,7 @@ def test_schema_change_elsewhere_keeps_layer_rows(small, cache, tmp_path, monkey
     assert not second.up_to_date and second.layers[0].action == "carried"
     assert rows(second.db, "select count(*) from brand_new") == [(0,)]
     assert rows(first.db, "select count(*) from op") == [(2,)]
-    schema.write_text(schema.read_text().replace(".decl op_tag(op: symbol, tag: symbol)", ".decl op_tag(op: symbol, tag: symbol, extra: symbol)"))
+    schema.write_text(schema.read_text().replace(".decl op_tag(op: OpName, tag: symbol)", ".decl op_tag(op: OpName, tag: symbol, extra: symbol)"))
     with pytest.raises(ExtractError, match="relation op_tag: takes 3 values"):
         api.index(small, layers=["ops"])
 

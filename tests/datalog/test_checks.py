@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from torchtalk.datalog import check, parse_text
@@ -173,3 +175,19 @@ def test_type_errors_name_both_places(rule, message):
     with pytest.raises(ErrorList) as ei:
         check(parse_text(TYPED + ".decl bad(x: Op)\n" + rule))
     assert [e.headline() for e in ei.value.errors] == [message]
+
+
+def test_the_schema_types_a_join_of_two_namespaces(tmp_path):
+    """Note [Fact namespaces]: an op name joined with a function id is a type
+    error with its location; the library itself has none (test_cli)."""
+    root = Path(__file__).resolve().parents[2]
+    prog = tmp_path / "join.dl"
+    prog.write_text(f'#include "{root / "facts/schema.dl"}"\n.decl bad(x: symbol)\n'
+                    "bad(x) :- op(x, _, _, _, _, _), func(x, _, _, _, _).\n")
+    from torchtalk.datalog import parse_file
+
+    with pytest.raises(ErrorList) as ei:
+        check(parse_file(prog))
+    assert [e.headline() for e in ei.value.errors] == [
+        f"{prog}:3:38: semantic error: variable 'x' has type FnId here (column 'fn' of 'func') "
+        f"but type OpName as column 'op' of 'op' at {prog}:3:14"]

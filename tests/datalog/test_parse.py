@@ -17,17 +17,17 @@ HERE = Path(__file__).parent
 def test_schema_parses_with_locations():
     prog = parse_file(ROOT / "facts/schema.dl")
     calls = prog.decls["calls"]
-    assert [(c.name, c.type) for c in calls.columns] == [
-        ("caller", ColType.SYMBOL),
-        ("callee", ColType.SYMBOL),
-        ("file", ColType.SYMBOL),
-        ("line", ColType.NUMBER),
-        ("via", ColType.SYMBOL),
+    assert [(c.name, c.type, c.type_name) for c in calls.columns] == [
+        ("caller", ColType.SYMBOL, "FnId"),  # Note [Fact namespaces]
+        ("callee", ColType.SYMBOL, "FnId"),
+        ("file", ColType.SYMBOL, "symbol"),
+        ("line", ColType.NUMBER, "number"),
+        ("via", ColType.SYMBOL, "symbol"),
     ]
     text = (ROOT / "facts/schema.dl").read_text().splitlines()
     line = next(i for i, t in enumerate(text, 1) if t.startswith(".decl calls("))
     assert calls.loc == SrcLoc(str(ROOT / "facts/schema.dl"), line, 1)
-    assert calls.columns[3].loc.col == len(".decl calls(caller: symbol, callee: symbol, file: symbol, ") + 1
+    assert calls.columns[3].loc.col == len(".decl calls(caller: FnId, callee: FnId, file: symbol, ") + 1
     assert set(prog.inputs) == set(prog.decls)
     assert prog.outputs == ()
     assert prog.rules == ()
