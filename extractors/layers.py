@@ -28,13 +28,14 @@ LAYERS: tuple[Layer, ...] = (
             "dispatch_default", "structured", "structured_delegate",
             "structured_inherits", "autogen", "op_attr", "ufunc_inner_loop",
             "ufunc_stub_register", "derivative", "derivative_calls", "codegen_kernel", "codegen_call",
+            "dispatch_key_def",
         ),
     ),
     Layer(
         "cpp",
         "extractors.cpp",
         (
-            "func", "calls", "call_ambiguous", "calls_op", "binds", "lib_def", "lib_impl",
+            "func", "calls", "call_ambiguous", "calls_op", "binds", "lib_def", "lib_impl", "lib_fallback",
             "impl_func", "stub_decl", "stub_define", "stub_register", "stub_call",
             "kernel", "launches",
         ),

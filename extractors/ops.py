@@ -145,13 +145,16 @@ DEVICE_CHECKS = frozenset({"NoCheck", "ExactSame"})
 def inputs(root: Path) -> list[Path]:
     """The YAML files the ops layer reads (those that exist)."""
     layout = find_inputs(root) or TREE
-    paths = (root / layout.native, root / layout.tags, root / layout.derivatives)
+    from extractors.ops_keys import HEADERS
+
+    paths = (root / layout.native, root / layout.tags, root / layout.derivatives, *(root / h for h in HEADERS))
     return [p for p in paths if p.is_file()]
 
 
 def extract(ctx: ExtractContext, sink: Sink) -> None:
     """Write op, dispatch, ... and derivative rows for the tree at `ctx.root`."""
     from extractors.ops_derivatives import extract_derivatives
+    from extractors.ops_keys import extract_keys
 
     layout = find_inputs(ctx.root)
     if layout is None:
@@ -167,6 +170,7 @@ def extract(ctx: ExtractContext, sink: Sink) -> None:
         extract_derivatives(ctx.root, layout.derivatives, sink)
     else:
         sink.warn(layout.derivatives, 0, "derivatives.yaml not found; no derivative facts")
+    extract_keys(ctx.root, sink)
 
 
 def extract_tags(root: Path, rel: str, sink: Sink) -> frozenset[str] | None:

@@ -2,7 +2,7 @@
 
 Pipeline: `scan` (per file, cached by content hash, parallel) -> `resolve`
 (whole tree, Note [Call resolution]) -> rows of facts/schema.dl: func, calls,
-call_ambiguous, binds (pybind), lib_def, lib_impl, impl_func, stub_decl,
+call_ambiguous, binds (pybind), lib_def, lib_impl, lib_fallback, impl_func, stub_decl,
 stub_define, stub_register, stub_call, kernel, launches.
 
 Example:

@@ -231,6 +231,9 @@ def member_construct(scanner, call: ts.Node, fn: ts.Node, name: str, block, scop
 def _lib_construct(info: tuple, name: str, argv: list, line: int, scope: str, out: Constructs) -> None:
     macro = info[-1]
     ns = info[1] if len(info) > 2 else ""
+    if name == "fallback" and macro == "TORCH_LIBRARY_IMPL" and len(info) > 3:
+        out.lib_impls.append((ns, FALLBACK, info[2], _fallback_target(argv[0]), line, scope))
+        return
     text = string_value(argv[0])
     if not text:
         return
@@ -248,6 +251,23 @@ def _lib_construct(info: tuple, name: str, argv: list, line: int, scope: str, ou
         target = target_parts(argv[1])
         if target:
             out.lib_impls.append((ns, op, key, target, line, scope))
+
+
+# Note [Fallback rows]: `m.fallback(f)` in TORCH_LIBRARY_IMPL(ns, KEY, m) is kept
+# as a lib_impls entry whose op is this marker (no m.impl names an empty op);
+# resolve.py writes it as a lib_fallback row.
+FALLBACK = ""
+
+
+def _fallback_target(node: ts.Node) -> tuple[str, ...]:
+    """The boxed function of `CppFunction::makeFromBoxedFunction<&f>()`, else
+    the maker's name in brackets (`makeFallthrough()` -> "<makeFallthrough>")."""
+    target = target_parts(node)
+    if target is not None:
+        return target
+    fn = node.child_by_field_name("function") if node.type == "call_expression" else None
+    parts = name_parts(fn.text.decode(errors="replace")) if fn is not None else ()
+    return (f"<{parts[-1]}>",) if parts else ("<unknown>",)
 
 
 def _py_prefix(scanner, obj: ts.Node | None, idx: int, start: int, end: int) -> str:

@@ -46,6 +46,7 @@ from collections.abc import Iterable
 
 from extractors.cpp import aten as _aten
 from extractors.cpp.aten import EMPTY, AtenNames, base_name, op_of_call
+from extractors.cpp.constructs import FALLBACK
 from extractors.cpp.names import ANON, is_internal_part
 from extractors.cpp.scan import (
     ARG,
@@ -72,7 +73,7 @@ LAUNCH_HELPERS = frozenset({
     "opmath_jitted_gpu_kernel_with_scalars", "launch_kernel", "launch_legacy_kernel",
     "launch_vectorized_kernel", "launch_unrolled_kernel",
 })
-RESOLVE_VERSION = "resolve-26"  # bump when resolution changes (keys the resolved-rows cache)
+RESOLVE_VERSION = "resolve-27"  # bump when resolution changes (keys the resolved-rows cache)
 _HELPER_DEPTH = 8
 # Method names of the standard library's containers, strings, smart pointers,
 # optionals, atomics and streams (Note [Call resolution], step 5).
@@ -1137,7 +1138,7 @@ def _construct_rows(f: FileFacts, rv: Resolver, rows) -> None:
     ix = rv.ix
 
     def fn_of(parts: tuple[str, ...], scope: str) -> str:
-        if parts in (("<lambda>",), ("nullptr",)):
+        if parts in (("<lambda>",), ("nullptr",)) or parts[0].startswith("<"):
             return parts[0]
         callee, _n, _via = rv.function(parts, 0, f"{scope}::_" if scope else "_")
         return callee or "::".join(parts)
@@ -1147,7 +1148,10 @@ def _construct_rows(f: FileFacts, rv: Resolver, rows) -> None:
     for ns, op, schema, line in f.lib_defs:
         rows["lib_def"].append((ns, op, schema, f.file, line))
     for ns, op, key, target, line, scope in f.lib_impls:
-        rows["lib_impl"].append((ns, op, key, fn_of(target, scope), f.file, line))
+        if op == FALLBACK:  # Note [Fallback rows]
+            rows["lib_fallback"].append((ns, key, fn_of(target, scope), f.file, line))
+        else:
+            rows["lib_impl"].append((ns, op, key, fn_of(target, scope), f.file, line))
     for name, kind, fn, line in f.impl_funcs:
         rows["impl_func"].append((name, kind, fn, f.file, line))
     for stub, line in f.stub_decls:

@@ -766,7 +766,7 @@ class _Scanner:
         if field is None:
             return
         name = member_name(field.text.decode(errors="replace"))
-        if name in ("def", "def_static", "impl"):
+        if name in ("def", "def_static", "impl", "fallback"):
             scope = self._scope_text(call) if block is None or block[2] < 0 else None
             constructs.member_construct(self, call, fn, name, block, scope)
         if block is None or block[2] < 0 or not name.isidentifier():
