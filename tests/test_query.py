@@ -518,3 +518,18 @@ def test_library_loads_once_from_two_threads(tmp_path):
         t.join()
     assert errors == [] and len(got) == 4 and all(p is got[0] for p in got)
     assert "mine" in got[0].decls
+
+
+def test_the_passes_can_be_shown_between_them(con, tmp_path):
+    """Issue 14, deliverable 4: the query's program after each pass, as valid
+    Soufflé text; the answer is the same with or without the dump."""
+    from torchtalk.datalog import parse_file
+
+    plain = q(con, "impact(cpublas::gemm, depth=2)")
+    shown = query("impact(cpublas::gemm, depth=2)", con, user_rules=False, dump_passes=tmp_path / "p")
+    assert shown.rows == plain.rows and plain.rows
+    files = sorted(p.name for p in (tmp_path / "p").iterdir())
+    assert files == ["00-input.dl", "01-prune.dl", "02-use_stored.dl", "03-presolve.dl"]
+    sizes = [len(parse_file(tmp_path / "p" / f).rules) for f in files]
+    assert sizes[0] > sizes[1] >= sizes[2] >= sizes[3]
+    assert (tmp_path / "p/03-presolve.dl").read_text().splitlines()[0].startswith("// after pass 'presolve': ")

@@ -175,8 +175,10 @@ def query(
     engine: str = "duckdb",
     all_matches: bool = False,
     explain: int | None = None,
+    dump_passes=None,
 ):
     """Run a DSL query; a `torchtalk.query.run.Result` (columns, rows, total, notes).
+    `dump_passes=DIR`: the program after each pass, as `DIR/NN-<pass>.dl`.
 
     Example:
         >>> query("callees(matmul)", source="~/pytorch").records()[0]["callee"]
@@ -185,7 +187,7 @@ def query(
     from torchtalk.query import query as _query
 
     kw = dict(rules=tuple(Path(r) for r in rules), limit=limit, engine=engine,
-              all_matches=all_matches, explain=explain)
+              all_matches=all_matches, explain=explain, dump_passes=dump_passes)
     if con is not None:
         return _query(dsl, con, **kw)
     own = open_db(source=source, db=db)

@@ -29,6 +29,8 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--explain-rows", type=int, default=1, metavar="N",
                    help="with --explain: how many rows to explain (default 1)")
     p.add_argument("--list", action="store_true", help="list the named queries and exit")
+    p.add_argument("--dump-passes", type=Path, metavar="DIR",
+                   help="write the program after each pass (prune, use_stored, presolve) as DIR/NN-<pass>.dl")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -44,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     result = api.query(
         args.query, source=args.source, db=args.db, limit=args.limit, rules=args.rules,
         engine=args.engine, all_matches=args.all_matches,
-        explain=max(1, args.explain_rows) if args.explain else None,
+        explain=max(1, args.explain_rows) if args.explain else None, dump_passes=args.dump_passes,
     )
     from torchtalk.query import output
 

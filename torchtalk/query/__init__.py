@@ -27,11 +27,13 @@ def query(
     all_matches: bool = False,
     engine: str = "duckdb",
     explain: int | None = None,
+    dump_passes: Path | None = None,
 ):
     """Run DSL `text` on fact DB connection `con`; a `run.Result`.
 
     `explain=N` adds the derivation trees of the first N rows
-    (`result.explanations`, see torchtalk.query.explain).
+    (`result.explanations`, see torchtalk.query.explain). `dump_passes=DIR`
+    writes the program after each pass into DIR (`NN-<pass>.dl`).
 
     Example:
         >>> query("impact(cpublas::gemm, depth=2)", con, limit=5).total
@@ -54,7 +56,12 @@ def query(
     resolver = Resolver(con)
     b = bind(q, program, resolver, all_matches=all_matches)
     tables = frozenset(resolver.tables)
-    shown = evaluate_bound(b, program, con, engine=engine, tables=tables, limit=limit)
+    dump = None
+    if dump_passes is not None:
+        from torchtalk.datalog.transform.pipeline import dump_to
+
+        dump = dump_to(Path(dump_passes))
+    shown = evaluate_bound(b, program, con, engine=engine, tables=tables, limit=limit, dump=dump)
     from torchtalk.query.run import _notes
 
     result = Result(b.sig.name, b.sig.columns, b.sig.types, tuple(shown), shown.total,

@@ -207,24 +207,42 @@ def _typed(q: Query, v: Value, p: Param):
 
 
 def evaluate_bound(b: Bound, program, con, *, engine: str = "duckdb",
-                   tables: frozenset | None = None, limit: int | None = None):
+                   tables: frozenset | None = None, limit: int | None = None, dump=None):
     """The rows of the bound relation, filtered, in `sort_order`, at most
     `limit` of them: a `Page` (its `total` counts them all); `tables` = the
-    fact DB's table names (for Note [Pruning])."""
+    fact DB's table names (for Note [Pruning]). The program goes through
+    `query_passes` first; `dump(name, stage)` sees it after each pass."""
     from torchtalk.datalog import evaluate
     from torchtalk.datalog.engines import Fetch, Page
+    from torchtalk.datalog.transform.pipeline import Stage, run_pipeline
+
+    stage = run_pipeline(Stage(program, dict(b.facts)), query_passes(b, program, con, engine, tables), dump)
+    spec = Fetch(sort_order(b.sig), b.filters, limit)
+    out = evaluate(stage.program, con, outputs=[b.sig.name], facts=stage.facts, engine=engine, checked=True,
+                   tables=stage.tables, fetch={b.sig.name: spec})
+    return out.get(b.sig.name, Page([]))
+
+
+def query_passes(b: Bound, library, con, engine: str, tables: frozenset | None) -> list:
+    """A query's passes, in order: prune (Note [Pruning]), stored relations
+    read as inputs (Note [Derived at index time]; the embedded engine only,
+    Soufflé computes everything), presolve (Note [Presolve])."""
+    from dataclasses import replace
+
     from torchtalk.query.derived import use_derived
 
-    library = program
-    program = prune(program, frozenset(b.facts), tables)
-    stored: dict[str, str] = {}
-    if engine == "duckdb":  # Note [Derived at index time]; Soufflé computes everything
-        program, stored = use_derived(program, con, library)
-    program, facts = presolve(program, con, b.facts, b.sig.name, engine, stored)
-    spec = Fetch(sort_order(b.sig), b.filters, limit)
-    out = evaluate(program, con, outputs=[b.sig.name], facts=facts, engine=engine, checked=True,
-                   tables=stored, fetch={b.sig.name: spec})
-    return out.get(b.sig.name, Page([]))
+    def pruned(s):
+        return replace(s, program=prune(s.program, frozenset(s.facts), tables))
+
+    def stored(s):
+        program, found = use_derived(s.program, con, library)
+        return replace(s, program=program, tables=found)
+
+    def presolved(s):
+        program, facts = presolve(s.program, con, s.facts, b.sig.name, engine, s.tables)
+        return replace(s, program=program, facts=facts)
+
+    return [("prune", pruned), *([("use_stored", stored)] if engine == "duckdb" else []), ("presolve", presolved)]
 
 
 def sort_order(sig: Signature) -> tuple[int, ...]:
