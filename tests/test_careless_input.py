@@ -148,13 +148,13 @@ def mcp(db):
 
 
 @pytest.mark.parametrize(("tool", "args", "text"), [
-    ("impact", {"name": "gemm", "depth": 99}, "impact: error: depth must be at most 10, got 99 (parameters: name, depth)"),
-    ("impact", {"name": "gemm", "depth": -1}, "impact: error: depth must be at least 1, got -1 (parameters: name, depth)"),
+    ("impact", {"name": "gemm", "depth": 99}, "impact: error: depth must be at most 10, got 99 (parameters: name, depth, budget)"),
+    ("impact", {"name": "gemm", "depth": -1}, "impact: error: depth must be at least 1, got -1 (parameters: name, depth, budget)"),
     ("impact", {"name": "gemm", "depth": "deep"},
-     "impact: error: depth must be an integer, got 'deep' (parameters: name, depth)"),
-    ("impact", {}, "impact: error: name is required (parameters: name, depth)"),
-    ("affected", {"functions": []}, "affected: error: functions must not be empty (parameters: functions)"),
-    ("called_by", {"name": 3}, "called_by: error: name must be a string, got 3 (parameters: name)"),
+     "impact: error: depth must be an integer, got 'deep' (parameters: name, depth, budget)"),
+    ("impact", {}, "impact: error: name is required (parameters: name, depth, budget)"),
+    ("affected", {"functions": []}, "affected: error: functions must not be empty (parameters: functions, budget)"),
+    ("called_by", {"name": 3}, "called_by: error: name must be a string, got 3 (parameters: name, budget)"),
 ])
 def test_mcp_argument_errors_are_one_line_without_pydantic(mcp, tool, args, text):
     r = mcp.call(tool, **args)

@@ -178,7 +178,7 @@ def test_search_ranks_exact_names_first_with_the_op_at_its_yaml_line(mcp, tree, 
     # the text says the searched text once, then rank, (kind,) id and file:line per row
     assert r.text.splitlines()[0] == f"search(\"GELU\"): {r.total} rows (text=GELU)"
     shown = [line.strip() for line in r.text.splitlines()]
-    assert f"0  gelu  aten/src/ATen/native/native_functions.yaml:{op['line']}" in shown
+    assert f"0  op  gelu  aten/src/ATen/native/native_functions.yaml:{op['line']}" in shown
 
 
 def test_search_by_backend_keeps_ops_served_on_it(mcp, layers):
@@ -301,22 +301,26 @@ def test_trace_matmul_reaches_the_native_kernel(mcp, tree, layers):
     assert cuda.total <= r.total and any("focus 'CUDA'" in n for n in cuda.data["notes"])
 
 
-def test_trace_focus_searches_every_row_before_the_cap(mcp, db, layers):
+def test_trace_focus_is_a_part_of_the_answer_found_among_every_row(mcp, db, layers):
     # add.Tensor's trace has 3K+ rows, its tests sorted after the first 200:
-    # the focus finds them among all rows, not among the first 200
+    # focus="tests" keeps the test rows among all rows, not among the first 200
     need(layers, "ops", "cpp", "tests")
     from torchtalk import api
 
     con = api.open_db(db=db)
     every = api.query("trace(add.Tensor)", con=con)
     con.close()
-    want = [dict(zip(every.columns, row, strict=True)) for row in every.rows
-            if any("test_binary_ufuncs" in str(v).lower() for v in row)]
+    want = [dict(zip(every.columns, row, strict=True)) for row in every.rows if row[1] == "test"]
     assert every.total > 200 and len(want) > 10
-    r = mcp.call("trace", name="add.Tensor", focus="test_binary_ufuncs")
+    r = mcp.call("trace", name="add.Tensor", focus="tests")
     assert not r.is_error, r.text
     assert r.total == len(want) and r.rows == want[:len(r.rows)]
-    assert f"focus 'test_binary_ufuncs': {len(want)} of {every.total} rows kept" in r.data["notes"]
+    assert f"focus 'tests': the test rows, {len(want)} of {every.total}" in r.data["notes"]
+    # a substring is not a part: an error listing the parts and keys
+    bad = mcp.call("trace", name="add.Tensor", focus="test_binary_ufuncs")
+    assert bad.is_error and "query error: focus 'test_binary_ufuncs' is not a part of a trace" in bad.text
+    assert "(parts: dispatch, kernels, cuda, stubs, python, derivatives, decomp, tests, schema; " \
+           "or a dispatch key: CPU, CUDA," in bad.text
 
 
 def test_query_and_affected(mcp, layers):

@@ -35,8 +35,8 @@ def mcp(real_db):
         yield session
 
 
-def _cli(db, dsl: str) -> list[dict]:
-    out = subprocess.run([sys.executable, "-m", "torchtalk", "query", dsl, "--db", str(db), "--json"],
+def _cli(db, dsl: str) -> dict:
+    out = subprocess.run([sys.executable, "-m", "torchtalk", "query", dsl, "--db", str(db), "--json", "--all"],
                          capture_output=True, text=True, check=True)
     return json.loads(out.stdout)
 
@@ -55,18 +55,22 @@ QUESTIONS = [("search", t, b) for t, b in SEARCHES] + [("trace_module", m, None)
 
 @pytest.mark.parametrize(("tool", "arg", "backend"), QUESTIONS, ids=lambda v: str(v))
 def test_api_cli_and_mcp_give_the_same_rows(con, mcp, real_db, tool, arg, backend):
-    from torchtalk.mcp.answer import STRUCT_ROWS
-
     api_result, dsl = _asked(con, tool, arg, backend)
     records = api_result.records()
     assert records, dsl
-    assert _cli(real_db, dsl) == records
+    cli = _cli(real_db, dsl)
+    assert (cli["rows"], cli["total"], cli["columns"]) == (records, api_result.total, list(api_result.columns))
     args = {"query": arg, "backend": backend} if tool == "search" else {"name": arg}
     reply = mcp.call(tool, **{k: v for k, v in args.items() if v is not None})
     assert not reply.is_error, reply.text
-    # the structured answer holds the first STRUCT_ROWS rows and says how many there are
-    assert (reply.rows, reply.total) == (records[:STRUCT_ROWS], api_result.total)
+    # the structured answer holds the rows its text shows (Note [Answer size]):
+    # per section, the section's first rows in the API's order; and says how many there are
+    assert reply.total == api_result.total and reply.rows
     assert reply.data["columns"] == list(api_result.columns)
+    key = "step" if tool == "trace_module" else None
+    for part in {r.get(key) for r in reply.rows}:
+        shown = [r for r in reply.rows if r.get(key) == part]
+        assert shown == [r for r in records if r.get(key) == part][:len(shown)]
 
 
 def test_search_is_case_insensitive_and_ranks_exact_names_first(con):

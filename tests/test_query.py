@@ -351,8 +351,10 @@ def test_json_records_keyed_by_columns(con):
     from torchtalk.query.output import to_json
 
     rec = json.loads(to_json(q(con, "callers(cpublas::gemm)")))
-    assert rec == [{"fn": "at::native::cpublas::gemm", "caller": "at::native::addmm_impl_cpu_",
-                    "via": "qualified", "file": LA, "line": 1533}]
+    assert rec == {"columns": ["fn", "caller", "via", "file", "line"],
+                   "rows": [{"fn": "at::native::cpublas::gemm", "caller": "at::native::addmm_impl_cpu_",
+                             "via": "qualified", "file": LA, "line": 1533}],
+                   "total": 1, "notes": ["'cpublas::gemm' = at::native::cpublas::gemm"]}
 
 
 def test_explain_walks_to_facts(con):
@@ -407,7 +409,7 @@ def test_cli_json_and_errors(tmp_path):
     env = {"TORCHTALK_CACHE_DIR": str(tmp_path / "c"), "TORCHTALK_CONFIG_DIR": str(tmp_path / "cfg")}
     out = _cli("callees(matmul)", "--db", str(db), "--json", env_extra=env)
     assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout)[0]["callee"] == "at::native::_matmul_impl"
+    assert json.loads(out.stdout)["rows"][0]["callee"] == "at::native::_matmul_impl"
     bad = _cli("callees(matmull)", "--db", str(db), env_extra=env)
     assert bad.returncode == 1
     assert bad.stderr.splitlines()[0] == (

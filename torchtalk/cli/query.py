@@ -16,14 +16,16 @@ def register(p: argparse.ArgumentParser) -> None:
     where = p.add_mutually_exclusive_group()
     where.add_argument("--source", type=Path, help="the PyTorch tree whose fact DB to use")
     where.add_argument("--db", type=Path, help="the fact DB file")
-    p.add_argument("--json", action="store_true", help="a JSON array, one object per row")
-    p.add_argument("--limit", type=int, default=None, help="show at most N rows")
+    p.add_argument("--json", action="store_true",
+                   help="{columns, rows, total, notes}: rows as objects keyed by column")
+    p.add_argument("--limit", type=int, default=None, metavar="N",
+                   help="show about N rows (default 40; sections and overloads grouped, see docs/queries.md)")
     p.add_argument("--engine", choices=ENGINES, default="duckdb",
                    help="souffle-compiled: Soufflé's compiled mode, each program compiled once (needs its headers)")
     p.add_argument("--rules", type=Path, action="append", default=[], metavar="DIR",
                    help="add the .dl files of DIR (repeatable)")
     p.add_argument("--all", action="store_true", dest="all_matches",
-                   help="answer for every match of an ambiguous name")
+                   help="show every row, and answer for every match of an ambiguous name")
     p.add_argument("--explain", action="store_true",
                    help="show how the first row was derived (rules and facts, with file:line)")
     p.add_argument("--explain-rows", type=int, default=1, metavar="N",
@@ -43,17 +45,21 @@ def run(args: argparse.Namespace) -> int:
         return _list(args)
     if not args.query:
         raise InputError("no query given", hint='e.g. torchtalk query "impact(gemm)"')
+    from torchtalk.query import output
+
+    # Note [Sized answers]: a table groups every row, so it fetches them all;
+    # JSON rows are the relation's, fetched up to the cap
+    cap = None if args.all_matches and args.limit is None else (
+        args.limit if args.limit is not None else output.CLI_ROWS)
     result = api.query(
-        args.query, source=args.source, db=args.db, limit=args.limit, rules=args.rules,
+        args.query, source=args.source, db=args.db, limit=cap if args.json else None, rules=args.rules,
         engine=args.engine, all_matches=args.all_matches,
         explain=max(1, args.explain_rows) if args.explain else None, dump_passes=args.dump_passes,
     )
-    from torchtalk.query import output
-
     if args.json:
-        print(output.to_json(result))
+        print(output.to_json(result, cap))
     else:
-        output.print_table(result)
+        output.print_table(result, cap=cap, text=args.query.strip())
     return 0
 
 

@@ -1,9 +1,13 @@
 """What a tool returns: compact text for the model, the same rows as structured output.
 
-Note [Answer size]: an agent's context is small and expensive, so the text of
-an answer shows at most `TEXT_ROWS` rows, one per line, evidence last as
-`file:line`, then "… N more" with how to narrow; the structured output carries
-up to `STRUCT_ROWS` rows for programs. Both say the full count.
+Note [Answer size]: an agent's context is small and expensive, so every
+answer fits a token budget (BUDGET tokens by default, `budget=` per call;
+tokens are counted as characters / 4). The text is the CLI's sized form
+(Note [Sized answers] in torchtalk/query/output.py): overloads grouped,
+sections in order (a trace opens with the op's schema and its kernel per
+key), and as many rows per section as the budget allows, then "… N more"
+with the exact call that shows them. The structured output carries the rows
+the text shows, and both say the full count.
 
 Example:
     >>> to_result(Table("callees(matmul)", ("callee", "file", "line"),
@@ -13,15 +17,23 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel, Field
 
 from torchtalk.lookup import Table
+from torchtalk.query.output import render_lines, size
 
-TEXT_ROWS = 30
-STRUCT_ROWS = 200
+BUDGET = 1200  # tokens of an answer's text, by default
+MAX_BUDGET = 20000
+CHARS_PER_TOKEN = 4
+STRUCT_ROWS = 200  # rows a tool fetches for a capped answer
+# rows per section (or in all) tried, largest first, until the text fits
+_CAPS = (400, 200, 120, 80, 60, 45, 34, 26, 20, 15, 11, 8, 6, 4, 3, 2, 1)
+NOTE_CHARS = 300  # a note is cut to this
 
 
 class Answer(BaseModel):
@@ -29,87 +41,71 @@ class Answer(BaseModel):
 
     title: str = Field(description="what was asked, e.g. 'callees(at::native::matmul)'")
     columns: list[str] = Field(description="the keys of each row")
-    rows: list[dict[str, Any]] = Field(description="the rows (capped), with file and line where known")
-    total: int = Field(description="rows before the cap")
+    rows: list[dict[str, Any]] = Field(description="the rows the text shows (overloads grouped), with file and line where known")
+    total: int = Field(description="rows of the whole answer")
     truncated: bool = Field(description="true when rows holds fewer than total")
-    notes: list[str] = Field(default_factory=list, description="what is missing, how the answer was narrowed")
+    notes: list[str] = Field(default_factory=list, description="what is missing, how the answer was narrowed, how to see more")
 
 
-def _cell(value: Any) -> str:
-    text = "" if value is None else str(value)
-    return text if len(text) <= 160 else text[:157] + "..."
+@dataclass(frozen=True)
+class More:
+    """How to ask for what an answer leaves out (the exact calls an agent makes).
 
-
-def format_row(columns: tuple[str, ...], row: tuple[Any, ...], skip: frozenset[str] = frozenset()) -> str:
-    """One row as `a  b  file:line` (evidence last; columns in `skip` left out)."""
-    values = {c: v for c, v in zip(columns, row, strict=True) if c not in skip}
-    file, line = values.pop("file", None), values.pop("line", None)
-    parts = [_cell(v) for v in values.values() if v not in (None, "")]
-    if file:
-        parts.append(f"{file}:{line}" if line else str(file))
-    return "  ".join(parts)
-
-
-GROUP_COLUMNS = ("step", "kind")
-
-
-def _constant_columns(table: Table) -> dict[str, Any]:
-    """Columns with one value on every row (said once in the header, not per row)."""
-    if len(table.rows) < 2:
-        return {}
-    out = {}
-    for i, c in enumerate(table.columns):
-        if c not in ("file", "line") and len({r[i] for r in table.rows}) == 1:
-            out[c] = table.rows[0][i]
-    return out
-
-
-def _grouped(table: Table, col: str, skip: frozenset[str], text_rows: int) -> list[str]:
-    """Rows grouped by `col` (first-seen order), each group capped so every group shows."""
-    i = table.columns.index(col)
-    groups: dict[Any, list[tuple[Any, ...]]] = {}
-    for r in table.rows:
-        groups.setdefault(r[i], []).append(r)
-    cap = max(3, text_rows // len(groups))
-    lines = []
-    for value, rows in groups.items():
-        lines.append(f"  {col} {value}: {len(rows)}{'+' if table.total > len(table.rows) else ''}")
-        lines += ["    " + format_row(table.columns, r, skip | {col}) for r in rows[:cap]]
-        if len(rows) > cap:
-            lines.append(f"    … {len(rows) - cap} more {value}")
-    return lines
-
-
-def render_text(table: Table, text_rows: int = TEXT_ROWS) -> str:
-    """The compact text form of `table` (see Note [Answer size]).
-
-    Columns constant over the rows are said once in the header; a long answer
-    with a `step`/`kind` column is grouped by it so every kind of row shows.
+    `section(column, value)`: the call showing one cut section;
+    `budget(tokens)`: the same call with a larger budget.
     """
-    n = table.total
-    const = _constant_columns(table)
-    head = f"{table.title}: {n} row{'s' if n != 1 else ''}" if n else f"{table.title}: no results"
-    if const:
-        said = [f"{c}={_cell(v)}" for c, v in const.items() if v not in (None, "")]
-        head += f" ({', '.join(said)})" if said else ""
-    skip = frozenset(const)
-    group = next((c for c in GROUP_COLUMNS if c in table.columns and c not in const), None)
-    lines = [head]
-    if group and len(table.rows) > text_rows:
-        lines += _grouped(table, group, skip, text_rows)
-        more = n - len(table.rows)
-    else:
-        lines += ["  " + format_row(table.columns, r, skip) for r in table.rows[:text_rows]]
-        more = n - min(len(table.rows), text_rows)
-    if more > 0:
-        lines.append(f"… {more} more (narrow the question, or use `query` with a filter)")
-    lines += [f"note: {note}" for note in table.notes]
-    return "\n".join(lines)
+
+    section: Callable[[str, Any], str] | None = None
+    budget: Callable[[int], str] | None = None
 
 
-def to_result(table: Table) -> CallToolResult:
-    """The tool result for `table`: compact text plus the structured `Answer`."""
-    rows = table.dicts()[:STRUCT_ROWS]
+def tokens(text: str) -> int:
+    """Approximate tokens of `text` (Note [Answer size])."""
+    return (len(text) + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
+
+
+def fit(table: Table, budget: int = BUDGET, more: More | None = None) -> tuple[str, list[tuple]]:
+    """The text of `table` within `budget` tokens, and the rows it shows: the
+    most rows per section that fit, then cells and notes cut shorter; the
+    heading and each section's first rows always come first."""
+    more = more or More()
+    limit = budget * CHARS_PER_TOKEN
+    sized = size(table.columns, table.rows, table.total)
+    notes = [_short(n, NOTE_CHARS) for n in table.notes]
+    text, kept = "", []
+    for most in (160, 100):
+        for cap in _CAPS:
+            if cap > 2 * max(1, len(sized.rows)) and cap != _CAPS[-1]:
+                continue
+            rest = more.budget(_bigger(budget)) if more.budget else ""
+            lines, kept = render_lines(table.title, sized, cap, more=more.section, rest=rest, most=most)
+            text = "\n".join(lines + [f"note: {n}" for n in notes])
+            if len(text) <= limit:
+                return text, kept
+    # even one row a section is over: keep the first lines that fit
+    cut = text[:limit - 60].rsplit("\n", 1)[0]
+    hint = more.budget(_bigger(budget)) if more.budget else "a narrower question"
+    return cut + f"\n… cut at {budget} tokens: {hint}", kept
+
+
+def _bigger(budget: int) -> int:
+    return min(MAX_BUDGET, budget * 4)
+
+
+def _short(text: str, most: int) -> str:
+    return text if len(text) <= most else text[: most - 3] + "..."
+
+
+def render_text(table: Table, budget: int = BUDGET, more: More | None = None) -> str:
+    """The compact text form of `table` (see Note [Answer size])."""
+    return fit(table, budget, more)[0]
+
+
+def to_result(table: Table, budget: int | None = None, more: More | None = None) -> CallToolResult:
+    """The tool result for `table`: compact text within `budget` tokens, plus
+    the structured `Answer` holding the rows the text shows."""
+    text, kept = fit(table, budget or BUDGET, more)
+    rows = [dict(zip(table.columns, r, strict=True)) for r in kept]
     answer = Answer(
         title=table.title,
         columns=list(table.columns),
@@ -119,6 +115,6 @@ def to_result(table: Table) -> CallToolResult:
         notes=list(table.notes),
     )
     return CallToolResult(
-        content=[TextContent(type="text", text=render_text(table))],
+        content=[TextContent(type="text", text=text)],
         structured_content=answer.model_dump(mode="json"),
     )

@@ -28,7 +28,7 @@ from mcp.types import CallToolResult
 
 from torchtalk.errors import StoreError, TorchTalkError
 from torchtalk.lookup import Table
-from torchtalk.mcp.answer import to_result
+from torchtalk.mcp.answer import More, to_result
 from torchtalk.mcp.db import FactDB, Indexer, default_log
 
 CALL_TIMEOUT_S = 30.0
@@ -136,13 +136,15 @@ def _locked(app: App, work: Callable[[object], Table | CallToolResult], optional
 
 
 async def run_tool(
-    ctx, name: str, work: Callable[[object], Table | CallToolResult], optional_db: bool = False
+    ctx, name: str, work: Callable[[object], Table | CallToolResult], optional_db: bool = False,
+    budget: int | None = None, more: More | None = None,
 ) -> CallToolResult:
     """Run `work(con)` in a worker thread under the DB lock; bounded in time.
 
     TorchTalk errors become tool errors with their hint (did you mean ...);
     an overlong query is interrupted and reported, never left hanging.
-    `optional_db`: call `work(None)` when nothing is indexed yet.
+    `optional_db`: call `work(None)` when nothing is indexed yet. The answer
+    fits `budget` tokens, `more` saying how to ask for the rest (Note [Answer size]).
     """
     app: App = ctx.request_context.lifespan_context
     try:
@@ -158,13 +160,13 @@ async def run_tool(
     except Exception as err:  # a bug, not the user's fault: say what, keep serving
         from torchtalk.store import database_error
 
-        bad_db = database_error(err, app.db.path())
+        bad_db = database_error(err, getattr(app.db, "explicit", None))
         if bad_db is not None:  # a truncated or corrupt DB, found when a query reads it
             raise ToolError(_error_text(bad_db)) from None
         print(f"torchtalk mcp: {name} failed: {err!r}", file=sys.stderr)
         raise ToolError(f"{name}: internal error: {type(err).__name__}: {err}") from err
     # a tool may build its result itself (an answer per definition, torchtalk/mcp/tools.py)
-    return table if isinstance(table, CallToolResult) else to_result(table)
+    return table if isinstance(table, CallToolResult) else to_result(table, budget, more)
 
 
 def _error_text(err: TorchTalkError, max_lines: int = 40) -> str:

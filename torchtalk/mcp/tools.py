@@ -24,7 +24,7 @@ from pydantic import Field
 
 from torchtalk.errors import QueryError
 from torchtalk.lookup import Table
-from torchtalk.mcp.answer import STRUCT_ROWS, Answer
+from torchtalk.mcp.answer import BUDGET, MAX_BUDGET, Answer, More
 from torchtalk.mcp.server import run_tool
 
 TOOL_NAMES = (
@@ -34,6 +34,10 @@ TOOL_NAMES = (
 )
 
 Result = Annotated[CallToolResult, Answer]
+Budget = Annotated[int | None, Field(ge=200, le=MAX_BUDGET, description=(
+    f"tokens the answer may take (default {BUDGET}); a cut answer names the call that shows more"))]
+# rows of a query read for one answer (grouped and cut to the budget after)
+FETCH_ROWS = 20000
 
 
 def _name(name: str, what: str = "name") -> str:
@@ -68,7 +72,7 @@ def _table(result: Any, title: str) -> Table:
     return Table(title, tuple(order), tuple(tuple(d.get(c) for c in order) for d in dicts), len(dicts))
 
 
-def _dsl(ctx: Context, con, text: str, limit: int | None = STRUCT_ROWS) -> Table:
+def _dsl(ctx: Context, con, text: str, limit: int | None = FETCH_ROWS) -> Table:
     """Evaluate a query-DSL text through the facade (with the server's --rules dirs)."""
     from torchtalk import api
 
@@ -81,25 +85,27 @@ def _dsl(ctx: Context, con, text: str, limit: int | None = STRUCT_ROWS) -> Table
 # `--all` asks for it) a name with several definitions is answered for each:
 # the most central first (Resolver.central: public namespace, most callers),
 # GROUPS of them in full, each headed by its id, file:line and callers, the
-# first with more rows than the others; the rest are named with the exact call
-# that asks about one. The structured rows carry a `definition` column.
+# first with the largest share of the token budget (Note [Answer size]); the
+# rest are named with the exact call that asks about one. The structured rows
+# (those the text shows) carry a `definition` column.
 GROUPS = 3
-GROUP_TEXT_ROWS = (20, 8, 8)
+GROUP_BUDGET = (0.45, 0.2, 0.2)  # shares of the budget
 
 
-def _each(ctx: Context, con, name: str, dsl: Callable[[str], str]) -> Table | CallToolResult:
+def _each(ctx: Context, con, name: str, dsl: Callable[[str], str],
+          budget: int | None = None) -> Table | CallToolResult:
     """The answer of `dsl(NAME)`; for an ambiguous name, one per definition
-    (Note [Ambiguous names for agents])."""
+    (Note [Ambiguous names for agents]), within `budget` tokens."""
     from torchtalk.query.resolve import Ambiguous
 
     try:
         return _dsl(ctx, con, dsl(_name(name)))
     except Ambiguous as amb:
-        return _per_definition(ctx, con, amb.resolution, dsl)
+        return _per_definition(ctx, con, amb.resolution, dsl, budget or BUDGET)
 
 
-def _per_definition(ctx: Context, con, res, dsl: Callable[[str], str]) -> CallToolResult:
-    from torchtalk.mcp.answer import render_text
+def _per_definition(ctx: Context, con, res, dsl: Callable[[str], str], budget: int) -> CallToolResult:
+    from torchtalk.mcp.answer import fit, tokens
     from torchtalk.query.dsl import value_text
     from torchtalk.query.resolve import Resolver
 
@@ -107,57 +113,126 @@ def _per_definition(ctx: Context, con, res, dsl: Callable[[str], str]) -> CallTo
     head = (f"{res.text!r} names {len(ranked)} definitions; each is answered, the most central "
             f"first (public namespace, most callers)")
     texts, rows, columns, total, notes = [head], [], (), 0, []
-    share = STRUCT_ROWS // min(GROUPS, len(ranked))
     for i, (m, callers) in enumerate(ranked[:GROUPS]):
-        table = _balanced(_dsl(ctx, con, dsl(value_text(m.id)), limit=None), share)
+        table = _dsl(ctx, con, dsl(value_text(m.id)))
         columns, total = table.columns, total + table.total
         texts.append(f"\n[{i + 1}] {m.id}  {m.where()}  ({callers} caller{'s' if callers != 1 else ''})")
-        texts.append(render_text(table, GROUP_TEXT_ROWS[min(i, len(GROUP_TEXT_ROWS) - 1)]))
-        rows += [{"definition": m.id, **d} for d in table.dicts()]
+        share = max(100, int(budget * GROUP_BUDGET[min(i, len(GROUP_BUDGET) - 1)]))
+        text, kept = fit(table, share, More(budget=lambda b, i=m.id: _call_dsl(dsl(value_text(i)))))
+        texts.append(text)
+        rows += [{"definition": m.id, **dict(zip(table.columns, r, strict=True))} for r in kept]
     for m, callers in ranked[GROUPS:]:
         notes.append(f"also {m.id}  {m.where()}  ({callers} callers): {dsl(value_text(m.id))}")
-    texts += [f"note: {n}" for n in notes[:12]]
-    if len(notes) > 12:
-        texts.append(f"note: … and {len(notes) - 12} more definitions")
-    shown = rows[:STRUCT_ROWS]
-    answer = Answer(title=dsl(res.text), columns=["definition", *columns], rows=shown, total=total,
-                    truncated=len(shown) < total, notes=[head, *notes])
+    for k, n in enumerate(notes):  # as many as the budget leaves room for
+        line = f"note: {n}"
+        if tokens("\n".join([*texts, line])) > budget - 20:
+            texts.append(f"note: … and {len(notes) - k} more definitions")
+            break
+        texts.append(line)
+    answer = Answer(title=dsl(res.text), columns=["definition", *columns], rows=rows, total=total,
+                    truncated=len(rows) < total, notes=[head, *notes])
     return CallToolResult(content=[TextContent(type="text", text="\n".join(texts))],
                           structured_content=answer.model_dump(mode="json"))
 
 
-def _balanced(table: Table, cap: int) -> Table:
-    """At most `cap` rows of `table`, taken in turn from each value of its
-    step/kind column (so an impact's ops and Python APIs show beside its
-    nearest callers), each kept in its order."""
-    from torchtalk.mcp.answer import GROUP_COLUMNS
-
-    col = next((c for c in GROUP_COLUMNS if c in table.columns), None)
-    if col is None or len(table.rows) <= cap:
-        return Table(table.title, table.columns, table.rows[:cap], table.total, table.notes)
-    i = table.columns.index(col)
-    parts: dict[Any, list[tuple]] = {}
-    for r in table.rows:
-        parts.setdefault(r[i], []).append(r)
-    picked: list[tuple] = []
-    for k in range(cap):
-        picked += [rows[k] for rows in parts.values() if k < len(rows)]
-        if len(picked) >= cap:
-            break
-    keep = set(picked[:cap])
-    return Table(table.title, table.columns, tuple(r for r in table.rows if r in keep), table.total, table.notes)
+def _call_dsl(text: str) -> str:
+    return _call("query", dsl=text)
 
 
-def _focused(ctx: Context, con, text: str, focus: str | None) -> Table:
-    """The rows of `text` mentioning `focus` (all of them are searched, then
-    capped like any answer), or its first rows without a focus."""
+def _call(tool: str, **args: Any) -> str:
+    """The exact call an agent makes: `trace(name='conv2d', focus='tests')`."""
+    return f"{tool}(" + ", ".join(f"{k}={v!r}" for k, v in args.items() if v is not None) + ")"
+
+
+def _more(tool: str, query_text: Callable[[], str] | None = None, **args: Any) -> More:
+    """How to see more of `tool(**args)`: a cut section through `query` with
+    the section as a column filter (`impact(gemm, kind=python)`;
+    `query_text()` is the answer's query, called only when the answer is
+    rendered), the rest
+    with a larger budget."""
+    def section(col: str, value: Any) -> str:
+        text = query_text() if query_text is not None else ""
+        if not text.endswith(")"):
+            return _call(tool, **args, budget=MAX_BUDGET)
+        return _call("query", dsl=f"{text[:-1]}, {col}={value})")
+
+    return More(section, lambda b: _call(tool, **args, budget=b))
+
+
+# Note [Trace focus]: `focus` names a part of a trace answer (issue 19), not
+# a substring: the parts are sets of the `step`s of rules/trace.dl, and a
+# dispatch key keeps that key's kernels, stub implementations (and, for a
+# CUDA-family key, the CUDA kernels launched). Lowercase part names win over
+# keys, so `cuda` is the CUDA kernels and `CUDA` the CUDA key.
+FOCUS_PARTS: dict[str, tuple[str, ...]] = {
+    "dispatch": ("kernel", "unlinked", "delegate"),
+    "kernels": ("kernel", "unlinked", "delegate"),
+    "cuda": ("cuda_kernel",),
+    "stubs": ("stub", "stub_impl", "ufunc_loop"),
+    "python": ("python",),
+    "derivatives": ("derivative",),
+    "decomp": ("decomp",),
+    "tests": ("test",),
+    "schema": ("op", "tag", "delegate"),
+}
+# the part a trace step is shown by (for "… N more: trace(..., focus=...)")
+PART_OF_STEP = {step: part for part, steps in reversed(FOCUS_PARTS.items()) for step in steps}
+PART_OF_STEP.update({"kernel": "dispatch", "unlinked": "dispatch", "delegate": "dispatch"})
+
+
+def _keys(con) -> dict[str, str]:
+    """Dispatch keys by lowercase name: those of the dispatch table and of stub registrations."""
+    rows = con.execute("select distinct key from dispatch union select distinct key from stub_register").fetchall()
+    return {k.lower(): k for (k,) in rows if k}
+
+
+def _focus_rows(con, table: Table, focus: str) -> tuple[tuple, str]:
+    """The rows of a trace `table` in the part `focus` names (Note [Trace focus]),
+    and a note saying what was kept."""
+    f = focus.strip()
+    cols = table.columns
+    step, detail = cols.index("step"), cols.index("detail")
+    if f in FOCUS_PARTS:
+        steps = FOCUS_PARTS[f]
+        rows = tuple(r for r in table.rows if r[step] in steps)
+        return rows, f"focus {f!r}: the {', '.join(steps)} rows, {len(rows)} of {table.total}"
+    keys = _keys(con)
+    key = keys.get(f.lower())
+    if key is None:
+        from torchtalk.errors import did_you_mean
+
+        choices = [*FOCUS_PARTS, *sorted(keys.values())]
+        hint = did_you_mean(f, choices) or ""
+        raise QueryError(f"focus {f!r} is not a part of a trace" + (f" ({hint})" if hint else ""),
+                         hint=f"parts: {', '.join(FOCUS_PARTS)}; or a dispatch key: "
+                              + ", ".join(sorted(keys.values())[:12]) + ", ...")
+    device = "CUDA" if key.endswith("CUDA") else key  # as rules/graph.dl's key_device_known
+    rows = tuple(r for r in table.rows
+                 if (r[step] in ("kernel", "unlinked", "stub_impl", "ufunc_loop")
+                     and str(r[detail]).split(" ", 1)[0] == key)
+                 or (r[step] == "cuda_kernel" and device == "CUDA"))
+    launched = ", and the CUDA kernels launched" if device == "CUDA" else ""
+    return rows, f"focus {f!r}: the {key} kernels and stub implementations{launched}, {len(rows)} of {table.total}"
+
+
+def _traced(ctx: Context, con, name: str, focus: str | None) -> Table:
+    """trace(name), kept to the part `focus` names (Note [Trace focus])."""
+    text = f"trace({_name(name)})"
+    table = _dsl(ctx, con, text)
     if not focus:
-        return _dsl(ctx, con, text)
-    table = _dsl(ctx, con, text, limit=None)
-    f = focus.lower()
-    rows = tuple(r for r in table.rows if any(f in str(v).lower() for v in r))
-    note = f"focus {focus!r}: {len(rows)} of {table.total} rows kept"
-    return Table(table.title, table.columns, rows[:STRUCT_ROWS], len(rows), (*table.notes, note))
+        return table
+    rows, note = _focus_rows(con, table, focus)
+    return Table(f"{table.title} focus={focus.strip()}", table.columns, rows, len(rows), (*table.notes, note))
+
+
+def _trace_more(name: str, focus: str | None) -> More:
+    def section(col: str, value: Any) -> str:
+        part = PART_OF_STEP.get(value)
+        if part is None or part == focus:
+            return _call("query", dsl=f"trace({_name(name)}, step={value})")
+        return _call("trace", name=name, focus=part)
+
+    return More(section, lambda b: _call("trace", name=name, focus=focus, budget=b))
 
 
 def register(server: MCPServer) -> None:
@@ -185,19 +260,28 @@ async def get_status(ctx: Context) -> Result:
 async def trace(
     ctx: Context,
     name: Annotated[str, Field(description="a Python API, op or C++ function: 'torch.matmul', 'add.Tensor', 'gelu'")],
-    focus: Annotated[str | None, Field(description="keep only rows mentioning this: a backend ('CUDA'), a step ('kernel', 'test', 'derivative')")] = None,
+    focus: Annotated[str | None, Field(description=(
+        "one part of the answer: 'dispatch' (or 'kernels': the kernel per dispatch key), 'cuda' (CUDA "
+        "kernels launched), 'stubs' (dispatch stubs and their implementations per key), 'python' (Python "
+        "APIs), 'derivatives', 'decomp', 'tests', 'schema' (declaration, tags, delegate); or a dispatch key "
+        "('CUDA', 'CPU', 'MPS', ...): that key's kernels and stub implementations"))] = None,
+    budget: Budget = None,
 ) -> Result:
     """How does X work: the path from a Python API down to ATen ops, their dispatch
     entries per backend, structured delegates, C++ kernels, dispatch stubs and CUDA
     kernels, with derivative formulas and covering tests, each step at file:line.
-    Use it to understand or modify an operator."""
-    return await run_tool(ctx, "trace", lambda con: _focused(ctx, con, f"trace({_name(name)})", focus))
+    The answer opens with the op's schema and kernel per key; each part is capped
+    with the call that shows the rest (`focus` picks one part). Use it to
+    understand or modify an operator."""
+    return await run_tool(ctx, "trace", lambda con: _traced(ctx, con, name, focus),
+                          budget=budget, more=_trace_more(name, focus))
 
 
 async def search(
     ctx: Context,
     query: Annotated[str, Field(description="part of a name: 'softmax', 'layer_norm', 'gemm'")],
     backend: Annotated[str | None, Field(description="a dispatch key to keep only what serves it: 'CPU', 'CUDA', 'MPS'")] = None,
+    budget: Budget = None,
 ) -> Result:
     """Find ops, C++ functions, CUDA kernels, dispatch stubs, Python functions and
     APIs, nn modules, tests and test utilities by part of their name, in any case;
@@ -208,7 +292,8 @@ async def search(
     def work(con) -> Table:
         return _dsl(ctx, con, api.search_dsl(query, backend))
 
-    return await run_tool(ctx, "search", work)
+    return await run_tool(ctx, "search", work, budget=budget,
+                          more=_more("search", lambda: api.search_dsl(query, backend), query=query, backend=backend))
 
 
 async def impact(
@@ -216,35 +301,52 @@ async def impact(
     name: Annotated[str, Field(description="a C++ function, op or kernel: 'at::native::cpublas::gemm', 'gemm'")],
     depth: Annotated[int | None, Field(ge=1, le=10, description="how many caller levels to follow "
                                        "(default: impact's own, as on the command line)")] = None,
+    budget: Budget = None,
 ) -> Result:
     """What breaks if I change X: the transitive callers of a function up to `depth`
     levels, the ops and Python APIs that reach it. Use before changing a C++
     function or kernel to see who depends on it."""
     opt = "" if depth is None else f", depth={depth}"
-    return await run_tool(ctx, "impact", lambda con: _each(ctx, con, name, lambda n: f"impact({n}{opt})"))
+
+    def dsl(n: str) -> str:
+        return f"impact({n}{opt})"
+
+    return await run_tool(ctx, "impact", lambda con: _each(ctx, con, name, dsl, budget), budget=budget,
+                          more=_more("impact", lambda: dsl(_name(name)), name=name, depth=depth))
 
 
 async def calls(
     ctx: Context,
     name: Annotated[str, Field(description="a C++ function: 'matmul', 'at::native::_matmul_impl'")],
+    budget: Budget = None,
 ) -> Result:
     """What X calls: the direct callees of a C++/CUDA function, each at its call
     site file:line. Use to walk down the call graph one step at a time."""
-    return await run_tool(ctx, "calls", lambda con: _each(ctx, con, name, lambda n: f"callees({n})"))
+    def dsl(n: str) -> str:
+        return f"callees({n})"
+
+    return await run_tool(ctx, "calls", lambda con: _each(ctx, con, name, dsl, budget), budget=budget,
+                          more=_more("calls", lambda: dsl(_name(name)), name=name))
 
 
 async def called_by(
     ctx: Context,
     name: Annotated[str, Field(description="a C++ function: 'gemm', 'at::native::cpublas::gemm'")],
+    budget: Budget = None,
 ) -> Result:
     """Who calls X: the direct callers of a C++/CUDA function, each at its call site
     file:line. Use to walk up the call graph; `impact` follows it transitively."""
-    return await run_tool(ctx, "called_by", lambda con: _each(ctx, con, name, lambda n: f"callers({n})"))
+    def dsl(n: str) -> str:
+        return f"callers({n})"
+
+    return await run_tool(ctx, "called_by", lambda con: _each(ctx, con, name, dsl, budget), budget=budget,
+                          more=_more("called_by", lambda: dsl(_name(name)), name=name))
 
 
 async def cuda_kernels(
     ctx: Context,
     name: Annotated[str | None, Field(description="an op, C++ function or kernel name; omit for the kernel count per file")] = None,
+    budget: Budget = None,
 ) -> Result:
     """CUDA __global__ kernels: for a kernel name, where it is defined and which host
     functions launch it (<<<>>>, gpu_kernel, ...); for an op or C++ function, the
@@ -256,69 +358,83 @@ async def cuda_kernels(
             return api.cuda_kernels(None, con=con)
         n = _name(name)
         table = api.cuda_kernels(n, con=con)
-        return table if table.total else _each(ctx, con, name, lambda k: f"kernels({k})")
+        return table if table.total else _each(ctx, con, name, lambda k: f"kernels({k})", budget)
 
-    return await run_tool(ctx, "cuda_kernels", work)
+    return await run_tool(ctx, "cuda_kernels", work, budget=budget, more=_more("cuda_kernels", name=name))
 
 
 async def trace_module(
     ctx: Context,
     name: Annotated[str, Field(description="an nn module or optimizer: 'torch.nn.Linear', 'Linear', 'Adam'")],
+    budget: Budget = None,
 ) -> Result:
     """How does an nn.Module or optimizer work: its class and bases, its forward,
     step and __init__ methods, what they call, and the ATen ops they reach, each at
     file:line."""
-    return await run_tool(ctx, "trace_module", lambda con: _each(ctx, con, name, lambda n: f"trace_module({n})"))
+    def dsl(n: str) -> str:
+        return f"trace_module({n})"
+
+    return await run_tool(ctx, "trace_module", lambda con: _each(ctx, con, name, dsl, budget), budget=budget,
+                          more=_more("trace_module", lambda: dsl(_name(name)), name=name))
 
 
 async def list_modules(
     ctx: Context,
     category: Annotated[str, Field(description="'nn', 'optim', 'lr_scheduler', ...; 'all' lists the categories")],
+    budget: Budget = None,
 ) -> Result:
     """List torch.nn modules, optimizers, LR schedulers... of a category with their
     definitions at file:line. 'all' gives the categories and counts."""
     from torchtalk import api
 
-    return await run_tool(ctx, "list_modules", lambda con: api.list_modules(category, con=con))
+    return await run_tool(ctx, "list_modules", lambda con: api.list_modules(category, con=con),
+                          budget=budget, more=_more("list_modules", category=category))
 
 
 async def find_similar_tests(
     ctx: Context,
     query: Annotated[str, Field(description="words about what to test: 'softmax backward', 'matmul out'")],
+    budget: Budget = None,
 ) -> Result:
     """Find existing tests like the one you want to write: tests whose names or
     covered ops match the words, best first, at file:line. Use before adding a
     test to follow the conventions of its neighbours."""
     from torchtalk import api
 
-    return await run_tool(ctx, "find_similar_tests", lambda con: api.find_similar_tests(query, con=con))
+    return await run_tool(ctx, "find_similar_tests", lambda con: api.find_similar_tests(query, con=con),
+                          budget=budget, more=_more("find_similar_tests", query=query))
 
 
 async def list_test_utils(
     ctx: Context,
     category: Annotated[str, Field(description="'decorator', 'base_class', 'helper', ...; 'all' lists the categories")],
+    budget: Budget = None,
 ) -> Result:
     """List the test utilities of torch/testing/_internal (decorators such as
     @dtypes/@onlyCUDA, base classes, helpers) of a category, at file:line."""
     from torchtalk import api
 
-    return await run_tool(ctx, "list_test_utils", lambda con: api.list_test_utils(category, con=con))
+    return await run_tool(ctx, "list_test_utils", lambda con: api.list_test_utils(category, con=con),
+                          budget=budget, more=_more("list_test_utils", category=category))
 
 
 async def test_file_info(
     ctx: Context,
     path: Annotated[str, Field(description="a test file: 'test/test_linalg.py' or 'test_linalg.py'")],
+    budget: Budget = None,
 ) -> Result:
     """What a test file holds: its test classes and functions at file:line, and the
     ops it covers most. Use to find where a new test belongs."""
     from torchtalk import api
 
-    return await run_tool(ctx, "test_file_info", lambda con: api.test_file_info(path, con=con))
+    return await run_tool(ctx, "test_file_info", lambda con: api.test_file_info(path, con=con),
+                          budget=budget, more=_more("test_file_info", path=path))
 
 
 async def query(
     ctx: Context,
     dsl: Annotated[str, Field(description="a query: 'callers(gemm)', 'paths(softmax_warp_forward -> python)', 'tests(softmax)', or a user rule 'my_rel(x)'")],
+    budget: Budget = None,
 ) -> Result:
     """Run any TorchTalk query: a named query of the rule library (trace, impact,
     callers, callees, kernels, paths, tests, affected, coverage, search) or a
@@ -329,28 +445,31 @@ async def query(
             raise QueryError("empty query", hint="e.g. 'callers(gemm)'")
         return _dsl(ctx, con, text)
 
-    return await run_tool(ctx, "query", work)
+    return await run_tool(ctx, "query", work, budget=budget, more=_more("query", lambda: (dsl or "").strip(), dsl=dsl))
 
 
 async def affected(
     ctx: Context,
     functions: Annotated[list[str], Field(min_length=1, description="changed C++/Python functions: ['at::native::cpublas::gemm']")],
+    budget: Budget = None,
 ) -> Result:
     """Which ops, Python APIs and tests are affected by a change to these functions
     (e.g. the functions of a diff). Use to pick the tests to run after a change."""
     def work(con) -> Table:
         return _dsl(ctx, con, "affected(" + ", ".join(_name(f, "function") for f in functions) + ")")
 
-    return await run_tool(ctx, "affected", work)
+    return await run_tool(ctx, "affected", work, budget=budget, more=_more("affected", functions=functions))
 
 
 async def coverage(
     ctx: Context,
     key: Annotated[str | None, Field(description="a dispatch key: 'CPU', 'CUDA', 'MPS', 'Meta'; omit for all keys")] = None,
+    budget: Budget = None,
 ) -> Result:
     """Backend coverage: for a dispatch key, how many ops have a kernel (directly,
     through a structured delegate or a composite), the share of the core ATen opset,
     and the ops still missing; without a key, the summary per key."""
     from torchtalk import api
 
-    return await run_tool(ctx, "coverage", lambda con: api.coverage_table(key, con=con))
+    return await run_tool(ctx, "coverage", lambda con: api.coverage_table(key, con=con),
+                          budget=budget, more=_more("coverage", key=key))

@@ -1,78 +1,333 @@
-"""Render a query `Result`: a rich table with file:line, or JSON.
+"""Render a query `Result` sized for reading: a capped table, or JSON.
+
+Note [Sized answers]: the CLI and the MCP server show an answer the same way
+(issue 15, deliverable 5):
+  - rows that differ only in their `op` column (the overloads of an op, the
+    ops of a Python API) are one row whose `op` names them all
+    (`upsample_bilinear2d.vec, .out`): `group_overloads`;
+  - an answer with a `step` or `kind` column is cut into sections, in
+    SECTION_ORDER (a trace opens with the op's schema and its kernel per
+    key, then stubs, CUDA kernels, Python APIs, derivatives, decompositions,
+    tests), each section capped so every section shows: `sections`;
+  - at most a cap of lines (CLI_ROWS in the CLI; a token budget in MCP,
+    torchtalk/mcp/answer.py), then how many more and how to see them
+    (`--all` in the CLI, the exact call in MCP).
+`--json` is `{columns, rows, total, notes}`: the relation's rows (not
+grouped), capped the same way unless `--all`.
 
 Example:
     >>> print(to_json(result))
-    [{"fn": "at::native::matmul", "callee": "at::native::_matmul_impl", ...}]
+    {"columns": ["fn", "callee", ...], "rows": [{"fn": "at::native::matmul", ...}], "total": 3, "notes": []}
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from dataclasses import dataclass
+
+CLI_ROWS = 40  # lines of a table without --all / --limit
+SECTION_COLUMNS = ("step", "kind")
+# Steps in this order when they occur (a trace's, or a trace_module's when
+# it has a "class" step), others after them in first-seen order; other
+# section columns (`kind`) keep the rows' order (by depth).
+SECTION_ORDER = (
+    "op", "kernel", "unlinked", "delegate", "stub", "stub_impl", "ufunc_loop", "cuda_kernel",
+    "python", "derivative", "decomp", "tag", "test",
+)
+MODULE_ORDER = ("class", "base", "method", "calls", "op", "op_guess")
 
 
-def to_json(result) -> str:
-    """A JSON array with one object per row, keyed by the relation's columns
-    (`file` and `line` included where the row has evidence)."""
+@dataclass(frozen=True)
+class Section:
+    """The rows of one value of the section column (None: an unsectioned answer)."""
+
+    value: object
+    rows: tuple[tuple, ...]
+
+
+@dataclass(frozen=True)
+class Sized:
+    """An answer grouped and sectioned (Note [Sized answers]).
+
+    `rows`: the grouped rows in section order; `total`: the relation's rows
+    (before grouping and capping); `constant`: the columns with one value.
+    """
+
+    columns: tuple[str, ...]
+    rows: tuple[tuple, ...]
+    total: int
+    section: str | None
+    constant: dict
+    fetched: int  # rows of the relation grouped into `rows` (== total when all were)
+
+    def sections(self) -> list[Section]:
+        """The rows per value of the section column, in SECTION_ORDER."""
+        if self.section is None:
+            return [Section(None, self.rows)]
+        i = self.columns.index(self.section)
+        groups: dict = {}
+        for r in self.rows:
+            groups.setdefault(r[i], []).append(r)
+        return [Section(v, tuple(rs)) for v, rs in groups.items()]
+
+
+def join_ops(ops: list[str], most: int = 4) -> str:
+    """Op ids as one cell, an op's further overloads as `.overload`:
+    `upsample_bilinear2d.vec, .out; upsample_nearest2d.vec` (at most `most`
+    op names, then "+N ops").
+
+    Example:
+        >>> join_ops(["add.Tensor", "add.out", "sub.Tensor"])
+        'add.Tensor, .out; sub.Tensor'
+    """
+    by_name: dict[str, list[str]] = {}
+    for o in ops:
+        by_name.setdefault(o.split(".", 1)[0], []).append(o)
+    parts = []
+    for name, ids in list(by_name.items())[:most]:
+        rest = [i[len(name):] or ".default" for i in ids[1:]]
+        parts.append(", ".join([ids[0], *rest]))
+    extra = len(by_name) - most
+    return "; ".join(parts) + (f"; +{extra} ops" if extra > 0 else "")
+
+
+def group_overloads(columns: tuple[str, ...], rows) -> tuple[tuple, ...]:
+    """Rows equal but for their `op` column, merged into one (first-seen
+    order) whose `op` is `join_ops` of theirs; rows unchanged without an
+    `op` column or with one op only."""
+    if "op" not in columns or len(columns) < 2:
+        return tuple(rows)
+    i = columns.index("op")
+    merged: dict[tuple, list[str]] = {}
+    for r in rows:
+        merged.setdefault(r[:i] + r[i + 1:], []).append(r[i])
+    if len(merged) == len(rows):
+        return tuple(rows)
+    return tuple(key[:i] + (join_ops(ops) if len(ops) > 1 else ops[0],) + key[i:]
+                 for key, ops in merged.items())
+
+
+def constant_columns(columns: tuple[str, ...], rows) -> dict:
+    """Columns with one value on every row (said once, not per row); file and
+    line are never constant here."""
+    if len(rows) < 2:
+        return {}
+    return {c: rows[0][i] for i, c in enumerate(columns)
+            if c not in ("file", "line") and len({r[i] for r in rows}) == 1}
+
+
+def size(columns: tuple[str, ...], rows, total: int) -> Sized:
+    """`rows` (of `total`) grouped by overload and put in section order."""
+    fetched = len(rows)
+    rows = group_overloads(tuple(columns), rows)
+    const = constant_columns(tuple(columns), rows)
+    # a ranked answer (search) keeps its order: best first
+    section = None if "rank" in columns else next(
+        (c for c in SECTION_COLUMNS if c in columns and c not in const), None)
+    if section == "step":  # a trace's or trace_module's steps in SECTION_ORDER; kinds as they come (by depth)
+        i = columns.index(section)
+        first: dict = {}
+        for r in rows:
+            first.setdefault(r[i], len(first))
+        order = MODULE_ORDER if "class" in first else SECTION_ORDER
+        rank = {v: order.index(v) if v in order else len(order) for v in first}
+        rows = tuple(sorted(rows, key=lambda r: (rank[r[i]], first[r[i]])))
+    return Sized(tuple(columns), tuple(rows), total, section, const, fetched)
+
+
+def section_caps(sizes: list[int], lines: int) -> list[int]:
+    """How many rows of each section to show in about `lines` lines, a cut
+    section taking one more line for its "… N more": a section that fits its
+    share keeps all its rows, the others share what is left, at least 1 row
+    each.
+
+    Example:
+        >>> section_caps([1, 72, 300], 20)
+        [1, 8, 8]
+    """
+    caps = [0] * len(sizes)
+    left = lines
+    todo = sorted(range(len(sizes)), key=lambda k: sizes[k])
+    while todo:
+        share = max(2, left // len(todo))
+        if sizes[todo[0]] <= share:
+            k = todo.pop(0)
+            caps[k] = sizes[k]
+            left -= sizes[k]
+            continue
+        for k in todo:
+            caps[k] = share - 1
+        break
+    return caps
+
+
+# ---------------------------------------------------------------- JSON
+
+
+def to_json(result, cap: int | None = None) -> str:
+    """`{columns, rows, total, notes}`: at most `cap` rows of the relation (all
+    when None), each an object keyed by column (`file` and `line` included
+    where the row has evidence, `explain` with --explain); `total` counts them
+    all; a note says how many more and how to see them."""
     records = result.records()
     if getattr(result, "explanations", None):
         for rec, tree in zip(records, result.explanations, strict=False):
             rec["explain"] = tree
-    return json.dumps(records, indent=1)
+    notes = list(result.notes)
+    if cap is not None and len(records) > cap:
+        records = records[:cap]
+    if len(records) < result.total:
+        notes.append(f"{len(records)} of {result.total} rows; --all for all")
+    return json.dumps({"columns": list(result.columns), "rows": records, "total": result.total,
+                       "notes": notes}, indent=1)
 
 
-def _cells(result, row) -> list[str]:
-    cols = result.columns
+# ---------------------------------------------------------------- tables
+
+
+def _cells(columns, row, skip=frozenset()) -> list[str]:
     out = []
-    for c, v in zip(cols, row, strict=True):
-        if c == "line" and "file" in cols:
+    for c, v in zip(columns, row, strict=True):
+        if c in skip or (c == "line" and "file" in columns):
             continue
-        if c == "file" and "line" in cols:
-            line = row[cols.index("line")]
+        if c == "file" and "line" in columns:
+            line = row[columns.index("line")]
             out.append(f"{v}:{line}" if v else "")
         else:
             out.append(str(v))
     return out
 
 
-def headers(result) -> list[str]:
-    cols = result.columns
-    return [
-        ("file:line" if c == "file" and "line" in cols else c)
-        for c in cols
-        if not (c == "line" and "file" in cols)
-    ]
+def headers(columns, skip=frozenset()) -> list[str]:
+    """The table's column headings: `file` and `line` as one `file:line`."""
+    return [("file:line" if c == "file" and "line" in columns else c)
+            for c in columns if c not in skip and not (c == "line" and "file" in columns)]
 
 
-def print_table(result, file=None) -> None:
-    """Print the rows as a table (rich on a terminal, tab-separated otherwise),
-    then the notes and explanations on stderr/stdout."""
+def shown(sized: Sized, cap: int | None) -> list[tuple[Section, int]]:
+    """(section, rows to show) for at most about `cap` lines (None: all)."""
+    secs = sized.sections()
+    if cap is None or len(sized.rows) <= cap:
+        return [(s, len(s.rows)) for s in secs]
+    if sized.section is None:
+        return [(secs[0], cap)]
+    # a section's heading takes a line
+    return list(zip(secs, section_caps([len(s.rows) for s in secs], cap - len(secs)), strict=True))
+
+
+def _cell(value, most: int = 160) -> str:
+    text = "" if value is None else str(value)
+    return text if len(text) <= most else text[: most - 3] + "..."
+
+
+def format_row(columns, row, skip=frozenset(), most: int = 160) -> str:
+    """One row as `a  b  file:line` (evidence last; columns in `skip` and
+    empty cells left out; cells cut at `most` characters).
+
+    Example:
+        >>> format_row(("fn", "callee", "file", "line"), ("f", "g", "a.cpp", 3))
+        'f  g  a.cpp:3'
+    """
+    values = {c: v for c, v in zip(columns, row, strict=True) if c not in skip}
+    file, line = values.pop("file", None), values.pop("line", None)
+    parts = [_cell(v, most) for v in values.values() if v not in (None, "")]
+    if file:
+        parts.append(f"{file}:{line}" if line else str(file))
+    return "  ".join(parts)
+
+
+def render_lines(title: str, sized: Sized, cap: int | None, *, more=None, rest: str = "",
+                 most: int = 160) -> tuple[list[str], list[tuple]]:
+    """The compact text of an answer in about `cap` lines of rows (None: all),
+    and the rows it shows (Note [Sized answers]).
+
+    `more(column, value)` says how to see the rest of a cut section; `rest`
+    how to see the rest of an unsectioned answer.
+
+    Example (a trace cut to 2 rows a section):
+        trace(conv2d): 1,064 rows (op=conv2d)
+          step op: 1
+            conv2d  conv2d(Tensor input, ...) -> Tensor  aten/src/ATen/native/native_functions.yaml:1703
+          step kernel: 1
+            ...
+    """
+    n = sized.total
+    head = f"{title}: {n:,} row{'s' if n != 1 else ''}" if n else f"{title}: no results"
+    if len(sized.rows) < n and len(sized.rows) and _grouped_all(sized):
+        head += f", {len(sized.rows):,} after grouping overloads"
+    said = [f"{c}={_cell(v, most)}" for c, v in sized.constant.items() if v not in (None, "")]
+    if said:
+        head += f" ({', '.join(said)})"
+    skip = frozenset(sized.constant)
+    lines, kept = [head], []
+    for sec, k in shown(sized, cap):
+        pad = "  "
+        if sized.section is not None:
+            lines.append(f"  {sized.section} {sec.value}: {len(sec.rows):,}")
+            pad = "    "
+            skip_here = skip | {sized.section}
+        else:
+            skip_here = skip
+        lines += [pad + format_row(sized.columns, r, skip_here, most) for r in sec.rows[:k]]
+        kept += sec.rows[:k]
+        if k < len(sec.rows):
+            what = f" {sec.value}" if sized.section is not None else ""
+            how = more(sized.section, sec.value) if (more and sized.section is not None) else rest
+            lines.append(f"{pad}… {len(sec.rows) - k:,} more{what}" + (f": {how}" if how else ""))
+    if not _grouped_all(sized):  # more rows than were read: a larger budget would not show them
+        lines.append(f"… {n - sized.fetched:,} more rows not read (narrow the question)")
+    return lines, kept
+
+
+def _grouped_all(sized: Sized) -> bool:
+    """Every row of the relation was fetched (and grouped)."""
+    return sized.fetched == sized.total
+
+
+def print_table(result, file=None, cap: int | None = CLI_ROWS, text: str | None = None) -> None:
+    """Print the answer sized for reading (Note [Sized answers]): at most
+    about `cap` lines of rows (None: all) as compact text on a terminal,
+    tab-separated rows otherwise; notes, what was left out and how to see
+    it on stderr; explanations last. `text`: the query, for "how to see more"."""
     file = file or sys.stdout
     err = sys.stderr
     for note in result.notes:
         print(f"note: {note}", file=err)
+    sized = size(result.columns, result.rows, result.total)
+    plan = shown(sized, cap)
     if file.isatty():
-        from rich.console import Console
-        from rich.table import Table
-
-        table = Table(show_lines=False, header_style="bold")
-        for h in headers(result):
-            table.add_column(h, overflow="fold")
-        for row in result.rows:
-            table.add_row(*_cells(result, row))
-        Console(file=file).print(table)
+        def more(col, value):
+            return f'torchtalk query "{text[:-1]}, {col}={value})" --all' if text else "--all"
+        lines, _ = render_lines(text or result.name, sized, cap, more=more, rest="--all")
+        print("\n".join(lines), file=file)
     else:
-        print("\t".join(headers(result)), file=file)
-        for row in result.rows:
-            print("\t".join(_cells(result, row)), file=file)
-    shown, total = len(result.rows), result.total
-    if shown < total:
-        print(f"({shown} of {total} rows; --limit to see more)", file=err)
-    elif total == 0:
-        print(f"no rows ({result.name})", file=err)
+        print("\t".join(headers(sized.columns)), file=file)
+        for sec, n in plan:
+            for row in sec.rows[:n]:
+                print("\t".join(_cells(sized.columns, row)), file=file)
+            if n < len(sec.rows):
+                what = f" {sized.section} {sec.value}" if sized.section else ""
+                print(f"… {len(sec.rows) - n} more{what}", file=err)
+    _footer(result, sized, sum(n for _, n in plan), err)
     for i, tree in enumerate(getattr(result, "explanations", ()) or ()):
         print(f"\nwhy row {i + 1}:", file=file)
         print(render_explanation(tree), file=file)
+
+
+def _footer(result, sized: Sized, n_shown: int, err) -> None:
+    total, grouped = result.total, len(sized.rows)
+    complete = len(result.rows) == total
+    if total == 0:
+        print(f"no rows ({result.name})", file=err)
+        return
+    merged = f" ({total} before grouping overloads)" if complete and grouped < total else ""
+    if n_shown < grouped:
+        print(f"({n_shown} of {grouped} rows{merged}; --all for all)", file=err)
+    elif not complete:
+        print(f"({len(result.rows)} of {total} rows; --all for all)", file=err)
+    elif merged:
+        print(f"({grouped} rows{merged})", file=err)
 
 
 def render_explanation(tree: dict, indent: int = 0) -> str:

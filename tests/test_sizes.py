@@ -1,0 +1,196 @@
+"""Answers sized for reading (issue 15, deliverable 5; issue 19, deliverables 2 and 4).
+
+- the CLI: no answer prints more than its cap without --all; --json is
+  {columns, rows, total, notes}; trace(torch.nn.functional.interpolate)
+  fits one screen, grouped, with totals;
+- MCP: every call of the skill's workflows (bench/answer_sizes.py WORKFLOWS)
+  fits the default token budget and opens with the facts it promises.
+On the real PyTorch 2.6.0 tree's fact DB.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from torchtalk.query.output import CLI_ROWS, size
+
+pytestmark = pytest.mark.real_tree
+ROOT = Path(__file__).resolve().parents[1]
+SCREEN = 50  # lines
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("answer_sizes", ROOT / "bench/answer_sizes.py")
+    mod = importlib.util.module_from_spec(spec)
+    path = list(sys.path)
+    try:
+        spec.loader.exec_module(mod)
+    finally:
+        sys.path[:] = path  # the module keeps bench/ off sys.path for itself
+    return mod
+
+
+WORKFLOWS = _bench().WORKFLOWS
+# the queries of bench/query.py: big and small answers of every named query
+QUERIES = ("callers(cpublas::gemm)", "callees(matmul)", "impact(cpublas::gemm)", "trace(matmul)",
+           "trace(add.Tensor)", "kernels(add)", "paths(torch.softmax -> cuda)", "tests(softmax)",
+           "affected(cpublas::gemm)", "search(gemm)", "trace_module(torch.nn.Linear)")
+
+
+def cli(*argv: str) -> tuple[int, str, str]:
+    p = subprocess.run([sys.executable, "-m", "torchtalk", "query", *argv], capture_output=True, text=True,
+                       env=os.environ, timeout=120)
+    return p.returncode, p.stdout, p.stderr
+
+
+@pytest.fixture(scope="module")
+def db(real_db) -> str:
+    return str(real_db)
+
+
+@pytest.fixture(scope="module")
+def con(db):
+    from torchtalk import api
+
+    c = api.open_db(db=db)
+    yield c
+    c.close()
+
+
+# ---------------------------------------------------------------- CLI
+
+
+@pytest.mark.parametrize("query", QUERIES)
+def test_no_cli_answer_prints_more_than_its_cap_without_all(con, db, query):
+    from torchtalk import api
+
+    whole = api.query(query, con=con)
+    grouped = size(whole.columns, whole.rows, whole.total)
+    code, out, err = cli(query, "--db", db)
+    assert code == 0, err
+    rows = out.splitlines()[1:]  # after the header line
+    assert len(rows) <= CLI_ROWS
+    if len(grouped.rows) > CLI_ROWS:  # cut: stderr says how many and how to see all
+        assert f"of {len(grouped.rows)} rows" in err and "--all for all" in err
+    code, out, err = cli(query, "--db", db, "--all")
+    assert code == 0 and len(out.splitlines()) - 1 == len(grouped.rows), err
+
+
+def test_limit_and_json_say_the_total_and_the_notes(con, db):
+    from torchtalk import api
+
+    whole = api.query("impact(cpublas::gemm)", con=con)
+    code, out, err = cli("impact(cpublas::gemm)", "--db", db, "--json", "--limit", "2")
+    data = json.loads(out)
+    assert code == 0 and list(data) == ["columns", "rows", "total", "notes"]
+    assert data["columns"] == list(whole.columns) and data["total"] == whole.total
+    assert data["rows"] == whole.records()[:2]
+    assert data["notes"][-1] == f"2 of {whole.total} rows; --all for all"
+    code, out, err = cli("impact(cpublas::gemm)", "--db", db, "--json")
+    assert len(json.loads(out)["rows"]) == CLI_ROWS
+    code, out, err = cli("impact(cpublas::gemm)", "--db", db, "--json", "--all")
+    assert json.loads(out)["rows"] == whole.records()
+
+
+def test_trace_of_interpolate_fits_one_screen_grouped_with_totals(con):
+    from torchtalk import api
+    from torchtalk.query.output import print_table
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    text = "trace(torch.nn.functional.interpolate)"
+    whole = api.query(text, con=con)
+    grouped = size(whole.columns, whole.rows, whole.total)
+    assert len(grouped.rows) * 5 < whole.total  # overloads multiplied the rows
+    screen = Terminal()
+    print_table(whole, file=screen, text=text)
+    lines = screen.getvalue().splitlines()
+    assert len(lines) <= SCREEN
+    assert lines[0] == f"{text}: {whole.total:,} rows, {len(grouped.rows):,} after grouping overloads"
+    steps = [m.group(1) for ln in lines if (m := re.match(r"  step (\w+): [\d,]+$", ln))]
+    assert steps[:2] == ["op", "kernel"] and {"cuda_kernel", "python", "test"} <= set(steps)
+    for s in steps:  # every section says its total and, when cut, how to see the rest
+        n = sum(1 for r in grouped.rows if r[1] == s)
+        assert f"  step {s}: {n:,}" in lines
+
+
+# ---------------------------------------------------------------- MCP workflows
+
+
+@pytest.fixture(scope="module")
+def mcp(db):
+    from test_mcp_server import open_session
+
+    with open_session(["--db", db]) as session:
+        yield session
+
+
+def _first_facts(tree: Path, tool: str, args: dict, reply) -> None:
+    """What each workflow promises in its first lines (issue 19's table)."""
+    lines = reply.text.splitlines()
+    if tool == "trace" and args.get("focus") == "dispatch":  # conv2d's kernel per key, at its definition
+        assert "step=kernel" in lines[0]
+        for row in reply.rows:
+            src = (tree / row["file"]).read_text(errors="replace").splitlines()[row["line"] - 1]
+            assert row["name"].rsplit("::", 1)[-1] in src and row["detail"]
+        assert {r["op"] for r in reply.rows} >= {"conv2d"}
+    elif tool == "trace":  # the schema, then the kernel per key
+        assert lines[1] == "  step op: " + lines[1].rsplit(": ", 1)[1]
+        kernel = lines.index(next(ln for ln in lines if ln.startswith("  step kernel:")))
+        assert kernel < 8 and all(not ln.startswith("  step ") for ln in lines[2:kernel])
+    elif tool == "trace_module":
+        assert "module=torch.nn.modules.linear.Linear" in lines[0]
+        ops = {r["name"] for r in reply.rows if r["step"] == "op"}
+        assert "linear" in ops
+    elif tool == "calls":
+        assert "at::native::_matmul_impl" in {r["callee"] for r in reply.rows}
+    elif tool == "impact":
+        assert {"torch.matmul", "torch.mm"} & {r["name"] for r in reply.rows}, reply.text
+    elif tool == "cuda_kernels":
+        assert any("softmax" in r["kernel"].lower() for r in reply.rows)
+    elif tool == "list_modules":
+        assert "torch.optim.adam.Adam" in {r[reply.data["columns"][0]] for r in reply.rows}
+    elif tool == "get_status":
+        assert {"ops", "cpp", "python", "tests"} <= {r["layer"] for r in reply.rows}
+    elif tool == "test_file_info":
+        assert reply.rows[0]["file"] == "test/test_linalg.py"
+    elif tool == "search":
+        assert all("conv2d" in r["id"].lower() for r in reply.rows)
+
+
+@pytest.mark.parametrize(("question", "tool", "args"), WORKFLOWS, ids=[w[0] for w in WORKFLOWS])
+def test_each_workflow_answer_fits_the_budget_and_opens_with_its_facts(mcp, tree, question, tool, args):
+    from torchtalk.mcp.answer import BUDGET, tokens
+
+    reply = mcp.call(tool, **args)
+    if reply.is_error and ("ambiguous" in reply.text or "no ATen op" in reply.text):
+        pytest.xfail(f"name resolution (issue 19 deliverable 1): {reply.text.splitlines()[0]}")
+    assert not reply.is_error, reply.text
+    assert tokens(reply.text) <= BUDGET, (tokens(reply.text), reply.text)
+    assert len(reply.rows) <= reply.total
+    _first_facts(tree, tool, args, reply)
+
+
+def test_a_budget_is_settable_per_call(mcp):
+    small = mcp.call("trace", name="matmul", budget=300)
+    big = mcp.call("trace", name="matmul", budget=4000)
+    from torchtalk.mcp.answer import tokens
+
+    assert tokens(small.text) <= 300 < tokens(big.text) <= 4000
+    assert len(small.rows) < len(big.rows)
+    # the small answer still opens with the schema and the kernels
+    assert small.text.splitlines()[1].startswith("  step op:")
+    assert any(ln.startswith("  step kernel:") for ln in small.text.splitlines())
+    more = [ln for ln in small.text.splitlines() if ln.lstrip().startswith("… ")]
+    assert more and all(re.search(r": (trace|query)\(", ln) for ln in more)
