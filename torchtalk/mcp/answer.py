@@ -72,16 +72,27 @@ def fit(table: Table, budget: int = BUDGET, more: More | None = None) -> tuple[s
     limit = budget * CHARS_PER_TOKEN
     sized = size(table.columns, table.rows, table.total)
     notes = [_short(n, NOTE_CHARS) for n in table.notes]
+    rest = more.budget(_bigger(budget)) if more.budget else ""
+
+    def render(cap: int, most: int) -> tuple[str, list[tuple]]:
+        lines, kept = render_lines(table.title, sized, cap, more=more.section, rest=rest, most=most)
+        return "\n".join(lines + [f"note: {n}" for n in notes]), kept
+
+    caps = [c for c in _CAPS if c <= 2 * max(1, len(sized.rows))] or [1]
     text, kept = "", []
     for most in (160, 100):
-        for cap in _CAPS:
-            if cap > 2 * max(1, len(sized.rows)) and cap != _CAPS[-1]:
-                continue
-            rest = more.budget(_bigger(budget)) if more.budget else ""
-            lines, kept = render_lines(table.title, sized, cap, more=more.section, rest=rest, most=most)
-            text = "\n".join(lines + [f"note: {n}" for n in notes])
+        # the text grows with the cap: find the largest cap that fits (binary search)
+        lo, hi, best = 0, len(caps) - 1, None
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            text, kept = render(caps[mid], most)
             if len(text) <= limit:
-                return text, kept
+                best, hi = (text, kept), mid - 1
+            else:
+                lo = mid + 1
+        if best is not None:
+            return best
+        text, kept = render(caps[-1], most)
     # even one row a section is over: keep the first lines that fit
     cut = text[:limit - 60].rsplit("\n", 1)[0]
     hint = more.budget(_bigger(budget)) if more.budget else "a narrower question"
