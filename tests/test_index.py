@@ -216,8 +216,8 @@ def test_error_corrupt_and_foreign_database(small, cache, capsys, tmp_path):
     bad.write_bytes(b"this is not a database" * 100)
     code, _, err = cli(capsys, "status", "--db", str(bad))
     assert code == 1
-    assert err.startswith(f"torchtalk: store error: corrupt or unreadable database {bad}: ")
-    assert err.endswith(" (re-run `torchtalk index --force`)\n") and err.count("\n") == 1
+    assert err.startswith(f"torchtalk: store error: cannot read the database {bad}: ")
+    assert err.endswith(" (it may be truncated or corrupt; re-run `torchtalk index --force`)\n") and err.count("\n") == 1
     import duckdb
 
     other = tmp_path / "other.duckdb"

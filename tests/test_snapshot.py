@@ -172,4 +172,4 @@ def test_diff_of_a_foreign_file_is_one_line(tmp_path):
     junk.write_bytes(b"\0" * 4096)
     with pytest.raises(StoreError) as err:
         api.snapshot_diff(str(junk), str(junk))
-    assert str(err.value).startswith(f"store error: corrupt or unreadable database {junk}:")
+    assert str(err.value).startswith(f"store error: cannot read the database {junk}:")

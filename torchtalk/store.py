@@ -196,8 +196,8 @@ def open_db(path: str | Path, read_only: bool = True):
     try:
         con = duckdb.connect(str(path), read_only=read_only)
     except duckdb.Error as exc:
-        raise StoreError(f"corrupt or unreadable database {path}: {_first_line(exc)}",
-                         hint="re-run `torchtalk index --force`") from None
+        raise StoreError(f"cannot read the database {path}: {_first_line(exc)}",
+                         hint="it may be truncated or corrupt; re-run `torchtalk index --force`") from None
     if read_only:
         tune_for_queries(con)
     try:
@@ -207,7 +207,7 @@ def open_db(path: str | Path, read_only: bool = True):
         raise StoreError(f"not a TorchTalk database: {path}") from None
     except duckdb.Error as exc:
         con.close()
-        raise StoreError(f"corrupt database {path}: {_first_line(exc)}") from None
+        raise database_error(exc, path) from None
     if read_only:  # what is read off it once is kept with it (Note [DB info cache])
         from torchtalk.connmemo import Session
 
