@@ -136,7 +136,7 @@ def mcp(db):
         yield session
 
 
-def _first_facts(tree: Path, tool: str, args: dict, reply) -> None:
+def _first_facts(tree: Path, tool: str, args: dict, reply, mcp_call) -> None:
     """What each workflow promises in its first lines (issue 19's table)."""
     lines = reply.text.splitlines()
     if tool == "trace" and args.get("focus") == "dispatch":  # conv2d's kernel per key, at its definition
@@ -155,8 +155,16 @@ def _first_facts(tree: Path, tool: str, args: dict, reply) -> None:
         assert "linear" in ops
     elif tool == "calls":
         assert "_matmul_impl" in {r["callee"].rsplit("::", 1)[-1] for r in reply.rows}
-    elif tool == "impact":
-        assert {"torch.matmul", "torch.mm"} & {r["name"] for r in reply.rows}, reply.text
+    elif tool == "impact":  # callers first; the Python APIs reached, all of them through the call given
+        assert any(ln.strip().startswith("kind function:") for ln in lines[:6]), reply.text
+        python = next(ln for ln in lines if ln.strip().startswith("kind python:"))
+        more = next((ln for ln in lines[lines.index(python):] if ln.strip().startswith("… ")), None)
+        names = {r["name"] for r in reply.rows}
+        if more is not None:
+            call = re.search(r"query\(dsl='([^']+)'\)", more).group(1)
+            assert call.endswith(", kind=python)")
+            names |= {r["name"] for r in mcp_call("query", dsl=call, budget=20000).rows}
+        assert {"torch.matmul", "torch.mm"} & names, reply.text
     elif tool == "cuda_kernels":
         assert any("softmax" in r["kernel"].lower() for r in reply.rows)
     elif tool == "list_modules":
@@ -179,7 +187,7 @@ def test_each_workflow_answer_fits_the_budget_and_opens_with_its_facts(mcp, tree
     assert not reply.is_error, reply.text
     assert tokens(reply.text) <= BUDGET, (tokens(reply.text), reply.text)
     assert len(reply.rows) <= reply.total
-    _first_facts(tree, tool, args, reply)
+    _first_facts(tree, tool, args, reply, mcp.call)
 
 
 def test_a_budget_is_settable_per_call(mcp):

@@ -118,7 +118,7 @@ def _per_definition(ctx: Context, con, res, dsl: Callable[[str], str], budget: i
         columns, total = table.columns, total + table.total
         texts.append(f"\n[{i + 1}] {m.id}  {m.where()}  ({callers} caller{'s' if callers != 1 else ''})")
         share = max(100, int(budget * GROUP_BUDGET[min(i, len(GROUP_BUDGET) - 1)]))
-        text, kept = fit(table, share, More(budget=lambda b, i=m.id: _call_dsl(dsl(value_text(i)))))
+        text, kept = fit(table, share, _more("query", lambda i=m.id: dsl(value_text(i)), dsl=dsl(value_text(m.id))))
         texts.append(text)
         rows += [{"definition": m.id, **dict(zip(table.columns, r, strict=True))} for r in kept]
     for m, callers in ranked[GROUPS:]:
@@ -133,10 +133,6 @@ def _per_definition(ctx: Context, con, res, dsl: Callable[[str], str], budget: i
                     truncated=len(rows) < total, notes=[head, *notes])
     return CallToolResult(content=[TextContent(type="text", text="\n".join(texts))],
                           structured_content=answer.model_dump(mode="json"))
-
-
-def _call_dsl(text: str) -> str:
-    return _call("query", dsl=text)
 
 
 def _call(tool: str, **args: Any) -> str:
