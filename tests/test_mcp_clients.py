@@ -63,7 +63,7 @@ def test_inspector_calls_search_and_gets_structured_rows(real_db, tree):
     op = next(r for r in result["structuredContent"]["rows"] if (r["kind"], r["id"]) == ("op", "gelu"))
     assert op["rank"] == 0 and source_line(tree, op).startswith("- func: gelu(")
     shown = [line.strip() for line in result["content"][0]["text"].splitlines()]
-    assert f"0  gelu  {op['file']}:{op['line']}" in shown
+    assert f"0  op  gelu  {op['file']}:{op['line']}" in shown
 
 
 def test_inspector_exits_non_zero_on_a_tool_error(real_db):

@@ -91,19 +91,73 @@ def _lookup(fn_name: str, *args, source=None, db=None, con=None, **kw):
         own.close()
 
 
+# Note [Listings are queries]: the listings below are named queries of the
+# rule library (rules/lookups.dl, or a fact relation filtered by a column), so
+# the CLI (`torchtalk query`), this API and the MCP tools give the same rows;
+# what stays here is argument checking (a category that exists, a test file's
+# path) and the notes. They return a query Result, as `query` does.
+
+
 def list_modules(category: str, *, source=None, db=None, con=None):
-    """nn modules / optimizers of `category` ("all": categories). Example: `list_modules("optim")`."""
-    return _lookup("list_modules", category, source=source, db=db, con=con)
+    """nn modules / optimizers of `category` ("all": categories): the query
+    `module_class(category="optim")` or `module_category()`. Example: `list_modules("optim")`."""
+    return _with_db(lambda c: _by_category(c, "module_class", "module_category", "module", category), source, db, con)
 
 
 def list_test_utils(category: str, *, source=None, db=None, con=None):
-    """Test utilities of `category` ("all": categories). Example: `list_test_utils("decorator")`."""
-    return _lookup("list_test_utils", category, source=source, db=db, con=con)
+    """Test utilities of `category` ("all": categories): `test_util(category="decorator")`
+    or `test_util_category()`. Example: `list_test_utils("decorator")`."""
+    return _with_db(lambda c: _by_category(c, "test_util", "test_util_category", "test utility", category),
+                    source, db, con)
 
 
 def test_file_info(path: str, *, source=None, db=None, con=None):
-    """Tests of one test file. Example: `test_file_info("test/test_linalg.py")`."""
-    return _lookup("test_file_info", path, source=source, db=db, con=con)
+    """The tests of one test file (`test(file="...")`), with its counts and the
+    subjects it covers most (`test_file_subjects`) as notes. Example: `test_file_info("test/test_linalg.py")`."""
+    return _with_db(lambda c: _test_file(c, path), source, db, con)
+
+
+def _with_db(work, source, db, con):
+    if con is not None:
+        return work(con)
+    own = open_db(source=source, db=db)
+    try:
+        return work(own)
+    finally:
+        own.close()
+
+
+def _by_category(con, relation: str, categories: str, what: str, category: str):
+    from torchtalk.errors import QueryError, did_you_mean
+
+    cats = query(f"{categories}()", con=con, limit=None)
+    if category in ("", "all", "*"):
+        return cats
+    names = [row[0] for row in cats.rows]
+    if names and category not in names:
+        hint = did_you_mean(category, names) or "categories: " + ", ".join(names)
+        raise QueryError(f"unknown {what} category {category!r}", hint=hint)
+    return query(f'{relation}(category="{category}")', con=con, limit=None)
+
+
+def _test_file(con, path: str):
+    import dataclasses
+
+    from torchtalk.lookup import normalize_test_path
+
+    file = normalize_test_path(con, path)
+    result = query(f'test(file="{file}")', con=con, limit=None)
+    kinds = [row[1] for row in result.rows]
+    n_cls, n_fn = kinds.count("class"), kinds.count("function")
+    summary = f"{file}: {n_cls} test class{'es' if n_cls != 1 else ''}, {n_fn} test function{'s' if n_fn != 1 else ''}"
+    uses = query(f'test_file_uses("{file}")', con=con, limit=None).rows
+    if uses:
+        first = sorted({u for _, u, _ in uses}, key=lambda u: min(line for _, v, line in uses if v == u))[:25]
+        summary += "; imports test utilities: " + ", ".join(u.rsplit(".", 1)[-1] for u in first)
+    covered = sorted(query(f'test_file_subjects("{file}")', con=con, limit=None).rows, key=lambda r: (-r[2], r[1]))
+    extra = (f"most covered subjects: {', '.join(f'{s} ({n})' for _, s, n in covered[:10])}",) if covered else ()
+    rows = tuple(sorted(result.rows, key=lambda r: r[3]))  # in the file's order
+    return dataclasses.replace(result, rows=rows, notes=(summary, *extra, *result.notes))
 
 
 def find_similar_tests(query: str, *, source=None, db=None, con=None):
@@ -112,8 +166,18 @@ def find_similar_tests(query: str, *, source=None, db=None, con=None):
 
 
 def cuda_kernels(name: str | None = None, *, source=None, db=None, con=None):
-    """A CUDA kernel and its launches (no name: kernels per file). Example: `cuda_kernels("softmax_warp_forward")`."""
-    return _lookup("cuda_kernels", name, source=source, db=db, con=con)
+    """A CUDA kernel where it is defined and each launch (`kernel_launches(NAME)`,
+    every kernel of that name); no name: the files with the most kernels
+    (`kernel_files()`). Example: `cuda_kernels("softmax_warp_forward")`."""
+    import dataclasses
+
+    def work(c):
+        if not name:
+            files = query("kernel_files()", con=c, limit=None)
+            return dataclasses.replace(files, rows=tuple(sorted(files.rows, key=lambda r: (-r[1], r[0]))))
+        return query(f"kernel_launches({_dsl_name(name)})", con=c, limit=None, all_matches=True)
+
+    return _with_db(work, source, db, con)
 
 
 # ---------------------------------------------------------------- reports (torchtalk.reports)

@@ -1,11 +1,8 @@
-"""Pure fact lookups on an open fact DB: the simple questions an agent asks.
-
-Each function takes a DuckDB connection to the fact DB (one table per
-relation of facts/schema.dl, columns named as in the `.decl`) and returns a
-`Table`: named columns, the rows (capped at `limit`), and how many rows there
-were before the cap. Nothing here evaluates Datalog; a question the rules can
-answer (trace, impact, affected, search, trace_module, ...) is a named query in
-rules/, run by `api.query` for the CLI, the API and MCP alike (STYLE 15).
+"""What is read off an open fact DB without the rules: its tables and
+metadata, a test file's path as typed, and the one question Datalog cannot
+say, word matching (`find_similar_tests`). Every other question, listings
+included (Note [Listings are queries] in torchtalk/api.py), is a named query
+in rules/, run by `api.query` for the CLI, the API and MCP alike (STYLE 15).
 
 Note [Missing layers]: a relation whose layer was not indexed yet (or is still
 being built) may have no table, or an empty one. Lookups then answer from
@@ -13,9 +10,8 @@ what is there and say which layer is missing in `Table.notes`; they never fail
 for it.
 
 Example:
-    >>> t = list_modules(con, "optim")
-    >>> t.rows[0]
-    ('torch.optim.adadelta.Adadelta', 'optim', 'torch/optim/adadelta.py', 24)
+    >>> find_similar_tests(con, "matmul out").rows[0][0]  # doctest: +SKIP
+    'test/test_linalg.py::TestLinalg::test_matmul_out'
 """
 
 from __future__ import annotations
@@ -124,54 +120,7 @@ def _select(con, relations: tuple[str, ...], sql: str, params: list[Any], limit:
     return tuple(rows[:limit]), len(rows)
 
 
-def _categories(con, relation: str) -> list[tuple[str, int]]:
-    if relation not in tables(con):
-        return []
-    sql = f'SELECT category, count(*) FROM "{relation}" GROUP BY category ORDER BY category'
-    return con.execute(sql).fetchall()
-
-
-def _by_category(con, relation: str, name_col: str, category: str, what: str, limit: int) -> Table:
-    cats = _categories(con, relation)
-    notes = missing_note(con, relation)
-    cols = (name_col, "category", "file", "line")
-    if category in ("", "all", "*"):
-        return Table(f"{what} categories", ("category", "count"), tuple(cats), len(cats), notes)
-    if cats and category not in {c for c, _ in cats}:
-        names = [c for c, _ in cats]
-        hint = did_you_mean(category, names) or "categories: " + ", ".join(names)
-        raise QueryError(f"unknown {what} category {category!r}", hint=hint)
-    sql = (
-        f'SELECT "{name_col}", category, file, line FROM "{relation}" '
-        f'WHERE category = ? ORDER BY "{name_col}"'
-    )
-    rows, total = _select(con, (relation,), sql, [category], limit)
-    return Table(f"{what} in category {category!r}", cols, rows, total, notes)
-
-
-def list_modules(con, category: str, limit: int = DEFAULT_LIMIT) -> Table:
-    """torch.nn.Module / torch.optim.Optimizer subclasses of `category`.
-
-    `category` "all" lists the categories with their counts.
-
-    Example:
-        >>> list_modules(con, "optim").columns
-        ('cls', 'category', 'file', 'line')
-    """
-    return _by_category(con, "module_class", "cls", category, "module", limit)
-
-
-def list_test_utils(con, category: str, limit: int = DEFAULT_LIMIT) -> Table:
-    """Test utilities of torch/testing/_internal in `category` ("all": the categories).
-
-    Example:
-        >>> list_test_utils(con, "decorator").rows[0][0]
-        'dtypes'
-    """
-    return _by_category(con, "test_util", "name", category, "test utility", limit)
-
-
-def _normalize_test_path(con, path: str) -> str:
+def normalize_test_path(con, path: str) -> str:
     """`path` as a tree-relative test file of the DB, or a QueryError with candidates."""
     rel = "test_file" if db_info(con).rows.get("test_file") else "test"
     files = [r[0] for r in con.execute(f"SELECT DISTINCT file FROM {rel}").fetchall()]
@@ -187,38 +136,6 @@ def _normalize_test_path(con, path: str) -> str:
         raise QueryError(f"test file {path!r} is ambiguous", hint=f"one of: {shown}")
     hint = did_you_mean(p if "/" in p else "test/" + p, files)
     raise QueryError(f"no indexed test file {path!r}", hint=hint)
-
-
-def test_file_info(con, path: str, limit: int = DEFAULT_LIMIT) -> Table:
-    """The test classes and functions of one test file, and what they cover most.
-
-    Example:
-        >>> test_file_info(con, "test/test_linalg.py").notes[0]
-        'test/test_linalg.py: 2 classes, 700 test functions'
-    """
-    notes = missing_note(con, "test")
-    if "test" not in tables(con):
-        return Table(f"tests in {path}", ("test", "kind", "file", "line"), (), 0, notes)
-    file = _normalize_test_path(con, path)
-    kinds = dict(con.execute("SELECT kind, count(*) FROM test WHERE file = ? GROUP BY kind", [file]).fetchall())
-    n_cls, n_fn = kinds.get("class", 0), kinds.get("function", 0)
-    summary = f"{file}: {n_cls} test class{'es' if n_cls != 1 else ''}, {n_fn} test function{'s' if n_fn != 1 else ''}"
-    if "test_file_uses" in tables(con):
-        sql = "SELECT util FROM test_file_uses WHERE file = ? GROUP BY util ORDER BY min(line) LIMIT 25"
-        uses = [r[0].rsplit(".", 1)[-1] for r in con.execute(sql, [file]).fetchall()]
-        if uses:
-            summary += "; imports test utilities: " + ", ".join(uses)
-    cover = ()
-    if "tests_cover" in tables(con):
-        sql = (
-            "SELECT subject, count(DISTINCT test) AS n FROM tests_cover WHERE file = ? "
-            "GROUP BY subject ORDER BY n DESC, subject LIMIT 10"
-        )
-        cover = tuple(f"{s} ({n})" for s, n in con.execute(sql, [file]).fetchall())
-    extra = (f"most covered subjects: {', '.join(cover)}",) if cover else ()
-    sql = "SELECT test, kind, file, line FROM test WHERE file = ? ORDER BY line"
-    rows, total = _select(con, ("test",), sql, [file], limit)
-    return Table(f"tests in {file}", ("test", "kind", "file", "line"), rows, total, (summary, *extra, *notes))
 
 
 _WORD = re.compile(r"[A-Za-z0-9]+")
@@ -277,40 +194,3 @@ def find_similar_tests(con, query: str, limit: int = DEFAULT_LIMIT) -> Table:
     )
     rows, total = _select(con, ("test",), sql, params, limit)
     return Table(f"tests like {query!r}", cols, rows, total, notes)
-
-
-def cuda_kernels(con, name: str | None = None, limit: int = DEFAULT_LIMIT) -> Table:
-    """CUDA `__global__` kernels named like `name` and the host functions launching them.
-
-    Without `name`: the files with the most kernels. A `name` that is an op or
-    a C++ function (not a kernel) is answered by `api.query("kernels(...)")`.
-
-    Example:
-        >>> cuda_kernels(con, "softmax_warp_forward").rows[0][:2]
-        ('softmax_warp_forward', 'at::native::(anonymous)::dispatch_softmax_forward')
-    """
-    notes = missing_note(con, "kernel", "launches")
-    if not name:
-        sql = "SELECT file, count(*) AS kernels FROM kernel GROUP BY file ORDER BY kernels DESC, file"
-        rows, total = _select(con, ("kernel",), sql, [], limit)
-        return Table("CUDA kernels per file", ("file", "kernels"), rows, total, notes)
-    cols = ("kernel", "launched_by", "how", "file", "line")
-    sql = ("SELECT kernel, '' AS launched_by, 'defined' AS how, file, line FROM kernel "
-           "WHERE name = ? OR kernel = ?")
-    params = [name, name]
-    if "launches" in tables(con):  # where it is defined first, then each launch
-        sql += (
-            " UNION ALL SELECT k.kernel, l.host, l.how, l.file, l.line FROM kernel k "
-            "JOIN launches l ON l.kernel = k.kernel WHERE k.name = ? OR k.kernel = ?"
-        )
-        params += [name, name]
-    sql = f"SELECT * FROM ({sql}) ORDER BY kernel, how <> 'defined', file, line"
-    rows, total = _select(con, ("kernel",), sql, params, limit)
-    return Table(f"CUDA kernel {name}", cols, rows, total, notes)
-
-
-def kernel_names(con) -> list[str]:
-    """Every kernel's short name (for did-you-mean hints)."""
-    if "kernel" not in tables(con):
-        return []
-    return [r[0] for r in con.execute("SELECT DISTINCT name FROM kernel").fetchall()]

@@ -351,10 +351,13 @@ async def cuda_kernels(
 
     def work(con) -> Table:
         if not name:
-            return api.cuda_kernels(None, con=con)
+            return _table(api.cuda_kernels(None, con=con), "CUDA kernels per file")
         n = _name(name)
-        table = api.cuda_kernels(n, con=con)
-        return table if table.total else _each(ctx, con, name, lambda k: f"kernels({k})", budget)
+        try:  # a kernel's own name: where it is defined and launched (rules/lookups.dl)
+            table = _table(api.cuda_kernels(n, con=con), f"CUDA kernel {n}")
+        except QueryError:
+            table = None
+        return table if table is not None and table.total else _each(ctx, con, name, lambda k: f"kernels({k})", budget)
 
     return await run_tool(ctx, "cuda_kernels", work, budget=budget, more=_more("cuda_kernels", name=name))
 
@@ -383,7 +386,8 @@ async def list_modules(
     definitions at file:line. 'all' gives the categories and counts."""
     from torchtalk import api
 
-    return await run_tool(ctx, "list_modules", lambda con: api.list_modules(category, con=con),
+    title = "module categories" if category in ("", "all", "*") else f"modules in category {category!r}"
+    return await run_tool(ctx, "list_modules", lambda con: _table(api.list_modules(category, con=con), title),
                           budget=budget, more=_more("list_modules", category=category))
 
 
@@ -410,7 +414,8 @@ async def list_test_utils(
     @dtypes/@onlyCUDA, base classes, helpers) of a category, at file:line."""
     from torchtalk import api
 
-    return await run_tool(ctx, "list_test_utils", lambda con: api.list_test_utils(category, con=con),
+    title = "test utility categories" if category in ("", "all", "*") else f"test utilities in category {category!r}"
+    return await run_tool(ctx, "list_test_utils", lambda con: _table(api.list_test_utils(category, con=con), title),
                           budget=budget, more=_more("list_test_utils", category=category))
 
 
@@ -423,7 +428,11 @@ async def test_file_info(
     ops it covers most. Use to find where a new test belongs."""
     from torchtalk import api
 
-    return await run_tool(ctx, "test_file_info", lambda con: api.test_file_info(path, con=con),
+    def work(con) -> Table:
+        result = api.test_file_info(path, con=con)
+        return _table(result, f"tests in {result.notes[0].split(':', 1)[0]}")
+
+    return await run_tool(ctx, "test_file_info", work,
                           budget=budget, more=_more("test_file_info", path=path))
 
 
