@@ -24,7 +24,6 @@ Example:
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 from typing import Any
 
@@ -189,9 +188,10 @@ def use_derived(program: A.Program, con: Any, library: A.Program | None = None) 
     use = frozenset(rel for rel, fp in have.items() if rel in present and prints.get(rel) == fp)
     if not use:
         return program, {}
+
     def inputs_from_tables():
-        rules = tuple(r for r in program.rules if r.head.name not in use)
-        dirs = program.directives + tuple(A.IODirective(A.IOKind.INPUT, rel) for rel in sorted(use))
-        return dataclasses.replace(program, rules=rules, directives=dirs), {rel: table_of(rel) for rel in use}
+        from torchtalk.datalog.transform.use_stored import use_stored
+
+        return use_stored(program, use), {rel: table_of(rel) for rel in use}
 
     return program.cached(("use_derived", use), inputs_from_tables)
