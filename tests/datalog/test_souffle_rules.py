@@ -43,3 +43,43 @@ def test_a_user_program_including_several_rule_files(souffle_bin, tmp_path):
     proc = _souffle(souffle_bin, user, tmp_path)
     assert proc.returncode == 0 and "Error" not in proc.stderr, proc.stderr[:2000]
     assert (tmp_path / "big_kernel.csv").exists()
+
+
+def _blocks(doc: Path) -> list[str]:
+    """The fenced code blocks of a markdown file, dedented."""
+    import textwrap
+
+    out, cur = [], None
+    for line in doc.read_text(encoding="utf-8").splitlines():
+        if line.strip().startswith("```"):
+            if cur is None:
+                cur = []
+            else:
+                out.append(textwrap.dedent("\n".join(cur)))
+                cur = None
+        elif cur is not None:
+            cur.append(line)
+    return out
+
+
+def test_the_docs_rule_fragments_are_the_librarys_own_rules():
+    """docs/rules.md quotes rules of the library: each quoted rule is one, word for word."""
+    from torchtalk.datalog import parse_file
+
+    lib = {str(r) for f in RULES for r in parse_file(f).rules}
+    quoted = [b for b in _blocks(ROOT / "docs/rules.md") if b.lstrip().startswith("// rules/")]
+    assert quoted
+    for block in quoted:
+        for line in block.splitlines():
+            if line.strip() and not line.lstrip().startswith("//"):
+                assert line.strip() in lib, line
+
+
+def test_the_docs_user_rule_file_runs_on_souffle(souffle_bin, tmp_path):
+    """docs/rules.md's example rule file, with the library it says to include."""
+    (example,) = [b for b in _blocks(ROOT / "docs/rules.md") if ".decl cuda_callers(" in b]
+    program = tmp_path / "mine.dl"
+    program.write_text(f'#include "{ROOT}/rules/graph.dl"\n{example}\n.output cuda_callers\n')
+    proc = _souffle(souffle_bin, program, tmp_path)
+    assert proc.returncode == 0 and "Error" not in proc.stderr, proc.stderr[:2000]
+    assert (tmp_path / "cuda_callers.csv").exists()
