@@ -42,12 +42,13 @@ def injected(agg: A.Aggregate, rule: A.Rule) -> frozenset[str]:
     A sibling aggregate is a scope of its own: `v` in `count : { w(n, v) }`
     and in `min v : { w(n, v) }` are two local variables.
     """
-    occ = _occurrences(rule)
+    occ = occurrences(rule)
     parents = next((enc[:-1] for _, enc in occ if enc and enc[-1] is agg), None)
     if parents is None:
         parents = _parents_of(agg, rule)
-    inside = {n for n, enc in occ if any(e is agg for e in enc)}
-    visible = {n for n, enc in occ if len(enc) <= len(parents) and all(a is b for a, b in zip(enc, parents, strict=False))}
+    inside = {v.name for v, enc in occ if any(e is agg for e in enc)}
+    visible = {v.name for v, enc in occ
+               if len(enc) <= len(parents) and all(a is b for a, b in zip(enc, parents, strict=False))}
     return frozenset(inside & visible)
 
 
@@ -174,12 +175,14 @@ def _agg_missing(agg: A.Aggregate, bound, rule: A.Rule) -> list[A.Var]:
     return out
 
 
-def _occurrences(rule: A.Rule) -> list[tuple[str, tuple[A.Aggregate, ...]]]:
-    out: list[tuple[str, tuple[A.Aggregate, ...]]] = []
+def occurrences(rule: A.Rule) -> list[tuple[A.Var, tuple[A.Aggregate, ...]]]:
+    """Every occurrence of a named variable in `rule` (head, body, aggregate
+    bodies), in source order, with the aggregates enclosing it."""
+    out: list[tuple[A.Var, tuple[A.Aggregate, ...]]] = []
 
     def term(t, enc) -> None:
         if isinstance(t, A.Var):
-            out.append((t.name, enc))
+            out.append((t, enc))
         elif isinstance(t, A.Aggregate):
             inner = (*enc, t)
             if t.target is not None:

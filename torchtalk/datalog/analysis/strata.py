@@ -91,7 +91,7 @@ def strata(program: A.Program, relations: Iterable[str] | None = None) -> list[S
     for e in edges:
         succ[e.head].append(e.body)
     order = [r for r in program.decls if r in wanted] + sorted(wanted - set(program.decls))
-    comps = _tarjan(order, succ)
+    comps = strongly_connected(order, succ)
     comp_of = {r: i for i, comp in enumerate(comps) for r in comp}
     for e in edges:
         if e.strict and comp_of[e.head] == comp_of[e.body]:
@@ -111,7 +111,7 @@ def _stratum(program: A.Program, comp: tuple[str, ...], self_loops: set[str]) ->
     return Stratum(comp, recursive, linear)
 
 
-def _tarjan(order: list[str], succ: dict[str, list[str]]) -> list[tuple[str, ...]]:
+def strongly_connected(order: list[str], succ: dict[str, list[str]]) -> list[tuple[str, ...]]:
     """SCCs, dependencies first (Tarjan emits them in reverse topological order)."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}

@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections import Counter
 
 from torchtalk.datalog import ast as A
+from torchtalk.datalog.analysis.grounding import occurrences
 from torchtalk.datalog.analysis.strata import needed_relations
 from torchtalk.errors import SemanticWarning
 
@@ -73,31 +74,7 @@ def _atoms(lit: A.Literal):
 
 def _vars(rule: A.Rule) -> list[A.Var]:
     """Every occurrence of a named variable in `rule`, aggregate bodies included."""
-    out: list[A.Var] = []
-    for node in (rule.head, *rule.body):
-        _collect(node, out)
-    return out
-
-
-def _collect(node, out: list[A.Var]) -> None:
-    if isinstance(node, A.Var):
-        out.append(node)
-    elif isinstance(node, A.Atom):
-        for t in node.args:
-            _collect(t, out)
-    elif isinstance(node, A.Negation):
-        _collect(node.target, out)
-    elif isinstance(node, (A.Comparison, A.Builtin)):
-        _collect(node.left, out)
-        _collect(node.right, out)
-    elif isinstance(node, A.Aggregate):
-        if node.target is not None:
-            _collect(node.target, out)
-        for lit in node.body:
-            _collect(lit, out)
-    else:
-        for t in A.subterms(node):
-            _collect(t, out)
+    return [v for v, _ in occurrences(rule)]
 
 
 def _warn(program: A.Program, message: str, loc) -> SemanticWarning:
