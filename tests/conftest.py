@@ -67,6 +67,17 @@ def torch_wheel():
 
 
 @pytest.fixture(scope="session")
+def real_con(real_db):
+    """A read-only connection to the real tree's fact DB, shared by the tests
+    of a worker (what a query computes once per connection is kept in it)."""
+    from torchtalk import api
+
+    con = api.open_db(db=real_db)
+    yield con
+    con.close()
+
+
+@pytest.fixture(scope="session")
 def real_db(tree, tmp_path_factory) -> Path:
     """A fact DB of the real tree, every layer that exists, indexed once per
     test run into a tmp dir shared by the xdist workers (a file lock makes the

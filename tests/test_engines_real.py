@@ -85,12 +85,8 @@ QUERIES = [
 
 
 @pytest.fixture(scope="module")
-def con(real_db):
-    from torchtalk import api
-
-    c = api.open_db(db=real_db)
-    yield c
-    c.close()
+def con(real_con):
+    return real_con
 
 
 @pytest.mark.parametrize("text", QUERIES)

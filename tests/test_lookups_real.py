@@ -10,12 +10,8 @@ pytestmark = pytest.mark.real_tree
 
 
 @pytest.fixture(scope="module")
-def con(real_db):
-    from torchtalk import api
-
-    c = api.open_db(db=real_db)
-    yield c
-    c.close()
+def con(real_con):
+    return real_con
 
 
 def rows(con, text):

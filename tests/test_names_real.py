@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from _tree import line_of
 
 from torchtalk.query.resolve import Ambiguous, Resolver
 
@@ -18,26 +19,14 @@ NF = "aten/src/ATen/native/native_functions.yaml"
 
 
 @pytest.fixture(scope="module")
-def con(real_db):
-    from torchtalk import api
-
-    c = api.open_db(db=real_db)
-    yield c
-    c.close()
+def con(real_con):
+    return real_con
 
 
 def q(con, text, **kw):
     from torchtalk import api
 
     return api.query(text, con=con, **kw)
-
-
-def line_of(tree, path: str, needle: str) -> int:
-    """The 1-based line of the first line of `path` that starts with `needle`."""
-    for i, line in enumerate((tree / path).read_text().splitlines(), 1):
-        if line.startswith(needle):
-            return i
-    raise AssertionError(f"{needle!r} not in {path}")
 
 
 def only(con, text: str, ns: str):
@@ -243,7 +232,8 @@ def mcp(real_db):
 
 
 def test_mcp_impact_of_ambiguous_gemm_answers_each(mcp):
-    r = mcp.call("impact", name="gemm", depth=4)
+    # the largest budget, so that no definition's Python APIs are cut (Note [Answer size])
+    r = mcp.call("impact", name="gemm", depth=4, budget=20000)
     assert not r.is_error, r.text
     lines = r.text.splitlines()
     assert lines[0].startswith("'gemm' names 3 definitions")
@@ -256,7 +246,7 @@ def test_mcp_impact_of_ambiguous_gemm_answers_each(mcp):
 
 
 def test_mcp_called_by_gemm_groups_by_definition(mcp, tree):
-    r = mcp.call("called_by", name="gemm")
+    r = mcp.call("called_by", name="gemm", budget=20000)  # every row (Note [Answer size])
     assert not r.is_error, r.text
     assert {row["definition"] for row in r.rows} == {
         "at::native::cpublas::gemm", "at::cuda::blas::gemm", "pytorch_flash::gemm"}

@@ -21,12 +21,8 @@ MODULES = ["torch.nn.Linear", "Adam"]
 
 
 @pytest.fixture(scope="module")
-def con(real_db):
-    from torchtalk import api
-
-    c = api.open_db(db=real_db)
-    yield c
-    c.close()
+def con(real_con):
+    return real_con
 
 
 @pytest.fixture(scope="module")

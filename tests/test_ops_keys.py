@@ -63,13 +63,13 @@ def test_unreadable_enumerator_is_an_error_at_its_line():
 def test_fallback_is_a_lib_fallback_row_not_a_lib_impl():
     f = "aten/src/ATen/mps/Fallback.mm"
     facts = [scan_file(f, (
-        "namespace at {\nstatic void fb(const c10::OperatorHandle& op, torch::jit::Stack* s) {}\n"
-        "TORCH_LIBRARY_IMPL(_, MPS, m) {\n"
-        "  m.fallback(torch::CppFunction::makeFromBoxedFunction<&fb>());\n"
-        "}\n"
-        "TORCH_LIBRARY_IMPL(_, AutocastMPS, m) {\n  m.fallback(torch::CppFunction::makeFallthrough());\n}\n"
-        "TORCH_LIBRARY_IMPL(aten, MPS, m) {\n  m.impl(\"relu\", TORCH_FN(fb));\n}\n}\n"
-    ).encode())]
+        b"namespace at {\nstatic void fb(const c10::OperatorHandle& op, torch::jit::Stack* s) {}\n"
+        b"TORCH_LIBRARY_IMPL(_, MPS, m) {\n"
+        b"  m.fallback(torch::CppFunction::makeFromBoxedFunction<&fb>());\n"
+        b"}\n"
+        b"TORCH_LIBRARY_IMPL(_, AutocastMPS, m) {\n  m.fallback(torch::CppFunction::makeFallthrough());\n}\n"
+        b"TORCH_LIBRARY_IMPL(aten, MPS, m) {\n  m.impl(\"relu\", TORCH_FN(fb));\n}\n}\n"
+    ))]
     rows, _stats, _per_file = resolve(facts)
     assert sorted(rows["lib_fallback"], key=lambda r: r[4]) == [
         ("_", "MPS", f"at::(static:{f})::fb", f, 4),
@@ -81,12 +81,8 @@ def test_fallback_is_a_lib_fallback_row_not_a_lib_impl():
 # ------------------------------------------------------------------ the real tree
 
 @pytest.fixture(scope="module")
-def con(real_db):
-    from torchtalk import api
-
-    c = api.open_db(db=real_db)
-    yield c
-    c.close()
+def con(real_con):
+    return real_con
 
 
 @pytest.mark.real_tree

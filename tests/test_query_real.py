@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import pytest
+from _tree import line_of
 
 from torchtalk.query.resolve import Ambiguous
 
@@ -13,12 +14,8 @@ LA = "aten/src/ATen/native/LinearAlgebra.cpp"
 
 
 @pytest.fixture(scope="module")
-def con(real_db):
-    from torchtalk import api
-
-    c = api.open_db(db=real_db)
-    yield c
-    c.close()
+def con(real_con):
+    return real_con
 
 
 def q(con, text, **kw):
@@ -27,16 +24,8 @@ def q(con, text, **kw):
     return api.query(text, con=con, **kw)
 
 
-def _line_of(tree, path: str, needle: str) -> int:
-    """The 1-based line of the first line of `path` that starts with `needle`."""
-    for i, line in enumerate((tree / path).read_text().splitlines(), 1):
-        if line.startswith(needle):
-            return i
-    raise AssertionError(f"{needle!r} not in {path}")
-
-
 def test_trace_matmul_reaches_its_kernel_definition(con, tree):
-    line = _line_of(tree, LA, "Tensor matmul(const Tensor & tensor1, const Tensor & tensor2)")
+    line = line_of(tree, LA, "Tensor matmul(const Tensor & tensor1, const Tensor & tensor2)")
     assert line == 2180
     rows = q(con, "trace(matmul)").rows
     assert ("matmul", "kernel", "at::native::matmul", "CompositeImplicitAutograd", LA, line) in rows

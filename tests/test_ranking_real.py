@@ -16,19 +16,15 @@ EB = "aten/src/ATen/native/cuda/EmbeddingBag.cu"
 
 
 @pytest.fixture(scope="module")
-def con(real_db):
-    from torchtalk import api
-
-    c = api.open_db(db=real_db)
-    yield c
-    c.close()
+def con(real_con):
+    return real_con
 
 
 def _rows(con, text):
     from torchtalk import api
 
     r = api.query(text, con=con, limit=None)
-    return [dict(zip(r.columns, row)) for row in r.rows]
+    return r.records()
 
 
 def test_tests_of_softmax_start_with_test_nn_and_test_ops(con):
@@ -74,7 +70,7 @@ def test_embedding_bag_cuda_diff_puts_its_tests_first(real_db, tree):
     report = api.affected(diff="".join(difflib.unified_diff(old, new, f"a/{EB}", f"b/{EB}")), db=real_db)
     assert list(report.changes.fns) == ["at::native::_embedding_bag_cuda"]
     names = [t.test.rpartition("::")[2] for t in report.tests]
-    assert all(n.lower().startswith(("test_embedding_bag")) for n in names[:15]), names[:15]
+    assert all(n.lower().startswith("test_embedding_bag") for n in names[:15]), names[:15]
     nn = [i for i, t in enumerate(report.tests)
           if t.test.startswith("test/nn/test_embedding.py::") and "::test_embedding_bag_" in t.test]
     assert len(nn) == 14 and max(nn) < 20

@@ -17,19 +17,15 @@ CMI = "torch/testing/_internal/common_methods_invocations.py"
 
 
 @pytest.fixture(scope="module")
-def con(real_db):
-    from torchtalk import api
-
-    c = api.open_db(db=real_db)
-    yield c
-    c.close()
+def con(real_con):
+    return real_con
 
 
 def _tests(con, text):
     from torchtalk import api
 
     r = api.query(text, con=con, limit=None)
-    return [dict(zip(r.columns, row)) for row in r.rows]
+    return r.records()
 
 
 def _line(tree, rel, line):
