@@ -182,3 +182,24 @@ def test_types_round_trip_and_give_columns_their_base():
     assert prog.supertypes("Op") == ("Op", "Node", "symbol")
     assert prog.is_subtype("Fn", "Node") and not prog.is_subtype("Node", "Fn") and prog.is_subtype("Count", "number")
     assert parse_text(str(prog)) == prog
+
+
+def test_a_parsed_program_is_kept_until_a_file_it_read_changes(tmp_path, monkeypatch):
+    """Note [Parsed program cache]: eval parses a file once; an edit to it or
+    to a file it includes is seen."""
+    import os
+
+    from torchtalk.datalog import parser
+
+    monkeypatch.setenv("TORCHTALK_CACHE_DIR", str(tmp_path / "cache"))
+    (tmp_path / "base.dl").write_text(".decl e(a: number)\n.input e\n")
+    main = tmp_path / "main.dl"
+    main.write_text('#include "base.dl"\n.decl p(a: number)\np(x) :- e(x).\n')
+    first = parser.parse_file_cached(main)
+    calls = []
+    monkeypatch.setattr(parser, "parse_file", lambda p: calls.append(p) or parse_file(p))
+    assert parser.parse_file_cached(main) == first and calls == []
+    (tmp_path / "base.dl").write_text(".decl e(a: symbol)\n.input e\n")
+    os.utime(tmp_path / "base.dl", ns=(1, 1))  # a different mtime whatever the clock's resolution
+    again = parser.parse_file_cached(main)
+    assert len(calls) == 1 and again.decls["e"].columns[0].type is ColType.SYMBOL

@@ -352,3 +352,55 @@ def _expected(exc) -> str:
         names = [n for n in names if n not in term_parts]
         names.append("a term")
     return " or ".join(names[:6])
+
+
+# Note [Parsed program cache]: `torchtalk eval PROG.dl` spends about as long
+# importing textX, building its metamodel and parsing as evaluating a small
+# program. The program it parsed (includes resolved) is kept, pickled, in the
+# cache dir under the main file's path, with each file it read and that
+# file's size and mtime; it is used again only while all of them are the same.
+PARSED_FORMAT = "1"
+
+
+def parse_file_cached(path: str | Path) -> A.Program:
+    """`parse_file(path)`, from the cache when no file it read has changed
+    (Note [Parsed program cache]); a cache that cannot be read or written is
+    ignored."""
+    import hashlib
+    import pickle
+
+    from torchtalk.paths import cache_dir
+
+    path = Path(path).resolve()
+    key = hashlib.sha1(f"{PARSED_FORMAT}\0{path}".encode()).hexdigest()[:20]
+    store = cache_dir() / "parsed" / f"{key}.pickle"
+    try:
+        stamps, program = pickle.loads(store.read_bytes())
+        if stamps and stamps == _stamps([f for f, _ in stamps]):
+            return program
+    except (OSError, ValueError, EOFError, pickle.UnpicklingError, AttributeError, TypeError):
+        pass
+    program = parse_file(path)
+    try:
+        import os
+        import tempfile
+
+        store.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=store.parent, suffix=".tmp")
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(pickle.dumps((_stamps(list(program.files)), program)))
+        os.replace(tmp, store)
+    except OSError:
+        pass
+    return program
+
+
+def _stamps(files: list[str]) -> list[tuple[str, tuple[int, int] | None]]:
+    out = []
+    for f in files:
+        try:
+            st = Path(f).stat()
+            out.append((f, (st.st_size, st.st_mtime_ns)))
+        except OSError:
+            out.append((f, None))
+    return out

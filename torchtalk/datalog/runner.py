@@ -76,9 +76,9 @@ def eval_file(
     (the application's store knows where it is; this package does not)."""
     from pathlib import Path
 
-    from torchtalk.datalog.parser import parse_file
+    from torchtalk.datalog.parser import parse_file_cached
 
-    program = parse_file(Path(program_path))
+    program = parse_file_cached(Path(program_path))
     check(program)
     given: dict[str, list[tuple]] = {}
     if facts_dir is not None and open_db is not None:  # the DB's rows, plus the rule author's own facts
