@@ -86,9 +86,12 @@ def test_kernels_per_key(con):
 
 
 def test_a_composite_kernel_is_walked_per_backend_it_reaches(con):
-    # h's composite kernel calls at::f: on CUDA it reaches f's CUDA kernel and its launches
+    # h's composite kernel calls at::f: on CUDA it reaches f's CUDA kernel and its launches;
+    # h has no CUDA kernel of its own, so under CUDA they are h's CUDA kernels too (composite_serves)
     assert kernels(con, "h") == {("CompositeImplicitAutograd", "CUDA", "k1", "f_cuda_impl", "resolved"),
-                                 ("CompositeImplicitAutograd", "CUDA", "k2", "helper", "guess")}
+                                 ("CompositeImplicitAutograd", "CUDA", "k2", "helper", "guess"),
+                                 ("CUDA", "CUDA", "k1", "f_cuda_impl", "resolved"),
+                                 ("CUDA", "CUDA", "k2", "helper", "guess")}
 
 
 def _down(con, seed: str, state: str) -> set[tuple[str, str]]:

@@ -462,9 +462,9 @@ def test_impact_crosses_calls_of_aten_ops(con):
 def test_coverage_query_uses_the_report_model(con):
     r = q(con, "coverage(cpu)")
     assert {(row[1], row[2], row[3]) for row in r.rows} == {
-        ("matmul", "covered", "composite"), ("matmul.out", "covered", "composite"),
+        ("matmul", "covered", "CompositeImplicitAutograd"), ("matmul.out", "covered", "CompositeImplicitAutograd"),
         ("mm", "covered", "delegate"), ("mm.out", "covered", "direct"),
-        ("softmax.int", "covered", "composite"), ("_softmax", "covered", "direct"),
+        ("softmax.int", "covered", "CompositeImplicitAutograd"), ("_softmax", "covered", "direct"),
     }
     r = q(con, "coverage(CUDA, tag=core)")
     assert {(row[1], row[2], row[3]) for row in r.rows} == {

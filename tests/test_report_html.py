@@ -93,7 +93,7 @@ def test_dom_numbers_equal_json(pages, tmp_path):
         assert {f: int(dom.cells[(key, f)]) for f in want} == want, key
         assert dom.cells[(key, "share")] == f"{100 * k['covered'] / k['total']:.1f}%"
         assert {t["tag"]: dom.tags[(key, t["tag"])] for t in k["tags"]} == {t["tag"]: t["covered"] for t in k["tags"]}
-    assert dom.cells[("MPS", "core_covered")] == "181"
+    assert dom.cells[("MPS", "core_covered")] == "182"  # col2im registered by hand (MPSFallback.mm)
 
 
 def test_screenshot_is_not_blank(pages, tmp_path):

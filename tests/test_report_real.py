@@ -101,12 +101,30 @@ def report(ops_db):
     return api.coverage(db=ops_db, keys=KEYS)
 
 
-def test_counts_equal_torchgen(report, oracle):
+def registered(ops_db, key: str) -> set[str]:
+    """The ops registered by hand for `key` (m.impl in TORCH_LIBRARY_IMPL(aten, KEY, m),
+    Note [Registrations are kernels]): kernels torchgen does not generate."""
+    import duckdb
+
+    con = duckdb.connect(str(ops_db), read_only=True)
+    try:
+        names = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+        if "lib_impl" not in names:
+            return set()
+        return {r[0] for r in con.execute(
+            "SELECT DISTINCT i.op FROM lib_impl i JOIN op o ON o.op = i.op WHERE i.ns = 'aten' AND i.key = ?",
+            [key]).fetchall()}
+    finally:
+        con.close()
+
+
+def test_counts_equal_torchgen(report, oracle, ops_db):
+    """torchgen's registrations, plus the hand-written ones of the cpp layer."""
     assert report.total == oracle["_total"] == 2633
     core = set(oracle["core"])
     for key in KEYS:
         kc = report.key(key)
-        want = set(oracle[key])
+        want = set(oracle[key]) | registered(ops_db, key)
         missing = {m.op for m in kc.missing}
         got = {r.op for r in report.heatmap if r.paths[key]}
         assert got == want, (key, sorted(got ^ want)[:10])
@@ -119,7 +137,8 @@ def test_counts_equal_torchgen(report, oracle):
 def test_headline_figures(report):
     """The acceptance figures (also equal to torchgen's, above): covered / core covered."""
     got = {k: (report.key(k).covered, report.key(k).tag("core").covered) for k in ("CPU", "CUDA", "MPS", "Meta")}
-    assert got == {"CPU": (2467, 189), "CUDA": (2504, 189), "MPS": (2123, 181), "Meta": (2118, 163)}
+    # MPS: 2123 from the yaml and codegen, + 3 registered by hand in MPSFallback.mm
+    assert got == {"CPU": (2467, 189), "CUDA": (2504, 189), "MPS": (2126, 182), "Meta": (2118, 163)}
 
 
 def test_kernel_paths_and_missing_locations(report):
@@ -147,7 +166,7 @@ def test_core_scope_and_tag_share(ops_db, oracle):
 
     core = api.coverage(db=ops_db, keys=("MPS", "Meta"), tag="core")
     assert core.total == 189 and core.scope == "core"
-    assert {m.op for m in core.key("MPS").missing} == set(oracle["core"]) - set(oracle["MPS"])
+    assert {m.op for m in core.key("MPS").missing} == set(oracle["core"]) - set(oracle["MPS"]) - registered(ops_db, "MPS")
     assert len(core.key("Meta").missing) == 189 - 163
 
 

@@ -407,6 +407,10 @@ class Resolver:
     def _key_tiers(self, t: str):
         yield "exact", False, lambda: self._q(
             "SELECT DISTINCT 'key', key, '', 0 FROM dispatch WHERE lower(key) = lower(?)", [t], "dispatch")
+        # every key of c10::DispatchKey (PrivateUse1, AutogradMTIA, ...), at its line of DispatchKey.h
+        yield "c10", False, lambda: self._q(
+            "SELECT 'key', key, file, line FROM dispatch_key_def WHERE lower(key) = lower(?)", [t],
+            "dispatch_key_def")
 
     def _kernel_tiers(self, t: str):
         last = t.rsplit("::", 1)[-1]
@@ -469,7 +473,7 @@ class Resolver:
             "node": [("func", "fn", "name"), ("py_api", "api", "api")],
             "subject": [("op", "op", "op"), ("func", "fn", "name")],
             "test": [("test", "test", "test")],
-            "key": [("dispatch", "key", "key")],
+            "key": [("dispatch", "key", "key"), ("dispatch_key_def", "key", "key")],
             "module_class": [("module_class", "cls", "regexp_extract(cls, '[^.]+$')")],
         }.get(ns, [])
         scored: list[tuple[float, str]] = []

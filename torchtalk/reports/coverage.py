@@ -158,10 +158,20 @@ def _backend_keys(con) -> list[str]:
     return first + [k for k in keys if k not in first]
 
 
+def _c10_keys(con) -> list[str]:
+    """Every non-alias key of c10::DispatchKey (dispatch_key_def), for --keys."""
+    names = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+    if "dispatch_key_def" not in names:
+        return []
+    return [r[0] for r in con.execute(
+        "SELECT key FROM dispatch_key_def WHERE kind != 'alias' ORDER BY key").fetchall()]
+
+
 def _resolve_keys(con, wanted: tuple[str, ...] | None) -> tuple[str, ...]:
     known = _backend_keys(con)
     if not wanted:
         return tuple(known)
+    known += [k for k in _c10_keys(con) if k not in known]
     for k in wanted:
         if k.startswith("Composite"):
             raise InputError(
@@ -170,7 +180,7 @@ def _resolve_keys(con, wanted: tuple[str, ...] | None) -> tuple[str, ...]:
             )
         if k not in known:
             raise InputError(
-                f"unknown dispatch key {k!r} (no dispatch entry names it)",
+                f"unknown dispatch key {k!r} (neither a dispatch entry nor c10's DispatchKey names it)",
                 hint=did_you_mean(k, known) or "keys: " + ", ".join(known[:12]) + ", ...",
             )
     return tuple(dict.fromkeys(wanted))

@@ -19,6 +19,8 @@ COLORS = {
     "delegate": "#2da44e",
     "structured_meta": "#1b7c83",
     "composite": "#8fd19e",
+    "registered": "#4ac26b",
+    "autograd": "#6fdd8b",
     "missing+decomp": "#f0883e",
     "missing": "#cf222e",
 }

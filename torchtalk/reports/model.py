@@ -20,6 +20,8 @@ class KernelPath(StrEnum):
     DELEGATE = "delegate"
     STRUCTURED_META = "structured_meta"
     COMPOSITE = "composite"
+    REGISTERED = "registered"  # m.impl in a TORCH_LIBRARY_IMPL (Note [Registrations are kernels])
+    AUTOGRAD = "autograd"  # an autograd key's VariableType kernel
 
     @classmethod
     def parse(cls, text: str) -> KernelPath:
@@ -31,7 +33,8 @@ class KernelPath(StrEnum):
 
 
 # precedence when an op has several paths (the heatmap shows the first)
-PATH_ORDER = (KernelPath.DIRECT, KernelPath.DELEGATE, KernelPath.STRUCTURED_META, KernelPath.COMPOSITE)
+PATH_ORDER = (KernelPath.DIRECT, KernelPath.DELEGATE, KernelPath.STRUCTURED_META, KernelPath.REGISTERED,
+              KernelPath.COMPOSITE, KernelPath.AUTOGRAD)
 
 
 class Format(StrEnum):
