@@ -1,0 +1,1 @@
+"""Reliability tests (issue 18): a real subprocess server, real faults, real load."""
