@@ -103,7 +103,7 @@ def test_reader_errors(tmp_path):
     assert str(err.value) == f"error: backend package not found: {tmp_path / 'nope'}"
     with pytest.raises(InputError) as err:
         scan_backend_package(tmp_path)
-    assert str(err.value) == f"error: no Python files in backend package {tmp_path}"
+    assert str(err.value) == f"error: no Python or C++ files in backend package {tmp_path}"
 
 
 # ------------------------------------------------------------------ the rules on a hand-made fact DB

@@ -118,18 +118,36 @@ def registered(ops_db, key: str) -> set[str]:
         con.close()
 
 
+def fallback_keys(ops_db) -> set[str]:
+    """The keys with a backend fallback for ATen ops (m.fallback in TORCH_LIBRARY_IMPL(_ or aten, KEY, m))."""
+    import duckdb
+
+    con = duckdb.connect(str(ops_db), read_only=True)
+    try:
+        names = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+        if "lib_fallback" not in names:
+            return set()
+        return {r[0] for r in con.execute("SELECT key FROM lib_fallback WHERE ns IN ('_', 'aten')").fetchall()}
+    finally:
+        con.close()
+
+
 def test_counts_equal_torchgen(report, oracle, ops_db):
-    """torchgen's registrations, plus the hand-written ones of the cpp layer."""
+    """torchgen's registrations, plus the hand-written ones of the cpp layer; an op
+    without a kernel is run by the key's backend fallback when it has one (MPS, Meta)."""
     assert report.total == oracle["_total"] == 2633
     core = set(oracle["core"])
+    with_fallback = fallback_keys(ops_db)
     for key in KEYS:
         kc = report.key(key)
         want = set(oracle[key]) | registered(ops_db, key)
         missing = {m.op for m in kc.missing}
+        fallback = {m.op for m in kc.fallback}
         got = {r.op for r in report.heatmap if r.paths[key]}
         assert got == want, (key, sorted(got ^ want)[:10])
         assert kc.covered == len(want), key
-        assert missing == {r.op for r in report.heatmap} - want, key
+        lacking = {r.op for r in report.heatmap} - want
+        assert (fallback, missing) == ((lacking, set()) if key in with_fallback else (set(), lacking)), key
         assert kc.tag("core").covered == len(want & core), key
         assert kc.tag("core").total == len(core) == 189
 
@@ -139,6 +157,9 @@ def test_headline_figures(report):
     got = {k: (report.key(k).covered, report.key(k).tag("core").covered) for k in ("CPU", "CUDA", "MPS", "Meta")}
     # MPS: 2123 from the yaml and codegen, + 3 registered by hand in MPSFallback.mm
     assert got == {"CPU": (2467, 189), "CUDA": (2504, 189), "MPS": (2126, 182), "Meta": (2118, 163)}
+    # the rest run through a backend fallback: MPSFallback.mm's, the Meta fallback (which raises)
+    assert {k: (len(report.key(k).fallback), len(report.key(k).missing)) for k in ("CPU", "MPS", "Meta")} == {
+        "CPU": (0, 2633 - 2467), "MPS": (2633 - 2126, 0), "Meta": (2633 - 2118, 0)}
 
 
 def test_kernel_paths_and_missing_locations(report):
@@ -148,7 +169,13 @@ def test_kernel_paths_and_missing_locations(report):
     assert rows["add.out"]["CPU"] == "direct"  # CPU, CUDA: add_out
     assert rows["add.Tensor"]["Meta"] == "structured_meta"
     assert rows["matmul"]["MPS"] == "composite"  # no dispatch section: CompositeImplicitAutograd
-    mps = {m.op: m for m in report.key("MPS").missing}
+    mps = {m.op: m for m in report.key("MPS").fallback}  # no MPS kernel: MPSFallback.mm's fallback
+    assert report.key("MPS").fallback_fns == (
+        "at::(static:aten/src/ATen/mps/MPSFallback.mm)::mps_error_fallback (aten/src/ATen/mps/MPSFallback.mm:81)",
+        "at::(static:aten/src/ATen/mps/MPSFallback.mm)::mps_fallback (aten/src/ATen/mps/MPSFallback.mm:83)",
+    )
+    lines = report_tree_file("aten/src/ATen/mps/MPSFallback.mm").read_text().splitlines()
+    assert "m.fallback(" in lines[80] and "<&mps_error_fallback>" in lines[80] and "<&mps_fallback>" in lines[82]
     m = mps["_adaptive_avg_pool3d"]
     assert (m.file, m.line) == ("aten/src/ATen/native/native_functions.yaml", 12162)
     yaml_line = (report_tree_file(m.file)).read_text().splitlines()[m.line - 1]
@@ -166,8 +193,9 @@ def test_core_scope_and_tag_share(ops_db, oracle):
 
     core = api.coverage(db=ops_db, keys=("MPS", "Meta"), tag="core")
     assert core.total == 189 and core.scope == "core"
-    assert {m.op for m in core.key("MPS").missing} == set(oracle["core"]) - set(oracle["MPS"]) - registered(ops_db, "MPS")
-    assert len(core.key("Meta").missing) == 189 - 163
+    assert {m.op for m in core.key("MPS").fallback} == set(oracle["core"]) - set(oracle["MPS"]) - registered(ops_db, "MPS")
+    assert len(core.key("Meta").fallback) == 189 - 163
+    assert core.key("MPS").missing == core.key("Meta").missing == ()
 
 
 def test_whole_report_all_keys_within_10s(ops_db):

@@ -1,5 +1,8 @@
 """Read an out-of-tree backend's ATen op table without importing it.
 
+C++ sources (`TORCH_LIBRARY_IMPL(aten, KEY, m)` blocks) are read by
+reports/backend_cpp.py with the C++ extractor; this module reads Python.
+
 A `torch.compile` backend (or a PrivateUse1 backend written in Python) names
 the ATen ops it implements in a few recognisable places; this module finds
 them with Python's `ast`, never running the package's code:
@@ -43,6 +46,7 @@ class BackendRef:
     overload: str  # "" = default overload, PACKET = every overload
     file: str
     line: int
+    key: str = ""  # the dispatch key a C++ m.impl registers it for ("" = a keyless op table)
 
     @property
     def loc(self) -> SrcLoc:
@@ -64,6 +68,13 @@ class PackageScan:
     refs: tuple[BackendRef, ...]
     files: int
     unparsed: tuple[str, ...]  # "file:line: message"
+    fallbacks: tuple = ()  # BackendFallback rows (C++ m.fallback)
+    notes: tuple[str, ...] = ()  # registrations that are no ATen op table entry
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """The dispatch keys the package registers kernels or fallbacks for (C++)."""
+        return tuple(sorted({r.key for r in self.refs if r.key} | {f.key for f in self.fallbacks}))
 
 
 def read_backend_package(root: Path) -> tuple[BackendRef, ...]:
@@ -77,17 +88,22 @@ def read_backend_package(root: Path) -> tuple[BackendRef, ...]:
 
 
 def scan_backend_package(root: Path) -> PackageScan:
-    """Scan every `.py` file under `root` (a package dir or a single file)."""
+    """Scan every `.py` file under `root` (a package dir or a single file) with
+    `ast`, and every C++ source with the C++ extractor (reports/backend_cpp.py)."""
+    from torchtalk.reports.backend_cpp import CPP_SUFFIXES, scan_cpp_files
+
     root = Path(root)
     if not root.exists():
         raise InputError(f"backend package not found: {root}")
-    files = [root] if root.is_file() else sorted(root.rglob("*.py"))
-    if not files:
-        raise InputError(f"no Python files in backend package {root}")
+    files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
+    py_files = [p for p in files if p.suffix == ".py"]
+    cpp_files = [p for p in files if p.suffix in CPP_SUFFIXES]
+    if not py_files and not cpp_files:
+        raise InputError(f"no Python or C++ files in backend package {root}")
     base = root.parent if root.is_file() else root
     refs: set[BackendRef] = set()
     unparsed: list[str] = []
-    for path in files:
+    for path in py_files:
         rel = path.relative_to(base).as_posix()
         try:
             tree = ast.parse(path.read_bytes(), filename=rel)
@@ -95,7 +111,10 @@ def scan_backend_package(root: Path) -> PackageScan:
             unparsed.append(f"{rel}:{err.lineno or 0}: {err.msg}")
             continue
         refs.update(_FileScanner(rel).scan(tree))
-    return PackageScan(root, tuple(sorted(refs)), len(files), tuple(unparsed))
+    cpp_refs, fallbacks, notes = scan_cpp_files(base, cpp_files)
+    refs.update(cpp_refs)
+    return PackageScan(root, tuple(sorted(refs)), len(py_files) + len(cpp_files), tuple(unparsed),
+                       tuple(sorted(set(fallbacks))), tuple(notes))
 
 
 def parse_op_string(text: str, ns_default: str | None = None) -> tuple[str, str] | None:

@@ -84,22 +84,29 @@ def compute_coverage(
             hint="run `torchtalk index --source PATH --layers ops`",
         )
     keys = _resolve_keys(con, options.keys)
-    tag = scope_tag(options)
-    if tag is not None:
-        _check_tag(con, tag)
-    step("reading backend package" if options.backend_package else "preparing facts")
     scan = None
-    facts = _driver_facts(con, keys, tag)
     if options.backend_package is not None:
         from torchtalk.reports.backend_pkg import scan_backend_package
 
+        step("reading backend package")  # the first of the bar's steps (cli/report.py _progress)
         scan = scan_backend_package(options.backend_package)
-        facts["backend_ref"] = [(r.name, r.overload, r.file, r.line) for r in scan.refs]
+        keys += tuple(k for k in scan.keys if k not in keys and not k.startswith("Composite"))
+    else:
+        step("preparing facts")
+    tag = scope_tag(options, keyed=bool(scan and scan.keys))
+    if tag is not None:
+        _check_tag(con, tag)
+    facts = _driver_facts(con, keys, tag)
+    if scan is not None:
+        facts["backend_ref"] = [(r.name, r.overload, r.file, r.line) for r in scan.refs if not r.key]
+        facts["backend_impl"] = [(r.name, r.overload, r.key, r.file, r.line) for r in scan.refs if r.key]
+        facts["backend_fallback"] = [(f.key, f.fn, f.file, f.line) for f in scan.fallbacks]
     step("evaluating rules/coverage.dl")
     rows = _evaluate(con, options.rules, facts, package=scan is not None)
     step("building the report")
     locs = {op: (f, line) for op, f, line in con.execute("SELECT op, file, line FROM op").fetchall()}
-    key_cov = tuple(_key_coverage(k, rows, locs) for k in keys)
+    fallback_fns = _fallback_fns(con, keys)
+    key_cov = tuple(_key_coverage(k, rows, locs, fallback_fns.get(k, ())) for k in keys)
     total = rows["scope_total"][0][0] if rows["scope_total"] else 0
     package = _package_report(scan, rows, counts, total) if scan is not None else None
     return CoverageReport(
@@ -119,9 +126,11 @@ def compute_coverage(
 # ----------------------------------------------------------------- inputs
 
 
-def scope_tag(options: CoverageOptions) -> str | None:
+def scope_tag(options: CoverageOptions, keyed: bool = False) -> str | None:
     """The tag the report is restricted to: --tag ("*" = every op); with a
-    backend package and no --tag, the core ATen opset.
+    backend package and no --tag, the core ATen opset a torch.compile backend
+    sees, unless the package registers kernels for a dispatch key (`keyed`:
+    C++ TORCH_LIBRARY_IMPL), which the eager dispatcher calls for every op.
 
     Example:
         >>> scope_tag(CoverageOptions(backend_package=Path("pkg")))
@@ -129,7 +138,7 @@ def scope_tag(options: CoverageOptions) -> str | None:
     """
     if options.tag == "*":
         return None
-    if options.tag is None and options.backend_package is not None:
+    if options.tag is None and options.backend_package is not None and not keyed:
         return "core"
     return options.tag
 
@@ -198,6 +207,8 @@ def _driver_facts(con, keys: tuple[str, ...], tag: str | None) -> dict[str, list
         "report_scope": [(tag or "*",)],
         "module_forward": _module_forwards(con),
         "backend_ref": [],
+        "backend_impl": [],
+        "backend_fallback": [],
     }
     return facts
 
@@ -216,11 +227,11 @@ def _module_forwards(con) -> list[tuple[str, str]]:
 
 KEY_OUTPUTS = (
     "scope_total", "kernel_via", "covered", "missing", "missing_decomp", "key_covered",
-    "key_via", "tag_total", "tag_covered", "no_derivative", "untested",
+    "key_via", "tag_total", "tag_covered", "no_derivative", "untested", "fallback_covered",
 )
 PACKAGE_OUTPUTS = (
     "pkg_op", "pkg_unknown", "pkg_missing", "pkg_missing_composite", "pkg_missing_decomp",
-    "pkg_decomposes",
+    "pkg_decomposes", "pkg_inherited", "pkg_fallback",
     "decomp_unmet", "pkg_missing_weight",
 )
 
@@ -250,8 +261,22 @@ def _source_of(con) -> str:
 # ----------------------------------------------------------------- folding
 
 
+def _fallback_fns(con, keys: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
+    """Per key, "fn (file:line)" of its m.fallback registrations (for display)."""
+    names = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+    if "lib_fallback" not in names:
+        return {}
+    out: dict[str, list[str]] = defaultdict(list)
+    for k, fn, f, line in con.execute(
+        "SELECT key, fn, file, line FROM lib_fallback WHERE ns IN ('_', 'aten') ORDER BY file, line"
+    ).fetchall():
+        if k in keys:
+            out[k].append(f"{fn} ({f}:{line})")
+    return {k: tuple(v) for k, v in out.items()}
+
+
 def _key_coverage(
-    key: str, rows: dict[str, list[tuple]], locs: dict[str, tuple[str, int]]
+    key: str, rows: dict[str, list[tuple]], locs: dict[str, tuple[str, int]], fallback_fns: tuple[str, ...] = ()
 ) -> KeyCoverage:
     total = rows["scope_total"][0][0] if rows["scope_total"] else 0
     covered = dict(rows["key_covered"]).get(key, 0)
@@ -265,11 +290,14 @@ def _key_coverage(
     for op, k, py, f, line in rows["missing_decomp"]:
         if k == key:
             decomps[op].append(f"{py} ({f}:{line})")
-    missing = tuple(
-        MissingOp(op, *locs.get(op, ("", 0)), tuple(sorted(decomps.get(op, ()))))
-        for op in sorted(op for op, k in rows["missing"] if k == key)
-    )
-    return KeyCoverage(key, covered, total, by_path, tags, missing)
+    by_fallback = {op for op, k in rows["fallback_covered"] if k == key}
+
+    def located(ops) -> tuple[MissingOp, ...]:
+        return tuple(MissingOp(op, *locs.get(op, ("", 0)), tuple(sorted(decomps.get(op, ())))) for op in sorted(ops))
+
+    missing = {op for op, k in rows["missing"] if k == key}
+    return KeyCoverage(key, covered, total, by_path, tags, located(missing - by_fallback),
+                       located(missing & by_fallback), fallback_fns)
 
 
 def _ops(rows: list[tuple]) -> tuple[MissingOp, ...]:
@@ -287,8 +315,14 @@ def _heatmap(keys: tuple[str, ...], rows: dict[str, list[tuple]], limit: int) ->
     missing_n: dict[str, int] = defaultdict(int)
     for op, _ in rows["missing"]:
         missing_n[op] += 1
+    by_fallback: dict[str, list[str]] = defaultdict(list)
+    for op, k in rows["fallback_covered"]:
+        by_fallback[op].append(k)
     order = sorted(scope, key=lambda op: (-missing_n[op], op))[:limit]
-    return tuple(OpRow(op, {k: best[op].get(k, "") for k in keys}, op in with_decomp) for op in order)
+    return tuple(
+        OpRow(op, {k: best[op].get(k, "") for k in keys}, op in with_decomp, tuple(sorted(by_fallback[op])))
+        for op in order
+    )
 
 
 def _package_report(scan, rows: dict[str, list[tuple]], counts: dict[str, int], total: int) -> PackageReport:
@@ -297,6 +331,31 @@ def _package_report(scan, rows: dict[str, list[tuple]], counts: dict[str, int], 
     for op, f, line in sorted(rows["pkg_op"]):
         mapped.setdefault(op, (f, line))
     covered = tuple(PackageOp(op, *mapped[op]) for op in sorted(mapped) if op in in_scope)
+    inherited: dict[str, list[str]] = defaultdict(list)
+    for op, ckey in rows["pkg_inherited"]:
+        inherited[op].append(ckey)
+    fallback: dict[str, list[str]] = defaultdict(list)
+    for op, key, fn, f, line in rows["pkg_fallback"]:
+        fallback[op].append(f"{key}: {fn} ({f}:{line})")
+    left = {op for (op,) in rows["pkg_missing"]} - set(inherited) - set(fallback)
+    missing = sorted(_missing_ops(left, rows), key=lambda p: (-(p.modules + p.tests), p.op))
+    unknown = tuple(
+        f"aten.{n}{'' if o == '*' else '.' + (o or 'default')} at {f}:{line}"
+        for n, o, f, line in sorted(rows["pkg_unknown"], key=lambda r: (r[2], r[3], r[0]))
+    )
+    return PackageReport(
+        root=str(scan.root), files=scan.files, refs=len(scan.refs), scope_total=total,
+        covered=covered, missing=tuple(missing), unknown=unknown, unparsed=scan.unparsed,
+        decomp_calls_known=bool(counts.get("py_calls") and counts.get("py_api")),
+        decomps_known=bool(counts.get("decomp")), keys=scan.keys,
+        inherited=tuple(PackageOp(op, via=", ".join(sorted(v))) for op, v in sorted(inherited.items())),
+        fallback=tuple(PackageOp(op, via="; ".join(sorted(v))) for op, v in sorted(fallback.items())),
+        notes=scan.notes,
+    )
+
+
+def _missing_ops(ops: set[str], rows: dict[str, list[tuple]]) -> list[PackageOp]:
+    """The package's missing ops, with what could still run them (decompositions, CIA) and their weight."""
     composite = {r[0] for r in rows["pkg_missing_composite"]}
     decomposes: dict[str, list[str]] = defaultdict(list)
     for op, py in rows["pkg_decomposes"]:
@@ -307,22 +366,11 @@ def _package_report(scan, rows: dict[str, list[tuple]], counts: dict[str, int], 
             unmet[op].append(api)
     weight = {op: (m, t) for op, m, t in rows["pkg_missing_weight"]}
     with_decomp = {r[0] for r in rows["pkg_missing_decomp"]}
-    missing = [
+    return [
         PackageOp(
             op, modules=weight.get(op, (0, 0))[0], tests=weight.get(op, (0, 0))[1],
             composite=op in composite, decomposes=tuple(sorted(decomposes[op])),
             unmet=tuple(sorted(unmet[op])), has_decomp=op in with_decomp,
         )
-        for (op,) in rows["pkg_missing"]
+        for op in ops
     ]
-    missing.sort(key=lambda p: (-(p.modules + p.tests), p.op))
-    unknown = tuple(
-        f"aten.{n}{'' if o == '*' else '.' + (o or 'default')} at {f}:{line}"
-        for n, o, f, line in sorted(rows["pkg_unknown"], key=lambda r: (r[2], r[3], r[0]))
-    )
-    return PackageReport(
-        root=str(scan.root), files=scan.files, refs=len(scan.refs), scope_total=total,
-        covered=covered, missing=tuple(missing), unknown=unknown, unparsed=scan.unparsed,
-        decomp_calls_known=bool(counts.get("py_calls") and counts.get("py_api")),
-        decomps_known=bool(counts.get("decomp")),
-    )

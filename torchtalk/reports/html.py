@@ -21,6 +21,7 @@ COLORS = {
     "composite": "#8fd19e",
     "registered": "#4ac26b",
     "autograd": "#6fdd8b",
+    "fallback": "#d4a72c",
     "missing+decomp": "#f0883e",
     "missing": "#cf222e",
 }
@@ -65,7 +66,7 @@ def _cell(key: str, field: str, value: object) -> str:
 
 def _summary(report: CoverageReport) -> str:
     head = ("key", "covered", "total", "share", "core covered", "core total", "direct", "delegate",
-            "structured meta", "composite", "missing", "missing with decomp")
+            "structured meta", "composite", "fallback", "missing", "missing with decomp")
     rows = ["<table id='summary'><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>"]
     for kc in report.keys:
         core = kc.tag("core")
@@ -77,6 +78,7 @@ def _summary(report: CoverageReport) -> str:
             _cell(kc.key, "core_covered", core.covered if core else "n/a"),
             _cell(kc.key, "core_total", core.total if core else "n/a"),
             *(_cell(kc.key, p, kc.by_path.get(p, 0)) for p in ("direct", "delegate", "structured_meta", "composite")),
+            _cell(kc.key, "fallback", len(kc.fallback)),
             _cell(kc.key, "missing", len(kc.missing)),
             _cell(kc.key, "missing_with_decomp", kc.missing_with_decomp),
         ]
@@ -132,7 +134,7 @@ def _heatmap(report: CoverageReport) -> str:
         y = 20 + i * CELL_H
         out.append(f"<text x='0' y='{y + 10}'>{escape(row.op[:42])}</text>")
         for j, k in enumerate(keys):
-            status = row.paths[k] or ("missing+decomp" if row.decomp else "missing")
+            status = row.status(k)
             out.append(
                 f"<rect x='{LABEL_W + j * CELL_W}' y='{y}' width='{CELL_W - 1}' height='{CELL_H - 1}' "
                 f"fill='{COLORS[status]}'><title>{escape(row.op)} {escape(k)}: {status}</title></rect>"
@@ -150,7 +152,9 @@ def _package(report: CoverageReport) -> str:
     out = [
         f"<h2>Backend package {escape(pkg.root)}</h2>",
         f"<p id='package'>covers <b data-field='pkg_covered'>{len(pkg.covered)}</b> of "
-        f"<b data-field='pkg_total'>{pkg.scope_total}</b> ops; missing "
+        f"<b data-field='pkg_total'>{pkg.scope_total}</b> ops; inherits "
+        f"<b data-field='pkg_inherited'>{len(pkg.inherited)}</b> through composites; fallback "
+        f"<b data-field='pkg_fallback'>{len(pkg.fallback)}</b>; missing "
         f"<b data-field='pkg_missing'>{len(pkg.missing)}</b>.</p>",
         "<table><tr><th>missing op</th><th>nn modules</th><th>tests</th><th>path</th></tr>",
     ]

@@ -86,7 +86,9 @@ class KeyCoverage:
     total: int
     by_path: dict[str, int]  # ops reaching a kernel through each path (not exclusive)
     tags: tuple[TagShare, ...]
-    missing: tuple[MissingOp, ...]
+    missing: tuple[MissingOp, ...]  # no kernel and no backend fallback
+    fallback: tuple[MissingOp, ...] = ()  # no kernel: the key's backend fallback runs them
+    fallback_fns: tuple[str, ...] = ()  # "fn (file:line)" of the key's m.fallback registrations
 
     @property
     def share(self) -> float:
@@ -107,6 +109,15 @@ class OpRow:
     op: str
     paths: dict[str, str]
     decomp: bool
+    fallback: tuple[str, ...] = ()  # the keys whose backend fallback runs it (no kernel)
+
+    def status(self, key: str) -> str:
+        """The cell of `key`: its kernel path, "fallback", "missing+decomp" or "missing"."""
+        if self.paths[key]:
+            return self.paths[key]
+        if key in self.fallback:
+            return "fallback"
+        return "missing+decomp" if self.decomp else "missing"
 
 
 @dataclass(frozen=True)
@@ -122,6 +133,7 @@ class PackageOp:
     decomposes: tuple[str, ...] = ()  # decompositions whose calls the package all has
     unmet: tuple[str, ...] = ()  # Python APIs its decompositions call with no op in the package
     has_decomp: bool = False
+    via: str = ""  # inherited: the composite alias key; fallback: "fn (file:line)"
 
 
 @dataclass(frozen=True)
@@ -138,6 +150,15 @@ class PackageReport:
     unparsed: tuple[str, ...]
     decomp_calls_known: bool  # py_calls/py_api facts exist to check decompositions
     decomps_known: bool = True  # decomp facts exist (the python layer is indexed)
+    keys: tuple[str, ...] = ()  # dispatch keys its C++ registrations name (Note [Package keys])
+    inherited: tuple[PackageOp, ...] = ()  # not registered: a composite kernel serves its key
+    fallback: tuple[PackageOp, ...] = ()  # neither: the package's m.fallback runs them
+    notes: tuple[str, ...] = ()  # registrations that are no ATen op table entry
+
+    @property
+    def missing_decomposable(self) -> int:
+        """Missing ops with a decomposition into ops the package has or inherits."""
+        return sum(1 for p in self.missing if p.decomposes)
 
 
 @dataclass(frozen=True)
@@ -172,6 +193,8 @@ class CoverageReport:
         for k, kc in zip(data["keys"], self.keys, strict=True):
             k["share"] = round(kc.share, 4)
             k["missing_with_decomp"] = kc.missing_with_decomp
+        if self.package is not None:
+            data["package"]["missing_decomposable"] = self.package.missing_decomposable
         return data
 
 

@@ -54,10 +54,15 @@ def render_md(report: CoverageReport) -> str:
     out += ["", "Paths (an op may have several): direct = its dispatch table names the key; delegate = "
             "the structured out= op it delegates to does; structured meta = torchgen's generated Meta "
             "kernel; composite = a CompositeImplicitAutograd/CompositeExplicitAutograd(NonFunctional) "
-            "kernel serves every key, so no missing op has a composite path. See rules/coverage.dl."]
+            "kernel serves every key, so no missing op has a composite path; fallback = no kernel, the key's "
+            "backend fallback (m.fallback) runs the op (MPS's on the CPU; Meta's raises). See rules/coverage.dl."]
     out += ["", "## Share by tag", ""]
     out += _md_tags(report)
     for kc in report.keys:
+        if kc.fallback:
+            out += ["", f"## Run by {kc.key}'s backend fallback: {len(kc.fallback)} ops (no kernel of their own)", ""]
+            out += [f"- fallback {fn}" for fn in kc.fallback_fns]
+            out += [f"- `{m.op}` ({m.file}:{m.line})" for m in kc.fallback]
         out += ["", f"## Missing for {kc.key}: {len(kc.missing)} ops ({kc.missing_with_decomp} with a decomposition)", ""]
         out += [
             f"- `{m.op}` ({m.file}:{m.line})" + (f": decomposes via {', '.join(m.decomps)}" if m.decomps else "")
@@ -79,14 +84,15 @@ def render_md(report: CoverageReport) -> str:
 
 def _md_keys(report: CoverageReport) -> list[str]:
     rows = [
-        "| key | covered | share | core | direct | delegate | structured meta | composite | missing | missing with decomp |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| key | covered | share | core | direct | delegate | structured meta | composite | fallback | missing "
+        "| missing with decomp |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for kc in report.keys:
         rows.append(
             f"| {kc.key} | {kc.covered}/{kc.total} | {pct(kc.covered, kc.total)} | {_core(kc)} | "
             + " | ".join(str(kc.by_path.get(p, 0)) for p in ("direct", "delegate", "structured_meta", "composite"))
-            + f" | {len(kc.missing)} | {kc.missing_with_decomp} |"
+            + f" | {len(kc.fallback)} | {len(kc.missing)} | {kc.missing_with_decomp} |"
         )
     return rows
 
@@ -112,9 +118,12 @@ def _md_tags(report: CoverageReport) -> list[str]:
 
 def _md_package(pkg: PackageReport) -> list[str]:
     out = [f"## Backend package {pkg.root}", ""]
+    keys = f" for {', '.join(pkg.keys)}" if pkg.keys else ""
     out.append(
-        f"{pkg.files} files, {pkg.refs} op references; covers {len(pkg.covered)}/{pkg.scope_total} "
-        f"in-scope ops ({pct(len(pkg.covered), pkg.scope_total)}), misses {len(pkg.missing)}."
+        f"{pkg.files} files, {pkg.refs} op references{keys}; covers {len(pkg.covered)}/{pkg.scope_total} "
+        f"in-scope ops ({pct(len(pkg.covered), pkg.scope_total)}), inherits {len(pkg.inherited)} through "
+        f"composite kernels, runs {len(pkg.fallback)} through its fallback, misses {len(pkg.missing)} "
+        f"({pkg.missing_decomposable} decomposable)."
     )
     if not pkg.decomp_calls_known:
         out.append("- what decompositions call is not indexed (python layer: py_calls, py_api): "
@@ -123,8 +132,15 @@ def _md_package(pkg: PackageReport) -> list[str]:
         out.append(f"- unknown op {u}")
     for u in pkg.unparsed:
         out.append(f"- could not parse {u}")
+    out += [f"- {n}" for n in pkg.notes]
     out += ["", "### Covered", ""]
     out += [f"- `{p.op}` ({p.file}:{p.line})" for p in pkg.covered]
+    if pkg.inherited:
+        out += ["", "### Inherited through composite kernels", ""]
+        out += [f"- `{p.op}` ({p.via})" for p in pkg.inherited]
+    if pkg.fallback:
+        out += ["", "### Run by the package's fallback", ""]
+        out += [f"- `{p.op}` ({p.via})" for p in pkg.fallback]
     out += ["", "### Missing (most used first)", "", "| op | nn modules | tests | path |", "|---|---:|---:|---|"]
     out += [f"| `{p.op}` | {p.modules} | {p.tests} | {package_path(p, pkg)} |" for p in pkg.missing]
     return out
@@ -134,11 +150,11 @@ def _md_package(pkg: PackageReport) -> list[str]:
 
 
 def render_csv(report: CoverageReport) -> str:
-    """One row per op: its kernel path per key, "missing" or "missing+decomp"."""
+    """One row per op: its kernel path per key, "fallback", "missing" or "missing+decomp"."""
     keys = [kc.key for kc in report.keys]
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(["op", *keys])
     for row in sorted(report.heatmap, key=lambda r: r.op):
-        w.writerow([row.op, *(row.paths[k] or ("missing+decomp" if row.decomp else "missing") for k in keys)])
+        w.writerow([row.op, *(row.status(k) for k in keys)])
     return buf.getvalue()
