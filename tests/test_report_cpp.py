@@ -145,3 +145,45 @@ def test_open_registration_extension_report(tree, example, request):
     assert "inherits 1427 through composite kernels" in md
     data = json.loads(api.render_coverage(report, "json"))["package"]
     assert (len(data["inherited"]), data["missing_decomposable"]) == (1427, 105)
+
+
+@pytest.mark.real_tree
+def test_coverage_table_counts_fallbacks(request):
+    """The MCP `coverage` tool's table: MPS lacks no op outright, 507 run through MPSFallback.mm."""
+    from torchtalk import api
+
+    db = Path(request.getfixturevalue("real_db"))
+    mps = api.coverage_table("MPS", db=db)
+    assert mps.rows == () and mps.title.startswith("coverage of MPS: 2126/2633 ops")
+    note = next(n for n in mps.notes if "backend fallback" in n)
+    assert note.startswith("507 more ops have no kernel") and "MPSFallback.mm:83)" in note
+    per_key = {r[0]: r for r in api.coverage_table(db=db).rows}
+    assert (per_key["MPS"][5], per_key["MPS"][6]) == (507, 0)
+    assert (per_key["CPU"][5], per_key["CPU"][6]) == (0, 2633 - 2467)
+
+
+@pytest.mark.real_tree
+def test_cli_cpp_package(example, request, capsys, tmp_path):
+    """`report coverage --backend-package` on the example, as csv; a typo'd key is a one-line error."""
+    import csv
+    import io
+
+    from torchtalk.cli import main
+
+    db = str(request.getfixturevalue("real_db"))
+    code = main(["report", "coverage", "--quiet", "--db", db, "--keys", "MPS", "--format", "csv",
+                 "--backend-package", str(example)])
+    out, _ = capsys.readouterr()
+    rows = {r["op"]: r for r in csv.DictReader(io.StringIO(out))}
+    assert code == 0 and list(next(iter(rows.values()))) == ["op", "MPS", "PrivateUse1"]
+    assert rows["matmul"] == {"op": "matmul", "MPS": "composite", "PrivateUse1": "composite"}
+    assert rows["_adaptive_avg_pool3d"] == {"op": "_adaptive_avg_pool3d", "MPS": "fallback",
+                                            "PrivateUse1": "missing"}
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "k.cpp").write_text('TORCH_LIBRARY_IMPL(aten, PrivateUser1, m) {\n  m.impl("abs", &f);\n}\n')
+    code = main(["report", "coverage", "--quiet", "--db", db, "--backend-package", str(bad)])
+    _, err = capsys.readouterr()
+    assert code != 0 and err.strip().splitlines() == [
+        "torchtalk: error: k.cpp:2: unknown dispatch key 'PrivateUser1' in a TORCH_LIBRARY_IMPL block "
+        "(did you mean 'PrivateUse1', 'PrivateUse3', 'PrivateUse2'?)"]

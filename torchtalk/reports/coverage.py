@@ -90,6 +90,7 @@ def compute_coverage(
 
         step("reading backend package")  # the first of the bar's steps (cli/report.py _progress)
         scan = scan_backend_package(options.backend_package)
+        _check_package_keys(con, scan)
         keys += tuple(k for k in scan.keys if k not in keys and not k.startswith("Composite"))
     else:
         step("preparing facts")
@@ -193,6 +194,20 @@ def _resolve_keys(con, wanted: tuple[str, ...] | None) -> tuple[str, ...]:
                 hint=did_you_mean(k, known) or "keys: " + ", ".join(known[:12]) + ", ...",
             )
     return tuple(dict.fromkeys(wanted))
+
+
+def _check_package_keys(con, scan) -> None:
+    """A C++ registration's key must be one of c10's DispatchKeys (when the DB has them)."""
+    c10 = _c10_keys(con)
+    if not c10:
+        return
+    known = set(c10) | set(_backend_keys(con))
+    for where, key in [(f"{r.file}:{r.line}", r.key) for r in scan.refs if r.key] + [
+        (f"{f.file}:{f.line}", f.key) for f in scan.fallbacks
+    ]:
+        if key not in known:
+            raise InputError(f"{where}: unknown dispatch key {key!r} in a TORCH_LIBRARY_IMPL block",
+                             hint=did_you_mean(key, sorted(known)) or "see c10/core/DispatchKey.h")
 
 
 def _check_tag(con, tag: str) -> None:

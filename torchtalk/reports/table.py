@@ -21,9 +21,10 @@ def coverage_table(report: CoverageReport, key: str | None = None) -> Table:
             core = kc.tag("core")
             rows.append((
                 kc.key, kc.covered, kc.total, pct(kc.covered, kc.total),
-                f"{core.covered}/{core.total}" if core else "n/a", len(kc.missing), kc.missing_with_decomp,
+                f"{core.covered}/{core.total}" if core else "n/a", len(kc.fallback), len(kc.missing),
+                kc.missing_with_decomp,
             ))
-        cols = ("key", "covered", "total", "share", "core", "missing", "missing_with_decomp")
+        cols = ("key", "covered", "total", "share", "core", "fallback", "missing", "missing_with_decomp")
         return Table("coverage per dispatch key", cols, tuple(rows), len(rows), notes)
     kc = report.key(key)
     core = kc.tag("core")
@@ -34,4 +35,8 @@ def coverage_table(report: CoverageReport, key: str | None = None) -> Table:
         (m.op, f"{m.file}:{m.line}", "; ".join(m.decomps) or "-") for m in kc.missing
     )
     paths = ", ".join(f"{p} {n}" for p, n in sorted(kc.by_path.items()))
-    return Table(title, ("missing_op", "where", "decomposition"), rows, len(rows), notes + (f"kernels by path: {paths}",))
+    notes += (f"kernels by path: {paths}",)
+    if kc.fallback:
+        notes += (f"{len(kc.fallback)} more ops have no kernel and run through the backend fallback "
+                  + "; ".join(kc.fallback_fns),)
+    return Table(title, ("missing_op", "where", "decomposition"), rows, len(rows), notes)
