@@ -21,7 +21,9 @@ def register(p: argparse.ArgumentParser) -> None:
     c.add_argument("--format", default=None, help="md (default), html, csv or json")
     c.add_argument("-o", "--output", type=Path, help="write to FILE (atomically) instead of stdout")
     c.add_argument("--backend-package", type=Path, metavar="DIR",
-                   help="an out-of-tree backend package: report the ops its table maps")
+                   help="an out-of-tree backend package (or file): report the ops its Python op table "
+                   "maps and its C++ TORCH_LIBRARY_IMPL(aten, KEY, m) blocks register, what KEY inherits "
+                   "through composite kernels or runs through its m.fallback, and what is missing")
     c.add_argument("--rules", type=Path, help="coverage rules to use instead of rules/coverage.dl")
     c.add_argument("--json", action="store_true", help="same as --format json")
     c.add_argument("--quiet", action="store_true", help="no progress bar")
