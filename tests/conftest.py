@@ -57,6 +57,18 @@ def souffle_bin() -> str:
 
 
 @pytest.fixture(scope="session")
+def souffle_compiler() -> str:
+    """A `souffle` that can compile (its headers installed beside it):
+    scripts/setup builds one with ../shared/souffle/build.sh."""
+    from torchtalk.datalog.engines.souffle import compiler_path
+
+    path = compiler_path()
+    if path is None:
+        _missing("no souffle with its headers for compiled mode; scripts/setup builds it with ../shared/souffle/build.sh")
+    return path
+
+
+@pytest.fixture(scope="session")
 def torch_wheel():
     """The installed torch==2.13.0 wheel (the runtime-dispatcher oracle)."""
     try:

@@ -387,3 +387,17 @@ def test_typed_programs_run_the_same_on_both_engines(db, souffle_bin):
     assert sorted(a["named"]) == [("a",), ("b",), ("c",), ("d",), ("e",)]
     assert sorted(a["self_loop_free"]) == [("a",), ("b",), ("c",), ("e",)]
     assert {k: sorted(v) for k, v in a.items()} == {k: sorted(v) for k, v in b.items()}
+
+
+def test_compiled_souffle_gives_the_same_rows_and_compiles_once(db, souffle_compiler, tmp_path, monkeypatch):
+    """Note [Compiled Soufflé]: `souffle -o` once per program text, cached."""
+    monkeypatch.setenv("TORCHTALK_CACHE_DIR", str(tmp_path / "cache"))
+    con = duckdb.connect(str(db), read_only=True)
+    prog = parse_text(GRAPH + PROPOSITIONS.replace(".decl edge(a: symbol, b: symbol)\n.input edge\n", ""))
+    facts = {"seed": [("d",)], "enabled": [()]}
+    embedded = evaluate(prog, con, facts=facts)
+    compiled = evaluate(prog, con, facts=facts, engine="souffle-compiled")
+    assert {k: sorted(v) for k, v in compiled.items()} == {k: sorted(v) for k, v in embedded.items()}
+    assert len(list((tmp_path / "cache/souffle").glob("program-*"))) == 1
+    evaluate(prog, con, facts={"seed": [("a",)], "enabled": []}, engine="souffle-compiled")  # other facts, same program
+    assert len(list((tmp_path / "cache/souffle").glob("program-*"))) == 1
