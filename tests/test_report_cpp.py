@@ -187,3 +187,28 @@ def test_cli_cpp_package(example, request, capsys, tmp_path):
     assert code != 0 and err.strip().splitlines() == [
         "torchtalk: error: k.cpp:2: unknown dispatch key 'PrivateUser1' in a TORCH_LIBRARY_IMPL block "
         "(did you mean 'PrivateUse1', 'PrivateUse3', 'PrivateUse2'?)"]
+
+
+@pytest.mark.real_tree
+def test_autograd_registrations_are_not_backend_kernels(tmp_path, request):
+    """An m.impl for AutogradPrivateUse1 records the graph and redispatches to the
+    PrivateUse1 kernel: add.Tensor (structured, no composite) stays missing."""
+    from torchtalk import api
+
+    db = Path(request.getfixturevalue("real_db"))
+    (tmp_path / "ag.cpp").write_text(
+        "TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {\n"
+        '  m.impl("add.Tensor", &ag_add);\n'
+        "}\n"
+        "TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {\n"
+        '  m.impl("mul.Tensor", &mul);\n'
+        "}\n"
+    )
+    report = api.coverage(db=db, keys=("CPU",), backend_package=tmp_path)
+    pkg = report.package
+    assert pkg.keys == ("AutogradPrivateUse1", "PrivateUse1")
+    assert [(p.op, p.line) for p in pkg.covered] == [("mul.Tensor", 5)]
+    assert [(p.op, p.via, p.file, p.line) for p in pkg.autograd] == [
+        ("add.Tensor", "AutogradPrivateUse1", "ag.cpp", 2)]
+    assert "add.Tensor" in {p.op for p in pkg.missing}
+    assert "- `add.Tensor` for AutogradPrivateUse1 (ag.cpp:2)" in api.render_coverage(report, "md")

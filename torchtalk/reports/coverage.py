@@ -246,7 +246,7 @@ KEY_OUTPUTS = (
 )
 PACKAGE_OUTPUTS = (
     "pkg_op", "pkg_unknown", "pkg_missing", "pkg_missing_composite", "pkg_missing_decomp",
-    "pkg_decomposes", "pkg_inherited", "pkg_fallback",
+    "pkg_decomposes", "pkg_inherited", "pkg_fallback", "pkg_autograd",
     "decomp_unmet", "pkg_missing_weight",
 )
 
@@ -366,6 +366,7 @@ def _package_report(scan, rows: dict[str, list[tuple]], counts: dict[str, int], 
         inherited=tuple(PackageOp(op, via=", ".join(sorted(v))) for op, v in sorted(inherited.items())),
         fallback=tuple(PackageOp(op, via="; ".join(sorted(v))) for op, v in sorted(fallback.items())),
         notes=scan.notes,
+        autograd=tuple(PackageOp(op, f, line, via=k) for op, k, f, line in sorted(rows["pkg_autograd"])),
     )
 
 

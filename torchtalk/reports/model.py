@@ -154,6 +154,7 @@ class PackageReport:
     inherited: tuple[PackageOp, ...] = ()  # not registered: a composite kernel serves its key
     fallback: tuple[PackageOp, ...] = ()  # neither: the package's m.fallback runs them
     notes: tuple[str, ...] = ()  # registrations that are no ATen op table entry
+    autograd: tuple[PackageOp, ...] = ()  # m.impl for an autograd key (via = the key): not a backend kernel
 
     @property
     def missing_decomposable(self) -> int:

@@ -135,6 +135,9 @@ def _md_package(pkg: PackageReport) -> list[str]:
     out += [f"- {n}" for n in pkg.notes]
     out += ["", "### Covered", ""]
     out += [f"- `{p.op}` ({p.file}:{p.line})" for p in pkg.covered]
+    if pkg.autograd:
+        out += ["", "### Autograd kernels (they redispatch to the backend key's kernel)", ""]
+        out += [f"- `{p.op}` for {p.via} ({p.file}:{p.line})" for p in pkg.autograd]
     if pkg.inherited:
         out += ["", "### Inherited through composite kernels", ""]
         out += [f"- `{p.op}` ({p.via})" for p in pkg.inherited]
