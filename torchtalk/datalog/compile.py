@@ -128,6 +128,12 @@ def compile_program(
 # `trace(matmul)` went from 22 statements to 2 and from 59 to 42 ms. Index
 # time (`stored`) keeps the tables.
 #
+# Note [Shared relations]: with several outputs (a walk answer and its
+# `chain`, Note [Chains] in rules/chains.dl), a relation two statements need
+# (two outputs, or an output and a walk's temp table) would be a CTE of
+# each, computed once per statement; it is computed into a temp table once
+# instead, as a walk is. A single output's plan is left as it was.
+#
 # Note [Walks as tables]: except a linear recursive relation, which is one
 # `CREATE TEMP TABLE ... AS WITH RECURSIVE ...` statement of its own. DuckDB
 # estimates a recursive CTE at billions of rows, and every CTE computed from
@@ -143,6 +149,11 @@ class _NeedsTables(Exception):
 def _compile(program, outputs, sources, prefix, stored, single) -> Plan:
     needed = needed_relations(program, outputs)
     c = _Compiler(program, sources, prefix, stored, single)
+    if single and len(outputs) > 1:  # Note [Shared relations]
+        walks = [st.relations[0] for st in strata(program, needed) if st.recursive and st.linear]
+        closures = [*(needed_relations(program, [o]) for o in outputs),
+                    *(needed_relations(program, [r]) - {r} for r in walks)]
+        c.shared = {rel for rel in needed if sum(rel in cl for cl in closures) > 1}
     readers: dict[str, int] = {}
     for rule in program.rules:
         if rule.head.name in needed:
@@ -172,6 +183,7 @@ class _Compiler:
         self.temps: list[str] = []
         self.fetch: dict[str, str] = {}
         self.refs: dict[str, str] = {}
+        self.shared: set[str] = set()  # Note [Shared relations]
 
     def ref(self, rel: str) -> str:
         """The table holding `rel`'s rows once its stratum has run."""
@@ -244,6 +256,10 @@ class _Compiler:
         if direct:
             self.fetch[rel] = body
             return
+        if self.single and rel in self.shared:  # Note [Shared relations]
+            self.refs[rel] = self.cte(rel, body)
+            self.as_table(rel, f"SELECT * FROM {self.refs[rel]}")
+            return
         if self.single:
             self.refs[rel] = self.cte(rel, body)
             return
@@ -267,10 +283,7 @@ class _Compiler:
             if direct:
                 self.fetch[rel] = select
                 return
-            self.steps.append(Exec(f"CREATE TEMP TABLE {q(self.prefix + rel)} AS {self.with_ctes(rel, select)}"))
-            self.temps.append(self.temp(rel))
-            self.refs[rel] = self.temp(rel)
-            self.ctes = [(r, c) for r, c in self.ctes if r != rel]
+            self.as_table(rel, select)
             return
         sql = (
             f"WITH RECURSIVE {cte}({cols}) AS (({anchor}) UNION ({' UNION '.join(rec)})) "
@@ -282,6 +295,14 @@ class _Compiler:
         self.steps.append(Exec(self.create(rel)))
         self.steps.append(Exec(f"INSERT INTO {self.temp(rel)} {sql}"))
         self.refs[rel] = self.temp(rel)
+
+    def as_table(self, rel: str, select: str) -> None:
+        """Compute `rel` (its CTE, read by `select`) into a temp table, read
+        from there by the statements after it."""
+        self.steps.append(Exec(f"CREATE TEMP TABLE {q(self.prefix + rel)} AS {self.with_ctes(rel, select)}"))
+        self.temps.append(self.temp(rel))
+        self.refs[rel] = self.temp(rel)
+        self.ctes = [(r, c) for r, c in self.ctes if r != rel]
 
     def fixpoint(self, rels: tuple[str, ...]) -> None:
         if self.single:

@@ -64,14 +64,18 @@ def query(
     shown = evaluate_bound(b, program, con, engine=engine, tables=tables, limit=limit, dump=dump)
     from torchtalk.query.run import _notes
 
-    result = Result(b.sig.name, b.sig.columns, b.sig.types, tuple(shown), shown.total,
-                    b.resolutions, (*left_out, *_notes(b)))
+    from torchtalk.query.chains import COLUMN, wants_chain
+
+    extra = (COLUMN,) if wants_chain(program, b.sig.name) else ()  # Note [Chains]
+    result = Result(b.sig.name, (*b.sig.columns, *extra), (*b.sig.types, *extra), tuple(shown),
+                    shown.total, b.resolutions, (*left_out, *_notes(b)))
     if explain:
         from torchtalk.query.explain import explain as _explain
         from torchtalk.query.run import prune
 
         pruned = prune(program, frozenset(b.facts), tables)
-        trees = tuple(_explain(pruned, con, b.sig.name, r, b.facts, engine=engine)
+        n = len(b.sig.columns)
+        trees = tuple(_explain(pruned, con, b.sig.name, r[:n], b.facts, engine=engine)
                       for r in shown[:explain])
         result = dataclasses.replace(result, explanations=trees)
     return result

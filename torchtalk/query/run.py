@@ -63,8 +63,10 @@ class Result:
     explanations: tuple[dict, ...] = ()
 
     def records(self) -> list[dict]:
-        """One dict per row keyed by column name (the `--json` form)."""
-        return [dict(zip(self.columns, r, strict=True)) for r in self.rows]
+        """One dict per row keyed by column name (the `--json` form; a
+        chain as its list of steps)."""
+        return [{c: (v.as_json() if hasattr(v, "as_json") else v) for c, v in zip(self.columns, r, strict=True)}
+                for r in self.rows]
 
 
 def _err(q: Query, v: Value | None, message: str, hint: str | None = None) -> QueryError:
@@ -215,12 +217,21 @@ def evaluate_bound(b: Bound, program, con, *, engine: str = "duckdb",
     from torchtalk.datalog import evaluate
     from torchtalk.datalog.engines import Fetch, Page
     from torchtalk.datalog.transform.pipeline import Stage, run_pipeline
+    from torchtalk.query.chains import CHAIN, chains, wants_chain
 
     stage = run_pipeline(Stage(program, dict(b.facts)), query_passes(b, program, con, engine, tables), dump)
     spec = Fetch(sort_order(b.sig), b.filters, limit)
-    out = evaluate(stage.program, con, outputs=[b.sig.name], facts=stage.facts, engine=engine, checked=True,
+    outputs = [b.sig.name]
+    with_chain = wants_chain(program, b.sig.name)
+    if with_chain and CHAIN in stage.program.decls:  # Note [Chains] in rules/chains.dl
+        outputs.append(CHAIN)
+    out = evaluate(stage.program, con, outputs=outputs, facts=stage.facts, engine=engine, checked=True,
                    tables=stage.tables, fetch={b.sig.name: spec})
-    return out.get(b.sig.name, Page([]))
+    page = out.get(b.sig.name, Page([]))
+    if not with_chain:
+        return page
+    found = chains(b.sig.name, page, out.get(CHAIN, ()))
+    return Page([(*r, c) for r, c in zip(page, found, strict=True)], page.total)
 
 
 def query_passes(b: Bound, library, con, engine: str, tables: frozenset | None) -> list:
