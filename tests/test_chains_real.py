@@ -1,0 +1,199 @@
+"""The chain behind every walk answer (issue 15, deliverable 3), on the real
+2.6.0 tree: each row of paths, impact, kernels, tests and affected carries
+the shortest chain of steps that links it to what was asked, each step with
+its kind and file:line (Note [Chains] in rules/chains.dl)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytestmark = pytest.mark.real_tree
+
+LN = "aten/src/ATen/native/cuda/layer_norm_kernel.cu"
+YAML = "aten/src/ATen/native/native_functions.yaml"
+LA = "aten/src/ATen/native/LinearAlgebra.cpp"
+ANON = "at::native::(anonymous:aten/src/ATen/native/cuda/layer_norm_kernel.cu)::"
+VLN = ANON + "vectorized_layer_norm_kernel"
+# the chain from layer_norm_cuda down to the kernel, as the tree has it
+LN_TAIL = [
+    ("at::native::layer_norm_cuda", ANON + "LayerNormKernelImpl", "call", LN, 1368),
+    (ANON + "LayerNormKernelImpl", ANON + "LayerNormKernelImplInternal", "call", LN, 820),
+    (ANON + "LayerNormKernelImplInternal", ANON + "launch_vectorized_layer_norm_kernel", "call", LN, 790),
+    (ANON + "launch_vectorized_layer_norm_kernel", VLN, "<<<>>>", LN, 751),
+]
+MATMUL_IMPL = "at::native::(static:aten/src/ATen/native/LinearAlgebra.cpp)::_matmul_impl"
+ADDMM = "at::native::(static:aten/src/ATen/native/LinearAlgebra.cpp)::addmm_impl_cpu_"
+MM_TAIL = [
+    ("at::native::structured_mm_out_cpu::impl", ADDMM, "call", LA, 1635),
+    (ADDMM, "at::native::cpublas::gemm", "call", LA, 1533),
+]
+
+
+@pytest.fixture(scope="module")
+def con(real_db):
+    from torchtalk import api
+
+    c = api.open_db(db=real_db)
+    yield c
+    c.close()
+
+
+def _records(con, text, limit=None):
+    from torchtalk import api
+
+    return api.query(text, con=con, limit=limit, all_matches=True).records()
+
+
+def _steps(rec) -> list[tuple]:
+    return [(s["from"], s["to"], s["kind"], s["file"], s["line"]) for s in rec["chain"]]
+
+
+def _connected(rec) -> bool:
+    steps = rec["chain"]
+    return all(a["to"] == b["from"] for a, b in zip(steps, steps[1:], strict=False))
+
+
+def test_paths_to_python_goes_through_host_layer_norm_cuda_and_the_impl(con):
+    rows = _records(con, "paths(vectorized_layer_norm_kernel -> python)")
+    assert len(rows) >= 10
+    best: dict[str, dict] = {}
+    for r in rows:
+        assert _connected(r) and r["chain"][0]["from"] == r["dst"] and r["chain"][-1]["to"] == VLN
+        if r["dst"] not in best or r["depth"] < best[r["dst"]]["depth"]:
+            best[r["dst"]] = r
+    for api_name, r in best.items():  # each API's shortest chain
+        assert _steps(r)[-4:] == LN_TAIL, api_name
+    assert _steps(best["torch.native_layer_norm"]) == [
+        ("torch.native_layer_norm", "native_layer_norm", "variant", YAML, 3287),
+        ("native_layer_norm", "at::native::layer_norm_cuda", "CUDA", YAML, 3290),
+        *LN_TAIL,
+    ]
+    assert _steps(best["torch.nn.functional.layer_norm"])[:3] == [
+        ("torch.nn.functional.layer_norm", "layer_norm", "wrapper", "torch/nn/functional.py", 2910),
+        ("layer_norm", "at::native::layer_norm_symint", "CompositeImplicitAutograd", YAML, 3285),
+        ("at::native::layer_norm_symint", "at::native::layer_norm_cuda", "aten",
+         "aten/src/ATen/native/layer_norm.cpp", 199),
+    ]
+
+
+def test_paths_gemm_to_matmul_through_matmul_impl_and_mm_out_cpu(con):
+    rows = [r for r in _records(con, "paths(cpublas::gemm -> python)")
+            if r["dst"] == "torch.matmul" and r["op"] == "matmul"]
+    r = min(rows, key=lambda r: r["depth"])
+    assert r["depth"] == 4
+    assert _steps(r) == [
+        ("torch.matmul", "matmul", "variant", YAML, 3775),
+        ("matmul", "at::native::matmul", "CompositeImplicitAutograd", YAML, 3778),
+        ("at::native::matmul", MATMUL_IMPL, "call", LA, 2183),
+        (MATMUL_IMPL, "at::native::structured_mm_out_cpu::impl", "aten", LA, 2032),
+        *MM_TAIL,
+    ]
+
+
+def test_paths_down_to_cuda_ends_with_the_rows_launch(con):
+    rows = _records(con, "paths(torch.softmax -> cuda)")
+    for r in rows:
+        assert _connected(r) and r["chain"][0]["from"] == "torch.softmax", r
+        last = r["chain"][-1]
+        assert (last["to"], last["file"], last["line"]) == (r["dst"], r["file"], r["line"])
+        assert len(r["chain"]) == r["depth"] + 2  # the API's op, its kernel, the walk
+    r = rows[0]
+    assert _steps(r) == [
+        ("torch.softmax", "softmax.Dimname", "variant", YAML, 5549),
+        ("softmax.Dimname", "at::native::softmax", "CompositeImplicitAutograd", YAML, 5549),
+        ("at::native::softmax", "at::native::structured_softmax_cuda_out::impl", "aten",
+         "aten/src/ATen/native/SoftMax.cpp", 447),
+        ("at::native::structured_softmax_cuda_out::impl",
+         "at::native::(anonymous:aten/src/ATen/native/cuda/SoftMax.cu)::host_softmax", "call",
+         "aten/src/ATen/native/cuda/SoftMax.cu", 1096),
+        ("at::native::(anonymous:aten/src/ATen/native/cuda/SoftMax.cu)::host_softmax",
+         "at::native::(anonymous:aten/src/ATen/native/cuda/SoftMax.cu)::cunn_SoftMaxForward", "<<<>>>",
+         "aten/src/ATen/native/cuda/SoftMax.cu", 876),
+    ]
+
+
+def test_impact_rows_carry_their_chain(con):
+    rows = _records(con, "impact(vectorized_layer_norm_kernel, depth=5)")
+    for r in rows:
+        assert _connected(r) and r["chain"][-1]["to"] == VLN, r
+        first = r["chain"][0]
+        assert (first["from"], first["to"], first["file"], first["line"]) == (r["name"], r["via"], r["file"], r["line"])
+        assert len(r["chain"]) == r["depth"]  # the row's own step, then one per walk step
+    cuda = next(r for r in rows if r["name"] == "at::native::layer_norm_cuda")
+    assert _steps(cuda) == LN_TAIL
+    op = next(r for r in _records(con, "impact(cpublas::gemm, depth=4)") if r["kind"] == "op" and r["name"] == "mm")
+    assert _steps(op) == [("mm", "at::native::structured_mm_out_cpu::impl", "CPU", YAML, 4143), *MM_TAIL]
+
+
+def test_kernels_rows_chain_from_the_op_to_the_launch(con):
+    rows = _records(con, "kernels(embedding_bag, depth=3)")
+    for r in rows:
+        assert _connected(r)
+        assert (r["chain"][0]["from"], r["chain"][0]["to"], r["chain"][0]["kind"]) == (r["op"].split(".")[0], r["entry"], r["key"]) \
+            or r["chain"][0]["from"] == r["op"]
+        assert (r["chain"][-2]["to"] if len(r["chain"]) > 1 else r["entry"]) == r["host"]
+        assert (r["chain"][-1]["to"], r["chain"][-1]["line"]) == (r["kernel"], r["line"])
+        assert len(r["chain"]) == r["depth"] + 1
+    eb = "aten/src/ATen/native/cuda/EmbeddingBag.cu"
+    assert _steps(rows[0]) == [
+        ("embedding_bag", "at::native::embedding_bag", "CompositeImplicitAutograd", YAML, 2341),
+        ("at::native::embedding_bag", "at::native::_embedding_bag_cuda", "aten",
+         "aten/src/ATen/native/EmbeddingBag.cpp", 1255),
+        ("at::native::_embedding_bag_cuda",
+         "at::native::(anonymous:aten/src/ATen/native/cuda/EmbeddingBag.cu)::EmbeddingBag_updateOutputKernel_max",
+         "<<<>>>", eb, 402),
+    ]
+
+
+def test_tests_rows_chain_from_the_test_to_the_subject(con):
+    r = next(r for r in _records(con, "tests(cpublas::gemm, depth=3)")
+             if r["test"] == "test/test_custom_ops.py::MiniOpTest::test_mm" and r["op"] == "mm")
+    assert _steps(r) == [
+        ("test/test_custom_ops.py::MiniOpTest::test_mm", "mm", "name", "test/test_custom_ops.py", 2211),
+        ("mm", "at::native::structured_mm_out_cpu::impl", "CPU", YAML, 4143),
+        *MM_TAIL,
+    ]
+    rows = _records(con, "tests(layer_norm)")
+    for r in rows:
+        assert _connected(r) and r["chain"][0]["from"] == r["test"] and r["chain"][-1]["to"] == r["op"], r
+    mod = next(r for r in rows if r["test"] == "test/test_nn.py::TestNN::test_transformerdecoder"
+               and r["via"] == "torch.nn.modules.normalization.LayerNorm")
+    assert [s["kind"] for s in mod["chain"]] == ["call", "forward", "wrapper"]
+    assert mod["chain"][1]["to"] == "torch.nn.modules.normalization.LayerNorm.forward"
+
+
+def test_affected_rows_chain_to_the_changed_function(con):
+    rows = _records(con, "affected(vectorized_layer_norm_kernel)")
+    kinds = {r["kind"] for r in rows}
+    assert kinds == {"op", "python", "test"}
+    for r in rows:
+        assert _connected(r) and r["chain"][-1]["to"] == VLN, r
+    test = next(r for r in rows if r["name"] == "test/test_decomp.py::DecompOneOffTests::test_native_layer_norm_cpu_decomp")
+    assert _steps(test)[0] == (test["name"], "native_layer_norm", "covers", "test/test_decomp.py", 1201)
+    assert _steps(test)[1:] == [("native_layer_norm", "at::native::layer_norm_cuda", "CUDA", YAML, 3290), *LN_TAIL]
+
+
+def test_chain_is_a_compact_column_in_tables_and_a_list_in_json(con, capsys):
+    from torchtalk import api
+    from torchtalk.query.output import print_table, to_json
+
+    r = api.query("paths(cpublas::gemm -> python)", con=con, limit=3)
+    assert r.columns[-1] == "chain"
+    print_table(r)
+    out = capsys.readouterr().out
+    assert "chain" in out.splitlines()[0].split("\t")
+    assert "-call LinearAlgebra.cpp:1533-> cpublas::gemm" in out
+    recs = json.loads(to_json(r))
+    recs = recs["rows"] if isinstance(recs, dict) else recs
+    assert all(isinstance(rec["chain"], list) and {"from", "to", "kind", "file", "line"} <= set(rec["chain"][0])
+               for rec in recs)
+
+
+def test_explain_stays_for_the_full_derivation(con):
+    from torchtalk import api
+
+    r = api.query("paths(vectorized_layer_norm_kernel -> python)", con=con, limit=1, explain=1)
+    assert r.explanations[0]["fact"].startswith("paths(")
+    assert "chain" in r.columns and r.rows[0][-1]
