@@ -45,3 +45,13 @@ def test_compact_names_drop_the_namespace_and_private_parts():
     assert short("at::native::cpublas::gemm") == "cpublas::gemm"
     assert Chain((Step("a", "b", "call", "f.cpp", 1),)).as_json() == [
         {"from": "a", "to": "b", "kind": "call", "file": "f.cpp", "line": 1, "res": "typed"}]
+
+
+def test_a_tie_on_file_and_line_is_broken_by_name_whatever_the_row_order():
+    rows = [("e", "*", "e", "*", "p2", "*", 1, "call", "typed", "k.cpp", 3),
+            ("e", "*", "e", "*", "p1", "*", 1, "call", "typed", "k.cpp", 3),
+            ("e", "*", "p2", "*", "g", "*", 2, "aten", "typed", "q.cpp", 45),
+            ("e", "*", "p1", "*", "g", "*", 2, "aten", "typed", "q.cpp", 45)]
+    for order in (rows, rows[::-1]):
+        steps = down_walk(Edges(order), ("e", "*"), "g", "*")
+        assert [s.dst for s in steps] == ["p1", "g"]

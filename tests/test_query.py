@@ -212,7 +212,9 @@ def test_trace_stub_and_cuda_kernel(con):
 
 def test_kernels(con):
     r = q(con, "kernels(_softmax)")
-    assert r.rows == (("_softmax", "CUDA", "CUDA", "at::native::(anonymous:aten/src/ATen/native/cuda/PersistentSoftmax.cuh)::softmax_warp_forward",
+    assert str(r.rows[0][-1]) == ("_softmax -CUDA native_functions.yaml:5013-> softmax_cuda -call SoftMax.cu:1010-> "
+                                  "host_softmax -<<<>>> SoftMax.cu:910-> softmax_warp_forward")  # Note [Chains]
+    assert tuple(row[:-1] for row in r.rows) == (("_softmax", "CUDA", "CUDA", "at::native::(anonymous:aten/src/ATen/native/cuda/PersistentSoftmax.cuh)::softmax_warp_forward",
                        "at::native::(anonymous:aten/src/ATen/native/cuda/SoftMax.cu)::host_softmax", "at::native::softmax_cuda", "resolved",
                        0, "the op's own", 2, "aten/src/ATen/native/cuda/SoftMax.cu", 910),)
 
@@ -229,16 +231,21 @@ def test_paths_both_ways(con):
 
 def test_tests_of_op(con):
     r = q(con, "tests(softmax)")
-    assert r.columns == ("subject", "test", "rank", "why", "op", "how", "via", "depth", "file", "line")
+    assert r.columns == ("subject", "test", "rank", "why", "op", "how", "via", "depth", "file", "line", "chain")
+    assert str(r.rows[0][-1]) == ("test/test_nn.py::TestNN::test_softmax -call test_nn.py:205-> torch.softmax "
+                                  "-variant native_functions.yaml:5000-> softmax.int")
     # a call of torch.softmax, a core suite: rank 1 (Note [Test ranking])
-    assert r.rows == (("softmax.int", "test/test_nn.py::TestNN::test_softmax", 1, "calls it", "softmax.int", "call",
+    assert tuple(row[:-1] for row in r.rows) == (("softmax.int", "test/test_nn.py::TestNN::test_softmax", 1, "calls it", "softmax.int", "call",
                        "torch.softmax", 0, "test/test_nn.py", 205),)
 
 
 def test_tests_of_function_walk_up_to_ops(con):
     r = q(con, "tests(cpublas::gemm)")
     # named for matmul, 5 steps up: rank 5 + 0
-    assert r.rows == (("at::native::cpublas::gemm", "test/test_linalg.py::TestLinalg::test_matmul_small",
+    assert [s.dst for s in r.rows[0][-1]][-4:] == [
+        "at::native::_matmul_impl", "at::native::structured_mm_out_cpu::impl", "at::native::addmm_impl_cpu_",
+        "at::native::cpublas::gemm"]
+    assert tuple(row[:-1] for row in r.rows) == (("at::native::cpublas::gemm", "test/test_linalg.py::TestLinalg::test_matmul_small",
                        5, "named for it", "matmul", "name", "matmul", 5, "test/test_linalg.py", 4000),)
     assert q(con, "tests(cpublas::gemm, depth=3)").rows == ()
 

@@ -98,8 +98,11 @@ class Edges:
 
 
 def _order(e) -> tuple:
+    """Steps in the order a chain prefers them: nearer the end, then by
+    file, line and the names at both ends; every column takes part, so the
+    choice never depends on the order the engine gave the rows in."""
     file, line, dst, ds, how, res, src, ss, left = e
-    return (left, file, line, dst, how, ds, res)
+    return (left, file, line, dst, src, how, ds, ss, res)
 
 
 def _step(e) -> Step:
