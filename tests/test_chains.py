@@ -44,7 +44,7 @@ def test_compact_names_drop_the_namespace_and_private_parts():
     assert short("at::native::(static:aten/y.cpp)::addmm_impl_cpu_") == "addmm_impl_cpu_"
     assert short("at::native::cpublas::gemm") == "cpublas::gemm"
     assert Chain((Step("a", "b", "call", "f.cpp", 1),)).as_json() == [
-        {"from": "a", "to": "b", "kind": "call", "file": "f.cpp", "line": 1, "res": "typed"}]
+        {"src": "a", "dst": "b", "kind": "call", "file": "f.cpp", "line": 1, "res": "typed"}]
 
 
 def test_a_tie_on_file_and_line_is_broken_by_name_whatever_the_row_order():

@@ -47,12 +47,12 @@ def _records(con, text, limit=None):
 
 
 def _steps(rec) -> list[tuple]:
-    return [(s["from"], s["to"], s["kind"], s["file"], s["line"]) for s in rec["chain"]]
+    return [(s["src"], s["dst"], s["kind"], s["file"], s["line"]) for s in rec["chain"]]
 
 
 def _connected(rec) -> bool:
     steps = rec["chain"]
-    return all(a["to"] == b["from"] for a, b in zip(steps, steps[1:], strict=False))
+    return all(a["dst"] == b["src"] for a, b in zip(steps, steps[1:], strict=False))
 
 
 def test_paths_to_python_goes_through_host_layer_norm_cuda_and_the_impl(con):
@@ -60,7 +60,7 @@ def test_paths_to_python_goes_through_host_layer_norm_cuda_and_the_impl(con):
     assert len(rows) >= 10
     best: dict[str, dict] = {}
     for r in rows:
-        assert _connected(r) and r["chain"][0]["from"] == r["dst"] and r["chain"][-1]["to"] == VLN
+        assert _connected(r) and r["chain"][0]["src"] == r["dst"] and r["chain"][-1]["dst"] == VLN
         if r["dst"] not in best or r["depth"] < best[r["dst"]]["depth"]:
             best[r["dst"]] = r
     for api_name, r in best.items():  # each API's shortest chain
@@ -95,9 +95,9 @@ def test_paths_gemm_to_matmul_through_matmul_impl_and_mm_out_cpu(con):
 def test_paths_down_to_cuda_ends_with_the_rows_launch(con):
     rows = _records(con, "paths(torch.softmax -> cuda)")
     for r in rows:
-        assert _connected(r) and r["chain"][0]["from"] == "torch.softmax", r
+        assert _connected(r) and r["chain"][0]["src"] == "torch.softmax", r
         last = r["chain"][-1]
-        assert (last["to"], last["file"], last["line"]) == (r["dst"], r["file"], r["line"])
+        assert (last["dst"], last["file"], last["line"]) == (r["dst"], r["file"], r["line"])
         assert len(r["chain"]) == r["depth"] + 2  # the API's op, its kernel, the walk
     r = rows[0]
     assert _steps(r) == [
@@ -117,9 +117,9 @@ def test_paths_down_to_cuda_ends_with_the_rows_launch(con):
 def test_impact_rows_carry_their_chain(con):
     rows = _records(con, "impact(vectorized_layer_norm_kernel, depth=5)")
     for r in rows:
-        assert _connected(r) and r["chain"][-1]["to"] == VLN, r
+        assert _connected(r) and r["chain"][-1]["dst"] == VLN, r
         first = r["chain"][0]
-        assert (first["from"], first["to"], first["file"], first["line"]) == (r["name"], r["via"], r["file"], r["line"])
+        assert (first["src"], first["dst"], first["file"], first["line"]) == (r["name"], r["via"], r["file"], r["line"])
         assert len(r["chain"]) == r["depth"]  # the row's own step, then one per walk step
     cuda = next(r for r in rows if r["name"] == "at::native::layer_norm_cuda")
     assert _steps(cuda) == LN_TAIL
@@ -131,10 +131,10 @@ def test_kernels_rows_chain_from_the_op_to_the_launch(con):
     rows = _records(con, "kernels(embedding_bag, depth=3)")
     for r in rows:
         assert _connected(r)
-        assert (r["chain"][0]["from"], r["chain"][0]["to"], r["chain"][0]["kind"]) == (r["op"].split(".")[0], r["entry"], r["key"]) \
-            or r["chain"][0]["from"] == r["op"]
-        assert (r["chain"][-2]["to"] if len(r["chain"]) > 1 else r["entry"]) == r["host"]
-        assert (r["chain"][-1]["to"], r["chain"][-1]["line"]) == (r["kernel"], r["line"])
+        assert (r["chain"][0]["src"], r["chain"][0]["dst"], r["chain"][0]["kind"]) == (r["op"].split(".")[0], r["entry"], r["key"]) \
+            or r["chain"][0]["src"] == r["op"]
+        assert (r["chain"][-2]["dst"] if len(r["chain"]) > 1 else r["entry"]) == r["host"]
+        assert (r["chain"][-1]["dst"], r["chain"][-1]["line"]) == (r["kernel"], r["line"])
         assert len(r["chain"]) == r["depth"] + 1
     eb = "aten/src/ATen/native/cuda/EmbeddingBag.cu"
     assert _steps(rows[0]) == [
@@ -157,11 +157,11 @@ def test_tests_rows_chain_from_the_test_to_the_subject(con):
     ]
     rows = _records(con, "tests(layer_norm)")
     for r in rows:
-        assert _connected(r) and r["chain"][0]["from"] == r["test"] and r["chain"][-1]["to"] == r["op"], r
+        assert _connected(r) and r["chain"][0]["src"] == r["test"] and r["chain"][-1]["dst"] == r["op"], r
     mod = next(r for r in rows if r["test"] == "test/test_nn.py::TestNN::test_transformerdecoder"
                and r["via"] == "torch.nn.modules.normalization.LayerNorm")
     assert [s["kind"] for s in mod["chain"]] == ["call", "forward", "wrapper"]
-    assert mod["chain"][1]["to"] == "torch.nn.modules.normalization.LayerNorm.forward"
+    assert mod["chain"][1]["dst"] == "torch.nn.modules.normalization.LayerNorm.forward"
 
 
 def test_affected_rows_chain_to_the_changed_function(con):
@@ -169,7 +169,7 @@ def test_affected_rows_chain_to_the_changed_function(con):
     kinds = {r["kind"] for r in rows}
     assert kinds == {"op", "python", "test"}
     for r in rows:
-        assert _connected(r) and r["chain"][-1]["to"] == VLN, r
+        assert _connected(r) and r["chain"][-1]["dst"] == VLN, r
     test = next(r for r in rows if r["name"] == "test/test_decomp.py::DecompOneOffTests::test_native_layer_norm_cpu_decomp")
     assert _steps(test)[0] == (test["name"], "native_layer_norm", "covers", "test/test_decomp.py", 1201)
     assert _steps(test)[1:] == [("native_layer_norm", "at::native::layer_norm_cuda", "CUDA", YAML, 3290), *LN_TAIL]
@@ -187,7 +187,7 @@ def test_chain_is_a_compact_column_in_tables_and_a_list_in_json(con, capsys):
     assert "-call LinearAlgebra.cpp:1533-> cpublas::gemm" in out
     recs = json.loads(to_json(r))
     recs = recs["rows"] if isinstance(recs, dict) else recs
-    assert all(isinstance(rec["chain"], list) and {"from", "to", "kind", "file", "line"} <= set(rec["chain"][0])
+    assert all(isinstance(rec["chain"], list) and {"src", "dst", "kind", "file", "line"} <= set(rec["chain"][0])
                for rec in recs)
 
 

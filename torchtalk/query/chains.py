@@ -42,7 +42,8 @@ class Step:
     res: str = "typed"
 
     def as_json(self) -> dict:
-        return {"from": self.src, "to": self.dst, "kind": self.kind, "file": self.file,
+        """The step as JSON (the keys MCP's structured output also uses)."""
+        return {"src": self.src, "dst": self.dst, "kind": self.kind, "file": self.file,
                 "line": self.line, "res": self.res}
 
 
