@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
+from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -20,17 +21,17 @@ from torchtalk.mcp.server import App, run_tool
 
 class FakeDB:
     def __init__(self, con=None, fail: Exception | None = None):
-        self.lock = threading.Lock()
         self.answered = threading.Event()
-        self.con, self.fail, self.interrupted = con, fail, False
+        self.con, self.fail, self.interrupted = con, fail, None
 
-    def connection(self):
-        if self.fail:
+    @contextmanager
+    def lease(self, optional=False):
+        if self.fail and not optional:
             raise self.fail
-        return self.con
+        yield None if self.fail else self.con
 
-    def interrupt(self):
-        self.interrupted = True
+    def interrupt(self, con):
+        self.interrupted = con
 
     def path(self):
         return None
@@ -78,7 +79,7 @@ def test_a_slow_query_is_interrupted_and_reported(monkeypatch):
     with pytest.raises(ToolError, match=r"^t: gave up after 0.3 s; narrow the question$"):
         call(db, lambda con: time.sleep(3))
     assert time.monotonic() - t0 < 2.5
-    assert db.interrupted
+    assert db.interrupted == "con"  # the call's own connection
 
 
 def test_indexer_reports_running_before_its_thread_starts_a_child(tmp_path, monkeypatch):
@@ -145,7 +146,7 @@ def test_warming_waits_for_the_first_answer(monkeypatch):
     facts = mcp_db.FactDB(None, Path("unused.duckdb"))
     events = []
     con = SimpleNamespace(close=lambda: None)
-    monkeypatch.setattr(facts, "connection", lambda: con)
+    monkeypatch.setattr(facts, "lease", contextmanager(lambda: iter([con])))
     monkeypatch.setattr(mcp_db, "prime", lambda c: events.append("prime"))
     monkeypatch.setattr(mcp_db, "warm_queries", lambda c: ["trace(x)", "impact(y)"])
     monkeypatch.setattr("torchtalk.query.library.load_library", lambda *a, **k: None)

@@ -16,6 +16,8 @@ import os
 import subprocess
 import sys
 import threading
+import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -106,17 +108,35 @@ def _identity(path: Path) -> tuple[int, int] | None:
     return (st.st_ino, st.st_mtime_ns)
 
 
-class FactDB:
-    """The read-only connection the tools use, reopened when the DB file is replaced.
+# Note [Connection pool]: the tools' calls run in worker threads, each on a
+# read-only connection of the pool it leases for the call (`FactDB.lease`), so
+# concurrent HTTP clients are answered in parallel and a slow call holds one
+# connection, not the server. The pool's connections are cursors of one
+# `store.open_db` connection (DuckDB keeps one database instance per file:
+# the blocks and compiled plans are shared, and `SET threads = 1` is the
+# instance's, Note [One thread per query]) and share its Session memo (Note
+# [DB info cache]: what a read-only connection reads never changes, so what
+# one connection computed holds for the others). At most POOL_SIZE are open;
+# a call beyond waits for one. When `torchtalk index` replaces the file, new
+# calls wait until the leased connections are back (each call is bounded by
+# run_tool's timeout), then every connection of the old file is closed
+# before the new one opens (DuckDB would hand back the old instance while
+# any connection of the path is open).
+POOL_SIZE = 8
 
-    Callers hold `lock` while they use the connection (DuckDB connections are
-    not shared across threads without it).
+
+class FactDB:
+    """The pool of read-only connections the tools use, reopened when the DB
+    file is replaced (Note [Connection pool]). A call leases one with `lease`.
     """
 
     def __init__(self, source: Path | None, db: Path | None) -> None:
         self.source, self.explicit = source, db
-        self.lock = threading.Lock()
-        self._con = None
+        self._cond = threading.Condition()
+        self._con = None  # the pool's root connection; the others are its cursors
+        self._idle: list = []  # connections of the pool not leased
+        self._open: list = []  # every open connection of the pool
+        self._leased = 0
         self._path: Path | None = None
         self._ident: tuple[int, int] | None = None
         self._closing = threading.Event()
@@ -135,8 +155,8 @@ class FactDB:
         except TorchTalkError:
             return None
 
-    def connection(self):
-        """The open connection (call with `lock` held); StoreError when nothing is indexed."""
+    def _current(self) -> tuple[Path, tuple[int, int]]:
+        """The DB file now and its identity; StoreError when nothing is indexed."""
         path = self._path or self.path()
         ident = _identity(path) if path is not None else None
         if ident is None:
@@ -148,21 +168,78 @@ class FactDB:
                 f"no fact database yet for {self.source or self.explicit}",
                 hint=f"run `torchtalk index {where}` (get_status shows a running index)",
             )
-        if self._con is None or ident != self._ident or path != self._path:
-            self._reopen(path, ident)
-        return self._con
+        return path, ident
+
+    @contextmanager
+    def lease(self, optional: bool = False):
+        """A connection of the pool for one call, given back after it. StoreError
+        when nothing is indexed (None instead when `optional`)."""
+        try:
+            con = self._acquire()
+        except StoreError:
+            if not optional:
+                raise
+            yield None
+            return
+        try:
+            yield con
+        finally:
+            self._release(con)
+
+    def _acquire(self):
+        with self._cond:
+            while True:
+                if self._closing.is_set() and self._con is None and self._path is not None:
+                    raise StoreError("the server is shutting down")
+                path, ident = self._current()
+                if self._con is None or (path, ident) != (self._path, self._ident):
+                    if self._leased:  # calls on the old file finish first
+                        self._cond.wait(timeout=0.5)
+                        continue
+                    self._reopen(path, ident)
+                if self._idle:
+                    con = self._idle.pop()
+                elif len(self._open) < POOL_SIZE:
+                    con = self._cursor()
+                else:
+                    self._cond.wait()
+                    continue
+                self._leased += 1
+                return con
+
+    def _release(self, con) -> None:
+        with self._cond:
+            self._leased -= 1
+            if con in self._open:  # else closed meanwhile (the server shut down)
+                self._idle.append(con)
+            self._cond.notify_all()
+
+    def _cursor(self):
+        """One more connection of the pool (a cursor of the root, sharing its memo)."""
+        from torchtalk.connmemo import Session
+
+        con = Session(self._con.con.cursor())
+        con.memo = self._con.memo
+        self._open.append(con)
+        return con
 
     def _reopen(self, path: Path, ident: tuple[int, int]) -> None:
+        """Close the pool (no connection leased) and open the root on `path`."""
         from torchtalk import api
 
         if self._con is not None:
             # warming holds a connection of its own to the file being replaced;
             # DuckDB keeps one database per path open while any connection is
             self._stop_warm()
-            self._con.close()
-            self._con = None
+            self._close_all()
         self._con = api.open_db(db=path, read_only=True)
+        self._open, self._idle = [self._con], [self._con]
         self._path, self._ident = path, ident
+
+    def _close_all(self) -> None:
+        for con in reversed(self._open):  # the cursors, then their root
+            con.close()
+        self._open, self._idle, self._con = [], [], None
 
     def warm(self, rules: tuple[Path, ...] = ()) -> None:
         """Open the DB, load the query library and warm what the first calls
@@ -172,21 +249,20 @@ class FactDB:
         from torchtalk.query.library import load_library
 
         try:
-            with self.lock:
-                self.connection()
+            with self.lease():
+                pass
             load_library(tuple(rules))
             # the rest after the first call is answered (or a quiet moment):
             # it would slow that call, which a client waits for at its start
             if self.answered.wait(timeout=WARM_AFTER_S):
                 self._closing.wait(timeout=WARM_GRACE_S)  # the answer is still being sent
-            with self.lock:
-                if self._closing.is_set():
-                    return
-                con = self.connection()
+            if self._closing.is_set():
+                return
+            with self.lease() as con:  # held, the file is not replaced under it
                 prime(con)
                 texts = warm_queries(con)
-                # a connection of its own (not a cursor, which the tools' one
-                # could not be closed under when a new index replaces the file)
+                # a connection of its own, not the pool's (the pool could not
+                # be closed under it when a new index replaces the file)
                 self._warm_cursor = api.open_db(db=self._path, read_only=True)
             for text in texts:
                 if self._closing.is_set():
@@ -194,14 +270,13 @@ class FactDB:
                 api.query(text, con=self._warm_cursor, rules=rules, limit=1)
         except Exception:  # the first tool call reports it properly (or the server is closing)
             pass
-        finally:  # without the lock: _stop_warm may hold it while it waits for this
+        finally:  # without the pool's lock: _stop_warm may hold it while it waits for this
             cursor, self._warm_cursor = self._warm_cursor, None
             if cursor is not None:
                 cursor.close()
 
-    def interrupt(self) -> None:
-        """Abort the statement running on the connection (from another thread)."""
-        con = self._con
+    def interrupt(self, con) -> None:
+        """Abort the statement running on `con`, a leased connection (from another thread)."""
         if con is not None:
             con.interrupt()
 
@@ -212,9 +287,9 @@ class FactDB:
 
     def _stop_warm(self, wait: bool = False) -> None:
         """Warming stops for good: a running warm query is interrupted, and the
-        thread joined when it has its own connection (it needs the lock no
+        thread joined when it has its own connection (it needs the pool no
         more) or `wait` says nothing it waits for is held. Otherwise it is
-        before its locked start, and sees the flag there."""
+        before its leased start, and sees the flag there."""
         self._closing.set()
         self.answered.set()  # wakes it if it waits for the first call
         cursor, thread = self._warm_cursor, self._warm_thread
@@ -230,11 +305,15 @@ class FactDB:
         """Stop warming (a running warm query is interrupted: a thread still in
         DuckDB when the interpreter exits aborts the process), then close."""
         self._stop_warm()
-        with self.lock:
-            if self._con is not None:
-                self._con.close()
-                self._con = None
-        self._stop_warm(wait=True)  # it may have been in its locked start, and gone on to a query
+        with self._cond:
+            for con in self._open:  # a leased one may be mid-call: abort it, wait for it
+                if con not in self._idle:
+                    con.interrupt()
+            deadline = time.monotonic() + 10
+            while self._leased and time.monotonic() < deadline:
+                self._cond.wait(timeout=0.5)
+            self._close_all()
+        self._stop_warm(wait=True)  # it may have been in its leased start, and gone on to a query
 
 
 # Note [Warm queries]: the first call of a query shape compiles its plan
@@ -242,16 +321,16 @@ class FactDB:
 # and the first call on a connection fills its caches (Note [DB info cache]):
 # 50-100 ms more than the calls after it. Once the first call is answered
 # and sent (it waits for no warming, and a client waits for it at its start;
-# sending takes a moment after the answer leaves the lock) or the
-# client is quiet for WARM_AFTER_S, `warm` primes the tools' connection's
-# caches under the lock (a few ms), then runs one query of each
+# sending takes a moment after the answer is returned) or the
+# client is quiet for WARM_AFTER_S, `warm` primes the caches the pool's
+# connections share (a few ms, on a leased one), then runs one query of each
 # kind the tools send, on the busiest op of the index and a function with a
 # few dozen callers, on a connection of its own: the plans and the
 # database's blocks are shared with the tools' connection (DuckDB keeps one
-# instance per file), and the lock stays free, so a client's first call
+# instance per file), and it holds no connection of the pool, so a client's first call
 # never waits for a warm query.
 WARM_AFTER_S = 2.0  # warm after the first call, or after this long without one
-WARM_GRACE_S = 0.1  # after the first call's answer leaves the lock, for it to be sent
+WARM_GRACE_S = 0.1  # after the first call's answer is returned, for it to be sent
 _WARM = ("trace({op})", "impact({fn})", "callers({fn})", "callees({fn})",
          "search({fn})", "kernels({op})", "tests({op})")
 

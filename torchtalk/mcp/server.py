@@ -3,11 +3,12 @@
 server is assembled by serve.py's `build_server`).
 
 Note [One DB per server]: the lifespan opens nothing heavy; it sets up the
-`FactDB` holder (one read-only connection, opened on the first call and
-reopened when `torchtalk index` replaces the file) and, when asked or when
-nothing is indexed yet, the background `Indexer` (see Note [Serving while
-indexing]). Every tool goes through `run_tool`, which holds the DB lock,
-bounds the time, and turns TorchTalk errors into tool errors.
+`FactDB` holder (a pool of read-only connections, opened on the first call
+and reopened when `torchtalk index` replaces the file, Note [Connection
+pool]) and, when asked or when nothing is indexed yet, the background
+`Indexer` (see Note [Serving while indexing]). Every tool goes through
+`run_tool`, which leases a connection, bounds the time, and turns TorchTalk
+errors into tool errors.
 
 Example:
     >>> await run_tool(ctx, "trace", lambda con: answer(con))  # doctest: +SKIP
@@ -26,7 +27,7 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult
 
-from torchtalk.errors import StoreError, TorchTalkError
+from torchtalk.errors import TorchTalkError
 from torchtalk.lookup import Table
 from torchtalk.mcp.answer import More, to_result
 from torchtalk.mcp.db import FactDB, Indexer, default_log
@@ -121,14 +122,11 @@ def argument_error(tool: str, err, params: list[str]) -> str:
     return f"Error executing tool {tool}: error: {field} {what}{more} (parameters: {', '.join(params)})"
 
 
-def _locked(app: App, work: Callable[[object], Table | CallToolResult], optional_db: bool):
-    with app.db.lock:
-        try:
-            con = app.db.connection()
-        except StoreError:
-            if not optional_db:
-                raise
-            con = None
+def _pooled(app: App, work: Callable[[object], Table | CallToolResult], optional_db: bool, used: list):
+    """`work(con)` on a connection leased from the pool (Note [Connection pool]);
+    `used` gets it, for an interrupt from the event loop."""
+    with app.db.lease(optional=optional_db) as con:
+        used.append(con)
         try:
             return work(con)
         finally:
@@ -139,7 +137,7 @@ async def run_tool(
     ctx, name: str, work: Callable[[object], Table | CallToolResult], optional_db: bool = False,
     budget: int | None = None, more: More | None = None,
 ) -> CallToolResult:
-    """Run `work(con)` in a worker thread under the DB lock; bounded in time.
+    """Run `work(con)` in a worker thread on a pooled connection; bounded in time.
 
     TorchTalk errors become tool errors with their hint (did you mean ...);
     an overlong query is interrupted and reported, never left hanging.
@@ -147,11 +145,12 @@ async def run_tool(
     fits `budget` tokens, `more` saying how to ask for the rest (Note [Answer size]).
     """
     app: App = ctx.request_context.lifespan_context
+    used: list = []
     try:
         with anyio.fail_after(CALL_TIMEOUT_S):
-            table = await anyio.to_thread.run_sync(_locked, app, work, optional_db, abandon_on_cancel=True)
+            table = await anyio.to_thread.run_sync(_pooled, app, work, optional_db, used, abandon_on_cancel=True)
     except TimeoutError:
-        app.db.interrupt()
+        app.db.interrupt(used[0] if used else None)
         raise ToolError(f"{name}: gave up after {CALL_TIMEOUT_S:g} s; narrow the question") from None
     except TorchTalkError as err:
         raise ToolError(_error_text(err)) from None

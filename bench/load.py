@@ -1,0 +1,212 @@
+"""HTTP load benchmark: concurrent MCP clients against one `mcp-serve --transport http`.
+
+Starts `torchtalk mcp-serve --transport http` on a free loopback port (or
+drives `--url`), then at 1, 8 and 32 clients (each its own MCP session over
+the SDK's streamable-HTTP client) runs a call mix: trace, impact, called_by,
+search, cuda_kernels, and one unknown name (answered with a tool error and
+its candidates: counted as answered, not as an error). Prints per level the
+calls, throughput, p50/p95/max latency and errors (an exception, or a tool
+error where an answer was expected). Then, with `--slow`, p50/p95 of
+`called_by` calls while another client keeps `affected` calls running.
+
+Issue 18 goals (on 2 cores): >= 150 calls/s at 8 clients with p95 <= 100 ms,
+no error at 32 clients; a slow call keeps concurrent called_by p95 <= 50 ms.
+
+Usage: .venv/bin/python bench/load.py [--db FILE | --source PATH | --url URL]
+       [--levels 1,8,32] [--calls 60,240,320] [--token T] [--slow]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import anyio  # noqa: E402
+from _machine import reference_line  # noqa: E402  (from this directory)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# (tool, arguments, expect_error)
+MIX = (
+    ("trace", {"name": "torch.matmul"}, False),
+    ("impact", {"name": "at::native::cpublas::gemm", "depth": 2}, False),
+    ("called_by", {"name": "at::native::cpublas::gemm"}, False),
+    ("search", {"query": "softmax"}, False),
+    ("cuda_kernels", {"name": "softmax_warp_forward"}, False),
+    ("called_by", {"name": "no_such_function_qqq"}, True),
+)
+SLOW = ("affected", {"functions": ["at::native::cpublas::gemm", "at::native::matmul", "at::native::addmm_out_cuda",
+                                   "at::native::softmax", "at::native::layer_norm_cpu"]})
+
+
+def pct(values: list[float], q: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, max(0, round(q * (len(s) - 1))))] if s else float("nan")
+
+
+def client(url: str, token: str | None):
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    headers = {"Authorization": f"Bearer {token}"} if token else None
+    return Client(streamable_http_client(url, http_client=create_mcp_http_client(headers=headers)))
+
+
+async def one_client(url, token, k: int, calls: int, ready, go: anyio.Event, out: dict) -> None:
+    """Open a session, wait for every client's, then run `calls` calls of the mix."""
+    try:
+        async with client(url, token) as c:
+            ready()
+            await go.wait()
+            for i in range(calls):
+                tool, args, expect_error = MIX[(k + i) % len(MIX)]
+                out["calls"] += 1
+                t0 = time.perf_counter()
+                try:
+                    r = await c.call_tool(tool, args)
+                except Exception as exc:  # noqa: BLE001 - counted and shown
+                    out["errors"].append(f"{tool}: {type(exc).__name__}: {exc}")
+                    continue
+                out["ms"].append((time.perf_counter() - t0) * 1000)
+                if r.is_error != expect_error:
+                    out["errors"].append(f"{tool}: {r.content[0].text.splitlines()[0] if r.content else '?'}")
+    except Exception as exc:  # noqa: BLE001 - a session that failed to open
+        ready()
+        out["errors"].append(f"session: {type(exc).__name__}: {exc}")
+
+
+async def level(url: str, token: str | None, clients: int, calls: int) -> dict:
+    out: dict = {"ms": [], "errors": [], "calls": 0}
+    go = anyio.Event()
+    opened = [0]
+
+    def ready():
+        opened[0] += 1
+
+    async with anyio.create_task_group() as tg:
+        per = [calls // clients + (1 if k < calls % clients else 0) for k in range(clients)]
+        for k in range(clients):
+            tg.start_soon(one_client, url, token, k, per[k], ready, go, out)
+        while opened[0] < clients:
+            await anyio.sleep(0.01)
+        t0 = time.perf_counter()
+        go.set()
+    out["wall"] = time.perf_counter() - t0
+    return out
+
+
+async def slow_mix(url: str, token: str | None, seconds: float = 8.0) -> tuple[list[float], int, list[str]]:
+    """called_by latencies from 4 clients while one keeps `affected` running."""
+    quick: list[float] = []
+    slow_done = [0]
+    errors: list[str] = []
+    stop = anyio.Event()
+
+    async def slow():
+        async with client(url, token) as c:
+            while not stop.is_set():
+                r = await c.call_tool(*SLOW)
+                slow_done[0] += 1
+                if r.is_error:
+                    errors.append(f"affected: {r.content[0].text.splitlines()[0]}")
+
+    async def fast():
+        async with client(url, token) as c:
+            await anyio.sleep(0.5)  # the slow calls are running
+            while not stop.is_set():
+                t0 = time.perf_counter()
+                r = await c.call_tool("called_by", {"name": "at::native::cpublas::gemm"})
+                quick.append((time.perf_counter() - t0) * 1000)
+                if r.is_error:
+                    errors.append(f"called_by: {r.content[0].text.splitlines()[0]}")
+                await anyio.sleep(0.05)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(slow)
+        for _ in range(4):
+            tg.start_soon(fast)
+        await anyio.sleep(seconds)
+        stop.set()
+    return quick, slow_done[0], errors
+
+
+def start_server(args) -> tuple[subprocess.Popen, str, object]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    where = ["--db", str(args.db)] if args.db else ["--source", str(args.source)]
+    log = tempfile.TemporaryFile("w+")
+    proc = subprocess.Popen([sys.executable, "-m", "torchtalk", "mcp-serve", *where, "--transport", "http",
+                             "--port", str(port)], stdout=subprocess.DEVNULL, stderr=log,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return proc, f"http://127.0.0.1:{port}/mcp", log
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                log.seek(0)
+                proc.kill()
+                raise SystemExit(f"the server did not start: {log.read()[-2000:]}") from None
+            time.sleep(0.1)
+
+
+def report(clients: int, out: dict) -> None:
+    ms, ok = out["ms"], out["calls"] - len(out["errors"])
+    print(f"{clients:7d} | {out['calls']:5d} | {ok / out['wall']:7.1f} calls/s | "
+          f"p50 {pct(ms, 0.5):6.1f} ms | p95 {pct(ms, 0.95):6.1f} ms | max {max(ms, default=0):7.1f} ms | "
+          f"{len(out['errors'])} errors")
+    for e in sorted(set(out["errors"]))[:5]:
+        print(f"          error: {e}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    where = ap.add_mutually_exclusive_group()
+    where.add_argument("--db", type=Path)
+    where.add_argument("--source", type=Path)
+    where.add_argument("--url", help="a running server's /mcp URL")
+    ap.add_argument("--token", default=os.environ.get("TORCHTALK_MCP_TOKEN"))
+    ap.add_argument("--levels", default="1,8,32")
+    ap.add_argument("--calls", default="60,240,320", help="calls per level, in all")
+    ap.add_argument("--slow", action="store_true", help="also called_by p95 beside running `affected` calls")
+    args = ap.parse_args()
+    levels = [int(x) for x in args.levels.split(",")]
+    calls = [int(x) for x in args.calls.split(",")]
+    if not args.url and not args.db:
+        from torchtalk.paths import default_source
+
+        args.source = args.source or default_source()
+    proc = log = None
+    url = args.url
+    if url is None:
+        proc, url, log = start_server(args)
+    print(f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; {reference_line()}")
+    try:
+        anyio.run(level, url, args.token, 1, 12)  # warm-up, not counted
+        print("clients | calls | throughput      | latency")
+        for clients, n in zip(levels, calls, strict=True):
+            report(clients, anyio.run(level, url, args.token, clients, n))
+        if args.slow:
+            quick, slow_n, errors = anyio.run(slow_mix, url, args.token)
+            print(f"called_by beside {slow_n} `affected` calls: n={len(quick)} p50 {pct(quick, 0.5):.1f} ms "
+                  f"p95 {pct(quick, 0.95):.1f} ms; {len(errors)} errors")
+    finally:
+        if proc is not None:
+            proc.terminate()
+            proc.wait(timeout=30)
+            log.close()
+    print(f"load average at the end: {os.getloadavg()[0]:.1f}; {reference_line()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
