@@ -135,6 +135,8 @@ class _State:
             text = path.read_text(encoding="utf-8")
         except OSError as exc:
             raise ParseError(f"cannot read '{path}': {exc.strerror or exc}", loc) from None
+        except UnicodeDecodeError as exc:
+            raise ParseError(f"cannot read '{path}': not UTF-8 text (byte {exc.start})", loc) from None
         self.read_text(text, str(path), path.parent)
 
     def read_text(self, text: str, file: str, base: Path) -> None:
@@ -142,9 +144,13 @@ class _State:
 
         self.sources[file] = text
         try:
-            model = _metamodel().model_from_str(text, file_name=file)
+            # textX reads `file` from disk for an empty string: an empty
+            # program (or #included file) would be another file, or none
+            model = _metamodel().model_from_str(text or "\n", file_name=file)
         except TextXSyntaxError as exc:
             raise _syntax_error(exc, file, text) from None
+        if isinstance(model, str):  # blanks and comments only: textX gives no model
+            return
         conv = _Converter(file, text, model._tx_parser)
         for item in model.items:
             self._add(conv, item, base)
