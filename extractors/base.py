@@ -19,6 +19,31 @@ class Sink(Protocol):
         """Advance this layer's progress bar (set `total` once when known)."""
 
 
+def emit(ctx: ExtractContext, sink: Sink, rows: dict[str, list[tuple]],
+         kept: tuple[str | None, dict[str, list[tuple]]] | None) -> str:
+    """Write a layer's `rows` (relation -> rows, each relation's rows distinct)
+    to `sink`: as deltas from `kept` = (generation, rows of that run) when
+    that is the generation the sink's DB has (Note [Layer deltas]), else in
+    full. -> the generation of `rows`, for the layer to keep with them."""
+    if kept is None or kept[0] is None or kept[0] != ctx.previous or not hasattr(sink, "delta"):
+        for relation, rs in rows.items():
+            add_rows(sink, relation, rs)
+        return ctx.generation
+    old = kept[1]
+    sink.deltas_from_previous()
+    changed = False
+    for relation in sorted(rows.keys() | old.keys()):
+        new_rows, old_rows = rows.get(relation, []), old.get(relation, [])
+        if new_rows == old_rows:
+            continue
+        new_set, old_set = set(new_rows), set(old_rows)
+        removed, added = old_set - new_set, new_set - old_set
+        if removed or added:
+            sink.delta(relation, sorted(removed), sorted(added))
+            changed = True
+    return ctx.generation if changed else ctx.previous
+
+
 def add_rows(sink: Sink, relation: str, rows) -> None:
     """Record many rows of `relation`: the sink's bulk `add_rows` when it has
     one (the index's LayerSink checks and writes a relation's rows at once),
@@ -40,11 +65,24 @@ class ExtractContext:
     cache_dir: a directory private to this layer and this tree, kept between
                runs (per-file parse caches live here)
     jobs:      worker processes the layer may use
+    previous:  the generation of the layer's rows as the fact DB has them
+               (None: none, or unknown), which `sink.delta` edits
+    generation: the generation of the rows this run writes, if they change
+
+    Note [Layer deltas]: a layer that keeps its last run's rows (the C++
+    layer's resolved cache) may write, instead of all its rows, what changed
+    since: `sink.delta(relation, removed, added)`, when the rows it kept are
+    those of generation `previous`. A generation names a layer's rows: a run
+    that changes none keeps the previous one, any other run is `generation`
+    (the layer records the one its kept rows belong to by the same rule).
+    The index applies the deltas to the fact DB in place (torchtalk/update.py).
     """
 
     root: Path
     cache_dir: Path
     jobs: int = 1
+    previous: str | None = None
+    generation: str = ""
 
 
 class LayerModule(Protocol):

@@ -27,12 +27,26 @@ SORT_CALL = ("PackedConvWeightCudnn::apply_impl_helper", "at::native::setConvolu
 
 
 def _tables(db: Path) -> dict[str, list[tuple]]:
+    """Every fact table and every stored relation (derived.*) of `db`, sorted rows."""
     con = open_db(db)
     try:
         names = [r[0] for r in con.execute("select relation from torchtalk_relations").fetchall()]
-        return {n: sorted(con.execute(f'select * from "{n}"').fetchall()) for n in names}
+        out = {n: sorted(con.execute(f'select * from "{n}"').fetchall()) for n in names}
+        stored = [r[0] for r in con.execute("select relation from derived.catalog").fetchall()]
+        out.update({f"derived.{n}": sorted(con.execute(f'select * from derived."{n}"').fetchall()) for n in stored})
+        out["derived.catalog"] = sorted(con.execute("select * from derived.catalog").fetchall())
+        out["torchtalk_relations"] = sorted(con.execute("select * from torchtalk_relations").fetchall())
+        return out
     finally:
         con.close()
+
+
+def assert_same_tables(db: Path, cold: Path) -> None:
+    """`db` equals the cold index `cold`, table by table."""
+    got, want = _tables(db), _tables(cold)
+    assert got.keys() == want.keys()
+    for rel in want:
+        assert got[rel] == want[rel], rel
 
 
 def _calls(db: Path, call: tuple) -> list[tuple]:
@@ -72,10 +86,7 @@ def test_one_cpp_edit_reindexes_to_what_a_full_index_gives(tree_copy, tmp_path):
 
     full_db = tmp_path / "full" / "tree.duckdb"  # its own, empty cache: a cold run
     api.index(tree_copy, full_db, layers=layers, jobs=2, force=True)
-    got, want = _tables(db), _tables(full_db)
-    assert got.keys() == want.keys()
-    for rel in want:
-        assert got[rel] == want[rel], rel
+    assert_same_tables(db, full_db)
     assert _calls(db, SORT_CALL) == []  # Conv.cpp was not edited, yet its call changed
 
     con = open_db(db)

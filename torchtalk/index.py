@@ -28,12 +28,13 @@ import json
 import os
 import shutil
 import time
+import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from torchtalk import store
+from torchtalk import store, update
 from torchtalk.atomic import link_tree, replace_dir
 from torchtalk.errors import ExtractError, InputError, SrcLoc, did_you_mean
 
@@ -50,6 +51,7 @@ class LayerReport:
     rows: int
     warnings: int
     relations: dict[str, int] = field(default_factory=dict, compare=False)
+    sink: LayerSink | None = field(default=None, compare=False, repr=False)  # of a run: its deltas
 
 
 @dataclass(frozen=True)
@@ -61,11 +63,12 @@ class IndexReport:
     seconds: float
     layers: tuple[LayerReport, ...]
     notes: tuple[str, ...] = ()
+    mode: str = "built"  # "built" (a new DB), "updated" (in place, Note [Update in place]), "current"
 
     def to_json(self) -> dict:
         return {
             "db": str(self.db), "source": str(self.source), "kind": self.kind,
-            "up_to_date": self.up_to_date, "seconds": round(self.seconds, 3),
+            "up_to_date": self.up_to_date, "mode": self.mode, "seconds": round(self.seconds, 3),
             "layers": [
                 {"layer": lr.name, "action": lr.action, "seconds": round(lr.seconds, 3),
                  "rows": lr.rows, "warnings": lr.warnings}
@@ -103,13 +106,16 @@ class LayerSink:
     """The Sink (extractors.base) of one layer run: checks rows against the
     schema, writes `<dir>/<relation>.facts`, counts rows and warnings."""
 
-    def __init__(self, layer, schema: Schema, out: Path, on_progress=None) -> None:
+    def __init__(self, layer, schema: Schema, out: Path, on_progress=None, previous: Path | None = None) -> None:
         self.layer, self.schema, self.out = layer, schema, out
         self.allowed = set(layer.relations)
         self.counts: dict[str, int] = {}
         self.warnings: list[tuple[str, int, str]] = []
         self._files: dict[str, object] = {}
         self._on_progress = on_progress
+        # Note [Layer deltas]: the layer's files of its last run, which `delta` edits
+        self.previous = previous
+        self.deltas: dict[str, tuple[list[str], list[str]]] | None = None  # set by the first `delta`
 
     def add(self, relation: str, *values: str | int) -> None:
         spec = self._files.get(relation)
@@ -148,7 +154,60 @@ class LayerSink:
         fh.writelines("\t".join([_clean(v) for v in r]) + "\n" for r in rows)
         self.counts[relation] += len(rows)
 
-    def _open(self, relation: str):
+    def deltas_from_previous(self) -> None:
+        """This run writes what changed since the layer's last run (`delta`);
+        a relation it does not write keeps its rows."""
+        if self.previous is None:
+            raise ExtractError(f"layer {self.layer.name}: deltas without a previous run (ctx.previous is None)")
+        if self.deltas is None:
+            self.deltas = {}
+
+    def delta(self, relation: str, removed, added) -> None:
+        """The rows of `relation` as they were in the layer's last run (the
+        files of generation `ctx.previous`), less `removed`, plus `added`
+        (Note [Layer deltas]). Once a run calls it, a relation it does not
+        write keeps its previous rows."""
+        self.deltas_from_previous()
+        if relation in self._files or relation in self.counts:
+            raise ExtractError(f"layer {self.layer.name}: relation {relation!r} written twice")
+        self._check_relation(relation)
+        added = list(added)
+        if not self._typed(relation, added):
+            for r in added:  # finds the bad row and raises
+                self._check_row(relation, r)
+        gone = [_row_line(r) for r in removed]
+        new = [_row_line(r) for r in added]
+        kept = _lines(self.previous / f"{relation}.facts")
+        if gone:
+            kept = _without(kept, gone, f"layer {self.layer.name}: relation {relation}")
+        with open(self.out / f"{relation}.facts", "w", encoding="utf-8", newline="\n") as fh:
+            fh.writelines(kept)
+            fh.writelines(new)
+        self.counts[relation] = len(kept) + len(new)
+        if gone or new:
+            self.deltas[relation] = (gone, new)
+
+    def _typed(self, relation: str, rows: list) -> bool:
+        cols = self.schema.columns[relation]
+        n = len(cols)
+        if not all(len(r) == n for r in rows):
+            return False
+        for i, (_name, typ) in enumerate(cols):
+            ok = all(type(r[i]) is int for r in rows) if typ == "number" else all(isinstance(r[i], str) for r in rows)
+            if not ok:
+                return False
+        return True
+
+    def _check_row(self, relation: str, values) -> None:
+        cols = self.schema.columns[relation]
+        if len(values) != len(cols):
+            self._fail(relation, f"takes {len(cols)} values ({', '.join(c for c, _ in cols)}), got {len(values)}",
+                       values)
+        for (name, typ), value in zip(cols, values, strict=True):
+            if (type(value) is not int) if typ == "number" else not isinstance(value, str):
+                self._fail(relation, f"column {name} is a {typ}, got {value!r}", values)
+
+    def _check_relation(self, relation: str) -> None:
         if relation not in self.schema.columns:
             raise ExtractError(
                 f"layer {self.layer.name}: unknown relation {relation!r} (not in facts/schema.dl)",
@@ -158,6 +217,11 @@ class LayerSink:
             raise ExtractError(
                 f"layer {self.layer.name}: writes relation {relation!r}, which extractors/layers.py does not list for it"
             )
+
+    def _open(self, relation: str):
+        self._check_relation(relation)
+        if relation in self.counts:
+            raise ExtractError(f"layer {self.layer.name}: relation {relation!r} written twice")
         fh = open(self.out / f"{relation}.facts", "w", encoding="utf-8", newline="\n")  # noqa: SIM115
         spec = self._files[relation] = (fh, self.schema.columns[relation])
         self.counts[relation] = 0
@@ -181,6 +245,17 @@ class LayerSink:
     def close(self) -> None:
         for fh, _ in self._files.values():
             fh.close()
+        if self.deltas is None:
+            return
+        for rel in self.allowed - self._files.keys() - self.counts.keys():  # kept as they were
+            old = self.previous / f"{rel}.facts"
+            if old.is_file():
+                os.link(old, self.out / f"{rel}.facts")
+                self.counts[rel] = len(_lines(old))
+
+    def changed(self) -> bool:
+        """Whether a delta run changed any row (a full run: always)."""
+        return self.deltas is None or bool(self.deltas) or bool(self._files)
 
 
 _CLEAN = str.maketrans({"\t": " ", "\n": " ", "\r": " "})  # fact files are TSV, one row per line
@@ -190,6 +265,38 @@ def _clean(value: str | int) -> str:
     if type(value) is int:
         return str(value)
     return value.translate(_CLEAN) if ("\t" in value or "\n" in value or "\r" in value) else value
+
+
+def _row_line(row) -> str:
+    """A row as its line of a fact file."""
+    return "\t".join([_clean(v) for v in row]) + "\n"
+
+
+def _lines(path: Path) -> list[str]:
+    """The lines of a fact file (none when it does not exist)."""
+    try:
+        with open(path, encoding="utf-8", newline="\n") as fh:
+            return fh.readlines()
+    except FileNotFoundError:
+        return []
+
+
+def _without(lines: list[str], gone: list[str], what: str) -> list[str]:
+    """`lines` less one occurrence of each of `gone` (all must be there)."""
+    from collections import Counter
+
+    left = Counter(gone)
+    out = []
+    for line in lines:
+        if left.get(line):
+            left[line] -= 1
+            continue
+        out.append(line)
+    missing = +left
+    if missing:
+        raise ExtractError(f"{what}: delta removes {sum(missing.values())} rows the last run did not have, "
+                           f"e.g. {next(iter(missing)).rstrip()!r}")
+    return out
 
 
 # ------------------------------------------------------------------ layers
@@ -340,9 +447,69 @@ def _index_locked(src, db_path, schema, chosen, notes, jobs, force, log, progres
         if not rules_current:
             log("rules changed since the last index: recomputing the stored relations")
             _refresh_derived(db_path, schema)
-        return IndexReport(db_path, src.root, src.kind, True, time.perf_counter() - t0, reports, tuple(notes))
-    reports = _build(src, db_path, schema, plans, prev, keep, jobs, log, progress)
-    return IndexReport(db_path, src.root, src.kind, False, time.perf_counter() - t0, reports, tuple(notes))
+        return IndexReport(db_path, src.root, src.kind, True, time.perf_counter() - t0, reports, tuple(notes),
+                           "current")
+    if not force and not dropped and _can_update(db_path, facts, schema, src, plans, prev, keep):
+        reports, mode = _update(src, db_path, schema, plans, prev, keep, jobs, log, progress), "updated"
+    else:
+        reports, mode = _build(src, db_path, schema, plans, prev, keep, jobs, log, progress), "built"
+    return IndexReport(db_path, src.root, src.kind, False, time.perf_counter() - t0, reports, tuple(notes), mode)
+
+
+def _can_update(db_path, facts, schema, src, plans, prev, keep) -> bool:
+    """Whether the DB can be updated in place (Note [Update in place]): it is
+    current but for some layers' inputs, and holds the same layers."""
+    from torchtalk.errors import StoreError
+
+    if {p[0].name for p in plans} | set(keep) != set(prev):
+        return False
+    try:
+        con = store.open_db(db_path)
+    except StoreError:
+        return False
+    try:
+        return update.updatable(con, facts, schema.digest, str(src.root))
+    finally:
+        con.close()
+
+
+def _update(src, db_path, schema, plans, prev, keep, jobs, log, progress) -> tuple[LayerReport, ...]:
+    """Re-run the changed layers and apply what they changed to a copy of
+    the DB, then swap it in (Note [Update in place])."""
+    facts = store.facts_dir(db_path)
+    tag = f"tmp-{os.getpid()}"
+    tmp_facts = facts.with_name(f".{facts.name}.{tag}")
+    tmp_db = db_path.with_name(f".{db_path.name}.{tag}")
+    try:
+        reports, deltas = [], {}
+        with _Progress(progress) as bar:
+            for layer, mod, fp, rerun in plans:
+                out, old = tmp_facts / "layers" / layer.name, facts / "layers" / layer.name
+                if rerun:
+                    lr = _run_layer(src, db_path, schema, layer, mod, fp, out, jobs, bar, previous=old)
+                    update.layer_deltas(lr.sink, old, out, deltas)
+                    log(f"{lr.name}: {lr.rows:,} rows in {lr.seconds:.2f} s, {lr.warnings} warnings")
+                else:
+                    link_tree(old, out)
+                    lr = _carried(prev[layer.name])
+                reports.append(lr)
+        update.carry_layers(facts, tmp_facts, keep)
+        changed = update.changed_relations(deltas)
+        update.union_changed(schema, facts, tmp_facts, changed)
+        new_id = uuid.uuid4().hex
+        (tmp_facts / update.FACTS_ID).write_text(new_id)
+        update.copy_db(db_path, tmp_db)
+        update.apply(tmp_db, src, schema, deltas, tmp_facts, new_id, log)
+        shutil.rmtree(tmp_facts / ".delta", ignore_errors=True)
+        log(f"updated in place: {len(changed)} relations changed"
+            + (f" ({', '.join(sorted(changed))})" if changed else ""))
+        _swap(tmp_db, db_path, tmp_facts, facts)
+        return tuple(reports)
+    except BaseException:
+        shutil.rmtree(tmp_facts, ignore_errors=True)
+        tmp_db.unlink(missing_ok=True)
+        Path(str(tmp_db) + ".wal").unlink(missing_ok=True)
+        raise
 
 
 def _remove_stale(db_path: Path, facts: Path) -> None:
@@ -455,6 +622,7 @@ def _build(src, db_path, schema, plans, prev, keep, jobs, log, progress) -> tupl
         for name in keep:
             link_tree(facts / "layers" / name, tmp_facts / "layers" / name)
         _union(schema, tmp_facts)
+        (tmp_facts / update.FACTS_ID).write_text(uuid.uuid4().hex)
         _write_db(tmp_db, src, schema, tmp_facts, facts)
         _swap(tmp_db, db_path, tmp_facts, facts)
         return tuple(reports)
@@ -465,13 +633,18 @@ def _build(src, db_path, schema, plans, prev, keep, jobs, log, progress) -> tupl
         raise
 
 
-def _run_layer(src, db_path, schema, layer, mod, fp, out: Path, jobs, bar) -> LayerReport:
+def _run_layer(src, db_path, schema, layer, mod, fp, out: Path, jobs, bar,
+               previous: Path | None = None) -> LayerReport:
+    """Run `layer` into `out`; with `previous` (its files in the current
+    facts dir) the layer may write deltas from them (Note [Layer deltas])."""
     from extractors.base import ExtractContext
 
     out.mkdir(parents=True)
     cache = store.ensure_writable_dir(db_path.with_name(db_path.stem + ".cache") / layer.name)
-    ctx = ExtractContext(root=src.root, cache_dir=cache, jobs=jobs or min(4, os.cpu_count() or 1))
-    sink = LayerSink(layer, schema, out, bar.task(layer.name))
+    prev_gen = (read_layer_json(previous) or {}).get("generation") if previous is not None else None
+    ctx = ExtractContext(root=src.root, cache_dir=cache, jobs=jobs or min(4, os.cpu_count() or 1),
+                         previous=prev_gen, generation=uuid.uuid4().hex)
+    sink = LayerSink(layer, schema, out, bar.task(layer.name), previous=previous if prev_gen else None)
     t = time.perf_counter()
     try:
         mod.extract(ctx, sink)
@@ -485,15 +658,18 @@ def _run_layer(src, db_path, schema, layer, mod, fp, out: Path, jobs, bar) -> La
         "layer": layer.name, "indexed_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "seconds": seconds, "rows": sink.counts, "warnings": sink.warnings, "input_fingerprint": fp,
         "schema_hash": layer_schema_digest(layer, schema),
+        "generation": ctx.generation if sink.changed() else ctx.previous,
     }
     (out / "layer.json").write_text(json.dumps(meta))
-    return LayerReport(layer.name, "ran", seconds, sum(sink.counts.values()), len(sink.warnings), dict(sink.counts))
+    return LayerReport(layer.name, "ran", seconds, sum(sink.counts.values()), len(sink.warnings), dict(sink.counts),
+                       sink=sink)
 
 
-def _union(schema: Schema, facts: Path) -> None:
-    """`<relation>.facts` = the concatenation of the layers' files (empty if none)."""
+def _union(schema: Schema, facts: Path, only: Iterable[str] | None = None) -> None:
+    """`<relation>.facts` = the concatenation of the layers' files (empty if
+    none), for every relation or those in `only`."""
     layer_dirs = sorted((facts / "layers").iterdir()) if (facts / "layers").is_dir() else []
-    for rel in schema.columns:
+    for rel in schema.columns if only is None else sorted(only):
         parts = [d / f"{rel}.facts" for d in layer_dirs if (d / f"{rel}.facts").is_file()]
         target = facts / f"{rel}.facts"
         if len(parts) == 1:
@@ -523,12 +699,9 @@ def _write_db(tmp_db: Path, src: store.Source, schema: Schema, facts: Path, fina
             "indexed_at": datetime.now(UTC).isoformat(timespec="seconds"),
             "torchtalk_version": __version__, "format": store.FORMAT, "facts_dir": str(final_facts),
         }
+        meta[update.FACTS_ID] = update.facts_id(facts)
         con.executemany("insert into torchtalk_meta values (?, ?)", list(meta.items()))
-        con.executemany(
-            "insert into torchtalk_layers values (?, ?, ?, ?, ?, ?)",
-            [(m["layer"], m["indexed_at"], m["seconds"], sum(m["rows"].values()), len(m["warnings"]),
-              m["input_fingerprint"]) for m in layers],
-        )
+        con.executemany("insert into torchtalk_layers values (?, ?, ?, ?, ?, ?)", layer_rows(layers))
         warns = [(m["layer"], f, ln, msg) for m in layers for f, ln, msg in m["warnings"]]
         if warns:
             con.executemany("insert into torchtalk_warnings values (?, ?, ?, ?)", warns)
@@ -536,6 +709,12 @@ def _write_db(tmp_db: Path, src: store.Source, schema: Schema, facts: Path, fina
         con.execute("checkpoint")
     finally:
         con.close()
+
+
+def layer_rows(layers: list[dict]) -> list[tuple]:
+    """The torchtalk_layers rows of the layers' layer.json."""
+    return [(m["layer"], m["indexed_at"], m["seconds"], sum(m["rows"].values()), len(m["warnings"]),
+             m["input_fingerprint"]) for m in layers]
 
 
 def _query_aids(con, schema: Schema, counts: list[tuple[str, int]]) -> None:

@@ -303,13 +303,21 @@ def load_facts(con, decl, path: Path) -> int:
     """Append the TSV fact file `path` to `decl`'s table; the table's row count."""
     if not path.is_file() or path.stat().st_size == 0:
         return 0
-    columns = ", ".join(f"'{c.name}': '{_SQL_TYPES[str(c.type)]}'" for c in decl.columns)
-    con.execute(
-        f'insert into "{decl.name}" select * from read_csv(?, delim=?, header=false, quote=\'\', '
-        f"escape='', nullstr='\\N', auto_detect=false, columns={{{columns}}})",
-        [str(path), "\t"],
-    )
+    con.execute(f'insert into "{decl.name}" select * from {read_csv_sql(decl)}', [str(path), "\t"])
     return con.execute(f'select count(*) from "{decl.name}"').fetchone()[0]
+
+
+def read_csv_sql(decl) -> str:
+    """DuckDB's reader of a fact file of `decl`, typed as its table; takes
+    two parameters: the path and the delimiter (a tab)."""
+    columns = ", ".join(f"'{c.name}': '{_SQL_TYPES[str(c.type)]}'" for c in decl.columns)
+    return (f"read_csv(?, delim=?, header=false, quote='', escape='', nullstr='\\N', auto_detect=false, "
+            f"columns={{{columns}}})")
+
+
+def quote(name: str) -> str:
+    """`name` as a SQL identifier."""
+    return '"' + name.replace('"', '""') + '"'
 
 
 def db_status(path: Path) -> dict:

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from extractors.base import ExtractContext, Sink, add_rows
+from extractors.base import ExtractContext, Sink, emit
 
 SOURCE_DIRS = ("aten", "c10", "torch/csrc")
 EXTENSIONS = (".cpp", ".cc", ".h", ".hpp", ".cu", ".cuh", ".mm")
@@ -58,6 +58,8 @@ class Run:
     timings: dict[str, float] = field(default_factory=dict)
     scanned: int = 0
     warnings: list[tuple[str, int, str]] = field(default_factory=list)
+    # (generation, rows) of the last run, for Note [Layer deltas]
+    kept: tuple[str | None, dict[str, list[tuple]]] | None = None
 
 
 def _scan_job(job: tuple[str, str, str]):
@@ -131,11 +133,14 @@ def run(ctx: ExtractContext, sink: Sink | None = None) -> Run:
     combined = _combined({**digests, **_yaml_stamp(root)})
     timings = {"stat": time.perf_counter() - t0}
     resolved = cache.read(cdir / "resolved.pkl")
+    kept = (resolved[4] if len(resolved) > 4 else None, resolved[1]) if resolved else None
     if resolved and resolved[0] == combined:
+        if kept[0] != ctx.previous:  # rows the DB has not: a new generation (Note [Layer deltas])
+            cache.write_atomic(cdir / "resolved.pkl", (*resolved[:4], ctx.generation))
         if new_index != index:
             cache.write_atomic(cdir / "index.pkl", (cache.VERSION, new_index))
         timings["total"] = time.perf_counter() - t0
-        return Run(resolved[1], resolved[2], timings)
+        return Run(resolved[1], resolved[2], timings, kept=kept)
     facts, scanned, warnings = _load_facts(root, cdir, digests, ctx.jobs, sink)
     timings["scan"] = time.perf_counter() - t0 - timings["stat"]
     from extractors.cpp.resolve import resolve
@@ -146,11 +151,13 @@ def run(ctx: ExtractContext, sink: Sink | None = None) -> Run:
 
     rows, stats, per_file = resolve(facts, digests, previous, load_names(root, cdir))
     timings["resolve"] = time.perf_counter() - t1
-    cache.write_atomic(cdir / "resolved.pkl", (combined, rows, stats, per_file))
+    same = kept is not None and kept[0] is not None and kept[0] == ctx.previous and rows == kept[1]
+    cache.write_atomic(cdir / "resolved.pkl", (combined, rows, stats, per_file,
+                                               ctx.previous if same else ctx.generation))
     cache.write_atomic(cdir / "index.pkl", (cache.VERSION, new_index))
     cache.drop_unused(cdir, set(digests.values()), older_than=time.time() - (time.perf_counter() - t0) - 60)
     timings["total"] = time.perf_counter() - t0
-    return Run(rows, stats, timings, scanned, warnings)
+    return Run(rows, stats, timings, scanned, warnings, kept)
 
 
 def _yaml_stamp(root: Path) -> dict[str, str]:
@@ -205,5 +212,4 @@ def extract(ctx: ExtractContext, sink: Sink) -> None:
     result = run(ctx, sink)
     for rel, line, message in result.warnings:
         sink.warn(rel, line, message)
-    for relation, rows in result.rows.items():
-        add_rows(sink, relation, rows)
+    emit(ctx, sink, result.rows, result.kept)

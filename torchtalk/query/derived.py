@@ -124,6 +124,48 @@ def materialize(con: Any, program: A.Program, tables: frozenset[str]) -> dict[st
     return counts
 
 
+def refresh(con: Any, program: A.Program, tables: frozenset[str], changed: frozenset[str]) -> dict[str, int]:
+    """Recompute, on the writable `con` of a DB updated in place, the stored
+    relations that read (transitively) a fact relation in `changed`, or whose
+    fingerprint is no longer the library's; the others are read from their
+    tables (Note [Derived in place]). -> rows per recomputed relation.
+
+    Note [Derived in place]: an update that changes the rows of a few fact
+    relations (torchtalk/update.py) leaves every stored relation whose rules
+    read none of them as it is: its rows are a function of unchanged inputs.
+    The rest are dropped and evaluated again by the same program as at a cold
+    index, with the kept ones as inputs read from their tables, so the stored
+    rows equal a cold index's. A catalog that lists other relations than the
+    library would store (the library changed) is rebuilt whole.
+    """
+    prints = fingerprints(program)
+    have = _read_catalog(con)
+    if set(have) != set(prints):
+        con.execute(f"DROP SCHEMA IF EXISTS {SCHEMA} CASCADE")
+        return materialize(con, program, tables)
+    affected = {rel for rel in prints if have[rel] != prints[rel] or needed_relations(program, [rel]) & changed}
+    if not affected:
+        return {}
+    from torchtalk.datalog.engines.duckdb import DuckDBEngine
+    from torchtalk.datalog.transform.prune import prune
+    from torchtalk.datalog.transform.use_stored import use_stored
+    from torchtalk.query.library import is_argument
+
+    kept = frozenset(prints) - affected
+    partial = use_stored(program, kept)
+    for rel in sorted(affected):
+        con.execute(f"DROP TABLE IF EXISTS {table_of(rel)}")
+    live = prune(partial, frozenset(n for n in partial.inputs
+                                    if is_argument(partial, n) or (n not in tables and n not in kept)))
+    counts = DuckDBEngine().materialize(live, con, {rel: table_of(rel) for rel in sorted(affected)},
+                                        {rel: table_of(rel) for rel in kept})
+    for rel in affected:
+        _check_one_to_one(con, program, rel)
+    con.executemany(f"UPDATE {CATALOG} SET fingerprint = ?, rows = ? WHERE relation = ?",
+                    [(prints[rel], counts[rel], rel) for rel in sorted(affected)])
+    return counts
+
+
 def _duckdb_version() -> str:
     import duckdb
 

@@ -1,0 +1,189 @@
+"""Updating the fact DB in place (issue 16, Note [Update in place]) on a copy
+of the real tree: after each kind of edit (a .cpp body, a new C++ function,
+a .py body, a native_functions.yaml entry) `index` updates the DB in place,
+and the DB equals a cold index of the same tree, table by table, stored
+relations included; an update killed midway leaves the previous DB.
+
+The copy is made of hard links; an edited file is written anew (its link
+broken), so the real tree is never modified. The caches start from the
+per-file parse caches of the real tree's DB when there is one (entries are
+keyed by path and content, so they are what a cold run would compute);
+the whole-tree results (resolution, layer rows) are never copied.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.test_incremental import _tables, assert_same_tables
+from torchtalk import api, store
+
+LAYERS = ["ops", "cpp", "python"]
+BLAS = "aten/src/ATen/native/CPUBlas.cpp"
+FUNCTIONAL = "torch/nn/functional.py"
+YAML = "aten/src/ATen/native/native_functions.yaml"
+PER_FILE_CACHES = ("cpp/files", "python-summaries")
+
+
+def _seed_cache(db: Path, tree: Path) -> None:
+    """Hard-link the per-file parse caches of the real tree's DB (if any) into `db`'s cache dir."""
+    given = os.environ.get("TORCHTALK_TEST_DB")
+    real = Path(given) if given else store.default_db(tree)
+    for sub in PER_FILE_CACHES:
+        src = real.with_name(real.stem + ".cache") / sub
+        if src.is_dir():
+            dst = db.with_name(db.stem + ".cache") / sub
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            subprocess.run(["cp", "-al", str(src), str(dst)], check=True)
+
+
+def _edit(root: Path, rel: str, old: str, new: str) -> int:
+    """Replace the first `old` in tree file `rel` by `new` (a new file: the hard
+    link breaks); -> the 1-based line where `new` starts."""
+    path = root / rel
+    text = path.read_text()
+    assert old in text, old
+    path.unlink()
+    path.write_text(text.replace(old, new, 1))
+    return text[: text.index(old)].count("\n") + 1
+
+
+def _cold(tree_copy: Path, tmp_path: Path, name: str) -> Path:
+    db = tmp_path / f"cold-{name}" / "tree.duckdb"
+    db.parent.mkdir(parents=True)
+    _seed_cache(db, tree_copy)
+    report = api.index(tree_copy, db, layers=LAYERS, jobs=2)
+    assert report.mode == "built"
+    return db
+
+
+def _rows(db: Path, sql: str, params: list) -> list[tuple]:
+    con = store.open_db(db)
+    try:
+        return con.execute(sql, params).fetchall()
+    finally:
+        con.close()
+
+
+@pytest.fixture
+def indexed(tree, tmp_path) -> tuple[Path, Path]:
+    """(a hard-linked copy of the tree, its fact DB of LAYERS)."""
+    copy = tmp_path / "pytorch"
+    subprocess.run(["cp", "-al", str(tree.resolve()), str(copy)], check=True)
+    db = tmp_path / "inc" / "tree.duckdb"
+    db.parent.mkdir()
+    _seed_cache(db, tree)
+    assert api.index(copy, db, layers=LAYERS, jobs=2).mode == "built"
+    yield copy, db
+    shutil.rmtree(copy, ignore_errors=True)
+
+
+def _update(copy: Path, db: Path, ran: list[str]) -> None:
+    """Index `copy` again: an update in place that re-ran the layers `ran`."""
+    report = api.index(copy, db, layers=LAYERS, jobs=2)
+    assert report.mode == "updated"
+    assert [lr.name for lr in report.layers if lr.action == "ran"] == ran
+
+
+@pytest.mark.real_tree
+def test_each_edit_updates_in_place_to_a_cold_index(indexed, tmp_path):
+    copy, db = indexed
+
+    # a .cpp body: a line more in gemm's body moves the rows below it
+    line = _edit(copy, BLAS, "int m_ = m, n_ = n, k_ = k", "// probe\n  int m_ = m, n_ = n, k_ = k")
+    before = _rows(db, "select line from func where file = ? and line > ? order by line limit 1", [BLAS, line])
+    _update(copy, db, ["cpp"])
+    after = _rows(db, "select line from func where file = ? and line > ? order by line limit 1", [BLAS, line])
+    assert after == [(before[0][0] + 1,)]
+    assert_same_tables(db, _cold(copy, tmp_path, "body"))
+
+    # a new C++ function, calling an op
+    line = _edit(copy, BLAS, "namespace at::native::cpublas {",
+                 "namespace at::native::cpublas {\nvoid tt_probe(const Tensor& t) { t.mm(t); }")
+    _update(copy, db, ["cpp"])
+    assert _rows(db, "select fn, line from func where name = 'tt_probe'", []) == [
+        ("at::native::cpublas::tt_probe", line + 1)]
+    assert _rows(db, "select name, line from calls_op where caller = 'at::native::cpublas::tt_probe'", []) == [
+        ("mm", line + 1)]
+    assert_same_tables(db, _cold(copy, tmp_path, "newfn"))
+
+    # a .py body: relu calls one more function
+    line = _edit(copy, FUNCTIONAL, "    if inplace:\n        result = torch.relu_(input)",
+                 "    torch.sigmoid(input)\n    if inplace:\n        result = torch.relu_(input)")
+    _update(copy, db, ["python"])
+    assert ("torch.sigmoid", line) in _rows(
+        db, "select callee, line from py_calls where caller = 'torch.nn.functional.relu'", [])
+    assert_same_tables(db, _cold(copy, tmp_path, "py"))
+
+    # one native_functions.yaml entry
+    line = _edit(copy, YAML, "- func: mm(Tensor self, Tensor mat2) -> Tensor\n",
+                 "- func: tt_probe(Tensor self) -> Tensor\n  dispatch:\n    CPU: tt_probe_cpu\n\n"
+                 "- func: mm(Tensor self, Tensor mat2) -> Tensor\n")
+    _update(copy, db, ["ops", "cpp", "python"])
+    assert _rows(db, "select op, key, kernel, line from dispatch where op = 'tt_probe'", []) == [
+        ("tt_probe", "CPU", "tt_probe_cpu", line + 2)]
+    assert_same_tables(db, _cold(copy, tmp_path, "yaml"))
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha1(path.read_bytes()).hexdigest()
+
+
+@pytest.mark.real_tree
+def test_a_killed_update_leaves_the_previous_db(indexed, tmp_path):
+    copy, db = indexed
+    tables, digest = _tables(db), _digest(db)
+    facts = store.facts_dir(db)
+    fact_files = sorted(p.relative_to(facts) for p in facts.rglob("*"))
+    _edit(copy, BLAS, "namespace at::native::cpublas {",
+          "namespace at::native::cpublas {\nvoid tt_killed() {}")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    proc = subprocess.Popen([sys.executable, "-m", "torchtalk", "index", "--source", str(copy), "--db", str(db),
+                             "--layers", ",".join(LAYERS), "--jobs", "2", "--quiet"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    tmp_db = db.with_name(f".{db.name}.tmp-{proc.pid}")
+    while not tmp_db.exists():  # the update has begun writing its copy of the DB
+        assert proc.poll() is None, "the index finished before it could be killed"
+        time.sleep(0.005)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert _digest(db) == digest
+    assert _tables(db) == tables
+    assert sorted(p.relative_to(facts) for p in facts.rglob("*")) == fact_files
+
+    report = api.index(copy, db, layers=LAYERS, jobs=2)  # picks up the edit, in place
+    assert report.mode == "updated"
+    assert _rows(db, "select count(*) from func where name = 'tt_killed'", []) == [(1,)]
+    assert not list(db.parent.glob(f".{db.name}.tmp-*"))
+    assert_same_tables(db, _cold(copy, tmp_path, "killed"))
+
+
+@pytest.mark.real_tree
+def test_watch_picks_up_an_edit(indexed, tmp_path):
+    copy, db = indexed
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    proc = subprocess.Popen([sys.executable, "-m", "torchtalk", "watch", "--source", str(copy), "--db", str(db),
+                             "--layers", ",".join(LAYERS), "--jobs", "2"], env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        lines = [proc.stdout.readline(), proc.stdout.readline()]
+        assert lines[0].startswith("no change to the facts in "), lines
+        assert lines[1] == f"watching {copy.resolve()} (Ctrl-C to stop)\n"
+        line = _edit(copy, BLAS, "namespace at::native::cpublas {",
+                     "namespace at::native::cpublas {\nvoid tt_watched() {}")
+        done = proc.stdout.readline()
+        assert done.startswith(f"{BLAS}: updated (cpp ran) in "), done
+        assert _rows(db, "select fn, line from func where name = 'tt_watched'", []) == [
+            ("at::native::cpublas::tt_watched", line + 1)]
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 0
