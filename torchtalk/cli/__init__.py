@@ -23,6 +23,7 @@ from torchtalk.errors import TorchTalkError
 # module names under torchtalk.cli, in --help order
 COMMANDS = (
     "index",
+    "watch",
     "status",
     "query",
     "eval",

@@ -24,6 +24,8 @@ def register(p: argparse.ArgumentParser) -> None:
                         "prefer the variable: arguments show in `ps`)")
     p.add_argument("--reindex", action="store_true",
                    help="refresh the index in the background while serving (always done when none exists)")
+    p.add_argument("--no-watch", dest="watch", action="store_false",
+                   help="do not watch the tree (by default, changed files update the index while serving)")
     p.add_argument("--rules", type=Path, action="append", default=[], metavar="DIR",
                    help="more .dl rule files for the `query` tool (repeatable; the config dir's rules/ is always read)")
     p.add_argument("--json", action="store_true",
@@ -60,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     from torchtalk.mcp.serve import serve
 
     serve(source, args.db, transport=args.transport, port=args.port, reindex=args.reindex,
-          rules=tuple(d.resolve() for d in args.rules), host=args.host, token=token)
+          rules=tuple(d.resolve() for d in args.rules), host=args.host, token=token, watch=args.watch)
     return 0
 
 

@@ -7,11 +7,15 @@ the server runs `torchtalk index` as a child process in stages, the quick
 layers first (ops, python, tests) and then everything (the C++ layer takes
 longest). Before each call `FactDB.connection` checks the file's identity and
 reopens it when an index run replaced it, so answers grow as layers land;
-`get_status` says which stage is running.
+`get_status` says which stage is running. While serving a `--source`, the
+server also watches the tree (Note [Watching] in torchtalk/watch.py): each
+debounced batch of changed files runs `torchtalk index` (an update in place),
+and `get_status` lists the files pending and the update running.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -49,6 +53,9 @@ class IndexState:
     pid: int | None
     log: str | None
     failed: str | None  # the last failure, one line
+    watching: bool = False
+    pending: tuple[str, ...] = ()  # changed files not yet in an update
+    pending_since: float | None = None  # time.time() of the first of them
 
 
 class Indexer:
@@ -59,11 +66,29 @@ class Indexer:
         self._state = IndexState("", None, None, None)
         self._proc: subprocess.Popen | None = None
         self._lock = threading.Lock()
+        self._watcher = None
 
     @property
     def state(self) -> IndexState:
         with self._lock:
-            return self._state
+            state = self._state
+        if self._watcher is None:
+            return state
+        pending = self._watcher.pending
+        return dataclasses.replace(state, watching=True, pending=pending.files, pending_since=pending.since)
+
+    def watch(self) -> None:
+        """Watch the tree and update the index after each batch of changes
+        (Note [Watching]); returns at once."""
+        from torchtalk.watch import Watcher
+
+        self._watcher = Watcher(self.source, self._update)
+        self._watcher.start()
+
+    def _update(self, files: frozenset[str]) -> None:
+        from torchtalk.watch import describe
+
+        self._run_stage(f"update after changes to {describe(files)}", None)
 
     def start(self) -> None:
         """Start the stages in a daemon thread (returns at once). The state says
@@ -75,29 +100,36 @@ class Indexer:
 
     def _run_all(self) -> None:
         for label, layers in stages():
-            cmd = [sys.executable, "-m", "torchtalk", "index", "--source", str(self.source), "--quiet"]
-            if self.db is not None:
-                cmd += ["--db", str(self.db)]
-            if layers:
-                cmd += ["--layers", layers]
-            with open(self.log, "ab") as out:
-                proc = subprocess.Popen(cmd, stdout=out, stderr=out, stdin=subprocess.DEVNULL)
-            with self._lock:
-                self._proc = proc
-                self._state = IndexState(label, proc.pid, str(self.log), self._state.failed)
-            code = proc.wait()
-            failed = None if code == 0 else f"`torchtalk index` ({label}) exited {code}; see {self.log}"
-            with self._lock:  # a failed stage is reported; the next one still runs
-                self._state = IndexState("", None, str(self.log), failed or self._state.failed)
+            self._run_stage(label, layers)
         with self._lock:  # idle, also when there was no stage to run
             self._state = IndexState("", None, str(self.log), self._state.failed)
 
+    def _run_stage(self, label: str, layers: str | None) -> None:
+        """One `torchtalk index` child; a failure is reported in the state."""
+        cmd = [sys.executable, "-m", "torchtalk", "index", "--source", str(self.source), "--quiet"]
+        if self.db is not None:
+            cmd += ["--db", str(self.db)]
+        if layers:
+            cmd += ["--layers", layers]
+        with open(self.log, "ab") as out:
+            proc = subprocess.Popen(cmd, stdout=out, stderr=out, stdin=subprocess.DEVNULL)
+        with self._lock:
+            self._proc = proc
+            self._state = IndexState(label, proc.pid, str(self.log), self._state.failed)
+        code = proc.wait()
+        failed = None if code == 0 else f"`torchtalk index` ({label}) exited {code}; see {self.log}"
+        with self._lock:  # a failed stage is reported; the next one still runs
+            self._state = IndexState("", None, str(self.log), failed or self._state.failed)
+
     def stop(self) -> None:
-        """Terminate the running child, if any."""
+        """Stop watching and terminate the running child, if any."""
+        watcher, self._watcher = self._watcher, None
         with self._lock:
             proc = self._proc
         if proc is not None and proc.poll() is None:
             proc.terminate()
+        if watcher is not None:
+            watcher.stop()
 
 
 def _identity(path: Path) -> tuple[int, int] | None:

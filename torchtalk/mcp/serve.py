@@ -20,9 +20,10 @@ from torchtalk.mcp.tools import register
 
 
 def build_server(
-    source: Path | None, db: Path | None, reindex: bool = False, rules: tuple[Path, ...] = ()
+    source: Path | None, db: Path | None, reindex: bool = False, rules: tuple[Path, ...] = (), watch: bool = True
 ) -> MCPServer:
-    """The server with every TorchTalk tool registered (see torchtalk.mcp.tools)."""
+    """The server with every TorchTalk tool registered (see torchtalk.mcp.tools);
+    with a `source` and `watch`, it keeps the index live (Note [Watching])."""
     from torchtalk import __version__
 
     server = TorchTalkServer(
@@ -30,7 +31,7 @@ def build_server(
         title="TorchTalk",
         version=__version__,
         instructions=INSTRUCTIONS,
-        lifespan=_lifespan(source, db, reindex, rules),
+        lifespan=_lifespan(source, db, reindex, rules, watch),
         log_level="WARNING",
     )
     register(server)
@@ -46,11 +47,13 @@ def serve(
     rules: tuple[Path, ...] = (),
     host: str = "127.0.0.1",
     token: str | None = None,
+    watch: bool = True,
 ) -> None:
     """Serve on stdio, or streamable HTTP on `host`:`port` (path /mcp); with
     `token`, every HTTP request must carry `Authorization: Bearer <token>`
-    (Note [Shared HTTP server])."""
-    server = build_server(source, db, reindex, rules)
+    (Note [Shared HTTP server]); with a `source` and `watch`, the index is
+    kept live (Note [Watching])."""
+    server = build_server(source, db, reindex, rules, watch)
     if transport == "stdio":
         server.run("stdio")
         return

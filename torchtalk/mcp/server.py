@@ -52,15 +52,18 @@ class App:
     rules: tuple[Path, ...] = ()  # user rule dirs for `query` (besides the config dir's)
 
 
-def _lifespan(source: Path | None, db: Path | None, reindex: bool, rules: tuple[Path, ...]):
+def _lifespan(source: Path | None, db: Path | None, reindex: bool, rules: tuple[Path, ...], watch: bool = True):
     @asynccontextmanager
     async def lifespan(_server: MCPServer) -> AsyncIterator[App]:
         facts = FactDB(source, db)
         facts.start_warm(rules)
         indexer = None
-        if source is not None and (reindex or facts.path() is None):
+        if source is not None:
             indexer = Indexer(source, db, default_log(source))
-            indexer.start()
+            if reindex or facts.path() is None:
+                indexer.start()
+            if watch:
+                indexer.watch()
         try:
             yield App(facts, indexer, rules)
         finally:

@@ -22,6 +22,19 @@ def _meta_notes(app: Any, con) -> list[str]:
     return notes + [f"database: {app.db.path()}"]
 
 
+def _watch_note(app: Any, state) -> str:
+    """What the watcher (Note [Watching]) has pending."""
+    import time
+
+    from torchtalk.watch import describe
+
+    where = f"watching {app.indexer.source} for changes"
+    if not state.pending:
+        return where + ": nothing pending"
+    age = f", first {time.time() - state.pending_since:.1f} s ago" if state.pending_since else ""
+    return f"{where}: {len(state.pending)} changed files pending ({describe(state.pending)}{age})"
+
+
 def status_table(app: Any, con) -> Table:
     """One row per layer with its state and rows; notes: tree, DB, background index."""
     from extractors.layers import LAYERS
@@ -42,6 +55,8 @@ def status_table(app: Any, con) -> Table:
     if state is not None and state.stage:
         pid = f"pid {state.pid}, " if state.pid is not None else ""
         notes.append(f"indexing in the background: {state.stage} ({pid}log {state.log})")
+    if state is not None and state.watching:
+        notes.append(_watch_note(app, state))
     if state is not None and state.failed:
         notes.append(f"background index failed: {state.failed}")
     missing = [r[0] for r in rows if r[1] in ("not indexed", "building")]

@@ -1,0 +1,82 @@
+"""The watcher (Note [Watching]) on a small tree: a burst of writes is one
+batch, only source files count, and a change during an update is the next batch."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+from torchtalk.watch import Watcher, relevant
+
+
+def _tree(tmp_path: Path) -> Path:
+    for d in ("aten/src", "torch/nn", ".git/objects"):
+        (tmp_path / d).mkdir(parents=True)
+    return tmp_path
+
+
+class Batches:
+    def __init__(self, hold: float = 0.0) -> None:
+        self.got: list[frozenset[str]] = []
+        self.done = threading.Event()
+        self.hold = hold
+
+    def __call__(self, files: frozenset[str]) -> None:
+        time.sleep(self.hold)  # an update that takes a while
+        self.got.append(files)
+        self.done.set()
+
+    def wait(self, n: int, timeout: float = 20.0) -> None:
+        end = time.monotonic() + timeout
+        while len(self.got) < n and time.monotonic() < end:
+            time.sleep(0.02)
+
+
+def test_relevant_keeps_source_files_only(tmp_path):
+    assert relevant(tmp_path, str(tmp_path / "aten/src/a.cpp")) == "aten/src/a.cpp"
+    assert relevant(tmp_path, str(tmp_path / "torch/nn/__pycache__/f.py")) is None
+    assert relevant(tmp_path, str(tmp_path / "torch/nn/notes.txt")) is None
+    assert relevant(tmp_path, str(tmp_path / ".git/objects/x.py")) is None
+    assert relevant(tmp_path, "/elsewhere/a.cpp") is None
+
+
+def test_a_burst_of_writes_is_one_batch(tmp_path):
+    root = _tree(tmp_path)
+    batches = Batches()
+    w = Watcher(root, batches, quiet=0.5, max_delay=10)
+    w.start()
+    try:
+        time.sleep(0.2)
+        names = [f"aten/src/f{i}.cpp" for i in range(200)] + [f"torch/nn/m{i}.py" for i in range(50)]
+        for name in names:
+            (root / name).write_text("int x;\n")
+        (root / "torch/nn/README.txt").write_text("not a source file")
+        (root / ".git/objects/y.py").write_text("")
+        batches.wait(1)
+        time.sleep(1.0)  # no second batch follows
+        assert batches.got == [frozenset(names)]
+        assert w.pending.files == ()
+    finally:
+        w.stop()
+
+
+def test_changes_during_an_update_make_the_next_batch(tmp_path):
+    root = _tree(tmp_path)
+    batches = Batches(hold=1.0)
+    w = Watcher(root, batches, quiet=0.1, max_delay=10)
+    w.start()
+    try:
+        time.sleep(0.2)
+        (root / "aten/src/a.cpp").write_text("int a;\n")
+        end = time.monotonic() + 10
+        while not w.pending.updating and time.monotonic() < end:
+            time.sleep(0.01)
+        assert w.pending.updating == ("aten/src/a.cpp",)
+        (root / "aten/src/b.cpp").write_text("int b;\n")
+        time.sleep(0.3)
+        assert w.pending.files == ("aten/src/b.cpp",)  # waits for the update to end
+        batches.wait(2)
+        assert batches.got == [frozenset({"aten/src/a.cpp"}), frozenset({"aten/src/b.cpp"})]
+    finally:
+        w.stop()

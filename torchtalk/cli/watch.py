@@ -1,0 +1,68 @@
+"""`torchtalk watch`: keep a tree's fact DB up to date as its files change."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+NAME = "watch"
+HELP = "keep a tree's fact database up to date as its files change (Ctrl-C stops)"
+
+
+def register(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--source", type=Path, help="PyTorch tree (default: the fetched 2.6.0 tree)")
+    p.add_argument("--db", type=Path, help="database file (default: in the user cache dir, keyed by the tree)")
+    p.add_argument("--layers", help="comma-separated layers to keep up to date (default: those `index` runs)")
+    p.add_argument("--jobs", type=int, help="worker processes for the layers that use them")
+    p.add_argument("--debounce", type=float, default=None, metavar="S",
+                   help="seconds without a change before an update (default 0.3)")
+
+
+def run(args: argparse.Namespace) -> int:
+    import sys
+    import time
+
+    from torchtalk import api, store
+    from torchtalk.errors import InputError, TorchTalkError
+    from torchtalk.paths import default_source
+    from torchtalk.watch import QUIET_S, Watcher, describe
+
+    if args.jobs is not None and args.jobs < 1:
+        raise InputError(f"--jobs must be at least 1, got {args.jobs}")
+    if args.debounce is not None and args.debounce < 0:
+        raise InputError(f"--debounce must be at least 0, got {args.debounce}")
+    source = args.source or default_source()
+    if args.source is None and not source.exists():
+        raise InputError(f"no PyTorch tree at {source}", hint="run `torchtalk fetch` or pass --source PATH")
+    src = store.resolve_source(source)
+    layers = args.layers.split(",") if args.layers else None
+
+    def say(msg: str) -> None:
+        print(msg, flush=True)
+
+    def update(files: frozenset[str] | None = None) -> None:
+        t = time.perf_counter()
+        report = api.index(src.root, db=args.db, layers=layers, jobs=args.jobs)
+        ran = [lr.name for lr in report.layers if lr.action == "ran"]
+        what = "no change to the facts" if report.up_to_date else f"{report.mode} ({', '.join(ran) or 'no layer'} ran)"
+        head = f"{describe(files)}: " if files else ""
+        say(f"{head}{what} in {time.perf_counter() - t:.2f} s")
+
+    def failed(exc: BaseException) -> None:
+        if isinstance(exc, TorchTalkError):
+            print(f"torchtalk: {exc.render()}", file=sys.stderr, flush=True)
+        else:
+            print(f"torchtalk: update failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+
+    update()
+    watcher = Watcher(src.root, update, quiet=QUIET_S if args.debounce is None else args.debounce, on_error=failed)
+    watcher.start()
+    say(f"watching {src.root} (Ctrl-C to stop)")
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        watcher.stop()
+    return 0
