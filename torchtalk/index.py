@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from torchtalk import store, update
+from torchtalk import freshness, store, update
 from torchtalk.atomic import link_tree, replace_dir
 from torchtalk.errors import ExtractError, InputError, SrcLoc, did_you_mean
 
@@ -347,17 +347,37 @@ def code_files(module: str) -> list[Path]:
     return [origin, *sorted(origin.parent.glob(f"{origin.stem}_*.py"))]
 
 
-def layer_fingerprint(layer, mod, root: Path, schema: Schema) -> str:
-    """sha1 over extractor code, schema text and sizes+mtimes of the layer's inputs."""
+def input_stats(mod, root: Path) -> list[tuple[str, int, int]]:
+    """(path, size, mtime_ns) of each input file of a layer module, sorted."""
+    out = []
+    for p in sorted({os.fspath(p) for p in mod.inputs(root)}):
+        try:
+            st = os.stat(p)
+        except OSError:
+            continue
+        out.append((p, st.st_size, st.st_mtime_ns))
+    return out
+
+
+def layer_fingerprint(layer, mod, root: Path, schema: Schema,
+                      stats: list[tuple[str, int, int]] | None = None) -> str:
+    """sha1 over extractor code, schema text and sizes+mtimes of the layer's
+    inputs (`stats`: input_stats, when already taken)."""
+    return _fingerprint(code_digest(layer, schema), input_stats(mod, root) if stats is None else stats)
+
+
+def _fingerprint(code: str, stats: list[tuple[str, int, int]]) -> str:
+    h = hashlib.sha1(code.encode())
+    for p, size, mtime in stats:
+        h.update(f"{p}\0{size}\0{mtime}\n".encode())
+    return h.hexdigest()
+
+
+def code_digest(layer, schema: Schema) -> str:
+    """sha1 over the layer's extractor code and its relations' declarations."""
     h = hashlib.sha1(layer_schema_digest(layer, schema).encode())
     for p in code_files(layer.module):
         h.update(p.read_bytes())
-    for p in sorted(Path(p) for p in mod.inputs(root)):
-        try:
-            st = p.stat()
-        except OSError:
-            continue
-        h.update(f"{p}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
     return h.hexdigest()
 
 
@@ -424,10 +444,14 @@ def _index_locked(src, db_path, schema, chosen, notes, jobs, force, log, progres
     plans = []
     for layer in chosen:
         mod = importlib.import_module(layer.module)
-        fp = layer_fingerprint(layer, mod, src.root, schema)
+        code = code_digest(layer, schema)
+        # the inputs as recorded at the layer's last run, while no dir of them moved (Note [Stale index])
+        stats = freshness.quick_stats(facts / "layers" / layer.name, code) if layer.name in prev else None
+        stats = input_stats(mod, src.root) if stats is None else stats
+        fp = _fingerprint(code, stats)
         old = prev.get(layer.name)
         rerun = force or old is None or old.get("input_fingerprint") != fp
-        plans.append((layer, mod, fp, rerun))
+        plans.append((layer, mod, (fp, stats), rerun))
     keep, dropped = [], False
     for name in prev:
         if name in {lr.name for lr in chosen}:
@@ -633,10 +657,11 @@ def _build(src, db_path, schema, plans, prev, keep, jobs, log, progress) -> tupl
         raise
 
 
-def _run_layer(src, db_path, schema, layer, mod, fp, out: Path, jobs, bar,
+def _run_layer(src, db_path, schema, layer, mod, stamp, out: Path, jobs, bar,
                previous: Path | None = None) -> LayerReport:
-    """Run `layer` into `out`; with `previous` (its files in the current
-    facts dir) the layer may write deltas from them (Note [Layer deltas])."""
+    """Run `layer` into `out`; `stamp` = (input fingerprint, input_stats);
+    with `previous` (its files in the current facts dir) the layer may write
+    deltas from them (Note [Layer deltas])."""
     from extractors.base import ExtractContext
 
     out.mkdir(parents=True)
@@ -645,6 +670,8 @@ def _run_layer(src, db_path, schema, layer, mod, fp, out: Path, jobs, bar,
     ctx = ExtractContext(root=src.root, cache_dir=cache, jobs=jobs or min(4, os.cpu_count() or 1),
                          previous=prev_gen, generation=uuid.uuid4().hex)
     sink = LayerSink(layer, schema, out, bar.task(layer.name), previous=previous if prev_gen else None)
+    fp, stats = stamp
+    freshness.write_inputs(out, src.root, code_digest(layer, schema), stats)
     t = time.perf_counter()
     try:
         mod.extract(ctx, sink)

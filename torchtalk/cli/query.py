@@ -60,7 +60,25 @@ def run(args: argparse.Namespace) -> int:
         print(output.to_json(result, cap))
     else:
         output.print_table(result, cap=cap, text=args.query.strip())
+    _stale_note(args)
     return 0
+
+
+def _stale_note(args: argparse.Namespace) -> None:
+    """One line on stderr when the tree changed since its index (Note [Stale index])."""
+    import sys
+
+    from torchtalk import api
+    from torchtalk.freshness import notice
+    from torchtalk.paths import default_source
+
+    if args.db is not None:
+        note = notice(Path(args.db))
+    else:
+        source = args.source or default_source()
+        note = notice(api.resolve_db(source=source), str(Path(source).expanduser().resolve()))
+    if note:
+        print(f"torchtalk: note: {note}", file=sys.stderr)
 
 
 def _list(args: argparse.Namespace) -> int:

@@ -19,7 +19,11 @@ def register(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from torchtalk.store import db_status, resolve_db
 
-    st = db_status(resolve_db(source=args.source, db=args.db))
+    from torchtalk.freshness import notice
+
+    path = resolve_db(source=args.source, db=args.db)
+    st = db_status(path)
+    st["stale"] = notice(path, st["meta"].get("source") or None)
     if args.json:
         print(json.dumps(st, indent=2))
         return 0
@@ -28,6 +32,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"source    {meta.get('source', '')} ({meta.get('kind', '')})")
     print(f"version   {meta.get('version', '') or '?'}   git {meta.get('git_commit', '') or '-'}")
     print(f"indexed   {meta.get('indexed_at', '')}")
+    if st["stale"]:
+        print(f"changed   {st['stale']}")
     if meta.get("derived"):
         print(f"stored    {meta['derived']} (rules computed once per index)")
     print("layers")

@@ -1,0 +1,73 @@
+"""Noticing a tree changed since its index, without a watcher (Note [Stale
+index]), on a cut-down copy of the real tree's YAML (the ops layer)."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.test_mcp_server import _mini_tree
+from torchtalk import api, freshness, store
+from torchtalk.cli import main
+
+pytestmark = pytest.mark.real_tree
+YAML = "aten/src/ATen/native/native_functions.yaml"
+
+
+@pytest.fixture
+def mini(tree, tmp_path) -> tuple[Path, Path]:
+    src = _mini_tree(tree, tmp_path / "mini")
+    db = tmp_path / "db" / "mini.duckdb"
+    api.index(src, db, layers=["ops"])
+    return src, db
+
+
+def _later(path: Path, text: str) -> None:
+    """Write `text` to `path` with an mtime surely after the last one."""
+    before = path.stat().st_mtime_ns if path.exists() else 0
+    path.write_text(text)
+    if path.stat().st_mtime_ns <= before:
+        os.utime(path, ns=(before + 1_000_000, before + 1_000_000))
+
+
+def test_an_edit_is_noticed_until_indexed(mini, capsys):
+    src, db = mini
+    assert freshness.notice(db, str(src)) is None
+    yaml = src / YAML
+    _later(yaml, yaml.read_text() + "\n- func: tt_fresh(Tensor self) -> Tensor\n")
+    assert freshness.notice(db, str(src)) == (
+        f"the tree changed since it was indexed ({YAML}): run `torchtalk index --source {src}`, "
+        f"or keep `torchtalk watch --source {src}` running")
+    assert main(["status", "--db", str(db)]) == 0
+    assert f"changed   the tree changed since it was indexed ({YAML})" in capsys.readouterr().out
+    assert main(["query", "--db", str(db), "search(tt_fresh)"]) == 0
+    err = capsys.readouterr().err
+    assert err.splitlines()[-1] == f"torchtalk: note: {freshness.notice(db, str(src))}"
+    assert api.index(src, db, layers=["ops"]).mode == "updated"
+    assert freshness.notice(db, str(src)) is None
+
+
+def test_a_new_source_file_is_noticed_a_swap_file_is_not(mini):
+    src, db = mini
+    native = src / "aten/src/ATen/native"
+    time.sleep(0.01)
+    (native / ".native_functions.yaml.swp").write_text("vim")
+    assert freshness.notice(db, str(src)) is None
+    layer = store.facts_dir(db) / "layers" / "ops"
+    assert freshness.quick_stats(layer, freshness._read(layer)[0]) is None  # its dir moved: list it again
+    (native / "tt_new.yaml").write_text("[]\n")
+    assert freshness.changed_inputs(store.facts_dir(db)) == [str(native / "tt_new.yaml")]
+
+
+def test_quick_stats_are_the_layers_own(mini):
+    src, db = mini
+    import extractors.ops as ops
+    from torchtalk.index import input_stats
+
+    layer = store.facts_dir(db) / "layers" / "ops"
+    code = freshness._read(layer)[0]
+    assert freshness.quick_stats(layer, code) == input_stats(ops, src)
+    assert freshness.quick_stats(layer, "another code digest") is None

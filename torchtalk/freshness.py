@@ -1,0 +1,169 @@
+"""Noticing, without a watcher, that the tree changed since it was indexed.
+
+Note [Stale index]: each layer's dir in the facts dir keeps `inputs.tsv`:
+the path, size and mtime of every file the layer read at its last run, and
+the mtime of each directory holding one (a file added or deleted changes its
+directory's mtime; an edit, the file's). `changed_inputs` stats them again
+(some 10K stats, tens of ms; no file read, no DB opened) and lists a
+directory only when its mtime moved. `status` and
+`query` print `notice` as one line when something differs, naming the way
+to bring the index up to date.
+
+Example:
+    >>> notice(resolve_db(source="~/pytorch"))  # doctest: +SKIP
+    'the tree changed since it was indexed: aten/src/ATen/native/CPUBlas.cpp (1 file); ...'
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+INPUTS = "inputs.tsv"
+
+
+def write_inputs(layer_dir: Path, root: Path, code: str, stats: list[tuple[str, int, int]]) -> None:
+    """Write a layer's `inputs.tsv`: a `#code` line (the layer's code digest),
+    its files, then every directory from `root` down to them (size -1)."""
+    lines = [f"#code\t{code}\n", f"#root\t{os.fspath(root)}\n"] + [f"{p}\t{size}\t{mtime}\n" for p, size, mtime in stats]
+    dirs = set()
+    top = os.fspath(root)
+    for p, _s, _m in stats:
+        d = os.path.dirname(p)
+        while d not in dirs and d.startswith(top):
+            dirs.add(d)
+            d = os.path.dirname(d)
+    for d in sorted(dirs):
+        try:
+            lines.append(f"{d}\t-1\t{os.stat(d).st_mtime_ns}\n")
+        except OSError:
+            continue
+    with open(layer_dir / INPUTS, "w", encoding="utf-8") as fh:
+        fh.writelines(lines)
+
+
+def _read(layer_dir: Path) -> tuple[str, dict[str, tuple[int, int]], dict[str, int]] | None:
+    """(code digest, files, dirs) of a layer's inputs.tsv, None without one."""
+    try:
+        text = (layer_dir / INPUTS).read_text(encoding="utf-8")
+    except OSError:
+        return None
+    code, files, dirs = "", {}, {}
+    for line in text.splitlines():
+        if line.startswith("#"):
+            code = line[6:] if line.startswith("#code\t") else code
+            continue
+        path, size, mtime = line.split("\t")
+        if size == "-1":
+            dirs[path] = int(mtime)
+        else:
+            files[path] = (int(size), int(mtime))
+    return code, files, dirs
+
+
+def quick_stats(layer_dir: Path, code: str) -> list[tuple[str, int, int]] | None:
+    """The layer's input_stats (torchtalk/index.py) without listing the tree:
+    its recorded files stat'ed again, when the layer's code is as recorded
+    and no directory down to them moved (no file can have come or gone: a
+    layer's inputs are the files its walk of those directories finds).
+    None when that cannot be known."""
+    found = _read(layer_dir)
+    if found is None or found[0] != code:
+        return None
+    _code, files, dirs = found
+    for d, mtime in dirs.items():
+        try:
+            if os.stat(d).st_mtime_ns != mtime:
+                return None
+        except OSError:
+            return None
+    out = []
+    for p in files:
+        try:
+            st = os.stat(p)
+        except OSError:
+            return None
+        out.append((p, st.st_size, st.st_mtime_ns))
+    return out
+
+
+def changed_inputs(facts: Path) -> list[str] | None:
+    """The input files that changed, appeared or went since the last run of
+    each layer of the facts dir `facts`; None when no layer recorded its inputs.
+    A directory whose mtime moved is listed: a new file counts when it is a
+    source file (torchtalk.watch.SUFFIXES, not an editor's swap file)
+    written since (`_newer`)."""
+    from torchtalk.watch import SUFFIXES
+
+    files: dict[str, tuple[int, int]] = {}
+    dirs: dict[str, int] = {}
+    seen = False
+    layers = facts / "layers"
+    for d in sorted(layers.iterdir()) if layers.is_dir() else []:
+        found = _read(d)
+        if found is not None:
+            seen = True
+            files.update(found[1])
+            dirs.update(found[2])
+    if not seen:
+        return None
+    changed = []
+    for path, (size, mtime) in files.items():
+        try:
+            st = os.stat(path)
+        except OSError:
+            changed.append(path)
+            continue
+        if st.st_mtime_ns != mtime or st.st_size != size:
+            changed.append(path)
+    for path, mtime in dirs.items():
+        try:
+            if os.stat(path).st_mtime_ns == mtime:
+                continue
+            entries = list(os.scandir(path))
+        except OSError:
+            continue
+        changed.extend(e.path for e in entries if e.name.endswith(SUFFIXES) and e.path not in files
+                       and e.is_file() and _newer(e, mtime))
+    return sorted(set(changed))
+
+
+def _newer(entry: os.DirEntry, than: int) -> bool:
+    """A file written since its dir's recorded mtime (a file new to the dir;
+    a guess: one copied in with an old mtime is missed, and a file the
+    layers do not read, such as setup.py in the root, is not new)."""
+    try:
+        return entry.stat().st_mtime_ns > than
+    except OSError:
+        return False
+
+
+def recorded_root(facts: Path) -> str | None:
+    """The tree root the layers of facts dir `facts` recorded their inputs under."""
+    layers = facts / "layers"
+    for d in sorted(layers.iterdir()) if layers.is_dir() else []:
+        try:
+            with open(d / INPUTS, encoding="utf-8") as fh:
+                for line in (fh.readline(), fh.readline()):
+                    if line.startswith("#root\t"):
+                        return line[6:].rstrip("\n")
+        except OSError:
+            continue
+    return None
+
+
+def notice(db: Path, source: str | None = None) -> str | None:
+    """One line saying the tree changed since `db` was indexed, or None;
+    `source` (default: the root the index recorded) is what paths are shown
+    relative to, and what the suggested commands name."""
+    from torchtalk.store import facts_dir
+
+    found = changed_inputs(facts_dir(db))
+    if not found:
+        return None
+    source = source or recorded_root(facts_dir(db))
+    first = os.path.relpath(found[0], source) if source else found[0]
+    what = first + (f" and {len(found) - 1} more files" if len(found) > 1 else "")
+    where = f" --source {source}" if source else ""
+    return (f"the tree changed since it was indexed ({what}): run `torchtalk index{where}`, "
+            f"or keep `torchtalk watch{where}` running")
