@@ -1,17 +1,25 @@
-"""Incremental re-index on a hard-linked copy of the real tree (issue 9).
+"""Incremental re-index on a hard-linked copy of the real tree (issues 9, 16).
 
-Prints, for `torchtalk index` as a process: the cold index, a no-op re-index,
-and the re-index after editing one .cpp (a function body, then a new function),
-with the layers that ran. The real tree is never modified (edited files are
-written anew, breaking their hard link).
+Prints, for `torchtalk index` as a process: the first index, a no-op
+re-index, and the re-index after each edit (a .cpp body, a new C++ function,
+a .py body, one native_functions.yaml entry), with the wall time, the CPU time
+of the process (user + sys: the machine's load moves wall time, much less
+this), how the DB was written (built, updated in place, current) and the
+layers that ran. The real tree is never modified (edited files are written
+anew, breaking their hard link).
 
-    python bench/incremental.py [--source TREE] [--layers ops,cpp,python,tests]
+    python bench/incremental.py [--source TREE] [--layers ops,cpp,python,tests] [--seed-cache]
+
+--seed-cache starts from the per-file parse caches of the tree's default DB
+(keyed by path and content; the whole-tree results are not copied), so the
+first index skips the parse, not the rest.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import resource
 import shutil
 import subprocess
 import sys
@@ -19,16 +27,33 @@ import tempfile
 import time
 from pathlib import Path
 
-EDITED = "aten/src/ATen/native/CPUBlas.cpp"
+EDITS = (
+    ("one .cpp, body edit", "aten/src/ATen/native/CPUBlas.cpp",
+     "int m_ = m, n_ = n, k_ = k", "// a line more\n  int m_ = m, n_ = n, k_ = k"),
+    ("one .cpp, new function", "aten/src/ATen/native/CPUBlas.cpp",
+     "namespace at::native::cpublas {", "namespace at::native::cpublas {\nvoid tt_probe() {}"),
+    ("one .py, body edit", "torch/nn/functional.py",
+     "    if inplace:\n        result = torch.relu_(input)",
+     "    torch.sigmoid(input)\n    if inplace:\n        result = torch.relu_(input)"),
+    ("one native_functions.yaml entry", "aten/src/ATen/native/native_functions.yaml",
+     "- func: mm(Tensor self, Tensor mat2) -> Tensor\n",
+     "- func: tt_probe(Tensor self) -> Tensor\n  dispatch:\n    CPU: tt_probe_cpu\n\n"
+     "- func: mm(Tensor self, Tensor mat2) -> Tensor\n"),
+)
 
 
-def index(src: Path, db: Path, layers: str) -> tuple[float, list[str]]:
+def index(src: Path, db: Path, layers: str) -> tuple[float, float, str, list[str]]:
+    """(wall s, CPU s, mode, layers that ran) of one `torchtalk index` process."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     out = subprocess.run([sys.executable, "-m", "torchtalk", "index", "--source", str(src), "--db", str(db),
                           "--layers", layers, "--jobs", "2", "--json"], capture_output=True, text=True, check=True)
     wall = time.perf_counter() - t
-    ran = [f"{lr['layer']}:{lr['action']}" for lr in json.loads(out.stdout)["layers"]]
-    return wall, ran
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    report = json.loads(out.stdout)
+    ran = [lr["layer"] for lr in report["layers"] if lr["action"] == "ran"]
+    return wall, cpu, report.get("mode", "?"), ran
 
 
 def edit(path: Path, old: str, new: str) -> None:
@@ -38,27 +63,43 @@ def edit(path: Path, old: str, new: str) -> None:
     path.write_text(text.replace(old, new, 1))
 
 
+def seed(tree: Path, db: Path) -> None:
+    from torchtalk import store
+
+    real = store.default_db(tree)
+    for sub in ("cpp/files", "python-summaries"):
+        s = real.with_name(real.stem + ".cache") / sub
+        if s.is_dir():
+            d = db.with_name(db.stem + ".cache") / sub
+            d.parent.mkdir(parents=True, exist_ok=True)
+            subprocess.run(["cp", "-al", str(s), str(d)], check=True)
+
+
 def main() -> None:
     from torchtalk.paths import default_source
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--source", type=Path, default=default_source())
     ap.add_argument("--layers", default="ops,cpp,python,tests")
+    ap.add_argument("--seed-cache", action="store_true", help="start from the tree's per-file parse caches")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "pytorch"
         subprocess.run(["cp", "-al", str(args.source.resolve()), str(src)], check=True)
         db = Path(tmp) / "db" / "tree.duckdb"
-        rows = [("cold index", *index(src, db, args.layers))]
+        db.parent.mkdir()
+        if args.seed_cache:
+            seed(args.source.resolve(), db)
+        rows = [("first index" + (" (seeded)" if args.seed_cache else " (cold)"), *index(src, db, args.layers))]
         rows.append(("no change", *index(src, db, args.layers)))
-        edit(src / EDITED, "int m_ = m, n_ = n, k_ = k", "int m_ = m,  n_ = n, k_ = k")
-        rows.append(("one .cpp, body edit", *index(src, db, args.layers)))
-        edit(src / EDITED, "namespace at::native::cpublas {", "namespace at::native::cpublas {\nvoid tt_probe() {}")
-        rows.append(("one .cpp, new function", *index(src, db, args.layers)))
+        for what, rel, old, new in EDITS:
+            edit(src / rel, old, new)
+            rows.append((what, *index(src, db, args.layers)))
         shutil.rmtree(src, ignore_errors=True)
     print(f"layers: {args.layers}")
-    for what, wall, ran in rows:
-        print(f"  {what:<26} {wall:8.2f} s   {' '.join(ran)}")
+    print(f"  {'':<34} {'wall':>8} {'cpu':>8}")
+    for what, wall, cpu, mode, ran in rows:
+        print(f"  {what:<34} {wall:7.2f}s {cpu:7.2f}s  {mode:<8} ran: {','.join(ran) or '-'}")
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
@@ -68,6 +68,8 @@ class ExtractContext:
     previous:  the generation of the layer's rows as the fact DB has them
                (None: none, or unknown), which `sink.delta` edits
     generation: the generation of the rows this run writes, if they change
+    memo:      a dict kept for this layer between runs by a long-running
+               caller (`torchtalk watch`), or None (Note [Layer memo])
 
     Note [Layer deltas]: a layer that keeps its last run's rows (the C++
     layer's resolved cache) may write, instead of all its rows, what changed
@@ -83,6 +85,13 @@ class ExtractContext:
     jobs: int = 1
     previous: str | None = None
     generation: str = ""
+    memo: dict | None = field(default=None, compare=False, repr=False)
+
+    # Note [Layer memo]: what a layer reads from its cache dir it may keep in
+    # `memo` for its next run in the same process, keyed so that a stale
+    # entry cannot be taken for a current one (by content digest, or by the
+    # cache file's identity and mtime): a watcher's second update then reads
+    # only what changed. A one-shot `torchtalk index` passes a fresh dict.
 
 
 class LayerModule(Protocol):

@@ -25,8 +25,11 @@ def index(
     force: bool = False,
     log: Callable[[str], None] | None = None,
     progress: bool = False,
+    memo: dict | None = None,
 ):
     """Index the tree (or installed torch) at `source`; an `IndexReport`.
+    `memo`: a dict a long-running caller keeps between calls (`torchtalk
+    watch`), where layers keep what they read (Note [Layer memo]).
 
     Example:
         >>> index("~/pytorch", layers=["ops"]).db
@@ -34,7 +37,8 @@ def index(
     """
     from torchtalk.index import index as _index
 
-    return _index(source, db, layers, precise=precise, jobs=jobs, force=force, log=log, progress=progress)
+    return _index(source, db, layers, precise=precise, jobs=jobs, force=force, log=log, progress=progress,
+                  memo=memo)
 
 
 def status(source: str | Path | None = None, db: str | Path | None = None) -> dict:

@@ -36,7 +36,8 @@ from pathlib import Path
 
 from torchtalk import freshness, store, update
 from torchtalk.atomic import link_tree, replace_dir
-from torchtalk.errors import ExtractError, InputError, SrcLoc, did_you_mean
+from torchtalk.errors import InputError, did_you_mean
+from torchtalk.sink import LayerSink  # noqa: F401 - the index's Sink (tests reach it here)
 
 Log = Callable[[str], None]
 
@@ -91,212 +92,47 @@ class Schema:
 
 
 def load_schema(path: Path | None = None) -> Schema:
-    from torchtalk.datalog import parse_file
+    """facts/schema.dl parsed; the parse is kept in the cache dir by the
+    text's hash (textX costs more than the rest of a small update)."""
+    import pickle
+
+    from torchtalk.atomic import atomic_open
 
     path = path or store.SCHEMA_PATH
+    data = path.read_bytes()
+    digest = hashlib.sha1(data).hexdigest()
+    cached = _schema_cache(digest)
+    if cached is not None:
+        try:
+            with open(cached, "rb") as fh:
+                return pickle.load(fh)
+        except Exception:  # missing, or written by another version: parse again
+            pass
+    from torchtalk.datalog import parse_file
+
     program = parse_file(path)
     cols = {n: tuple((c.name, str(c.type)) for c in d.columns) for n, d in program.decls.items()}
-    return Schema(cols, program.decls, hashlib.sha1(path.read_bytes()).hexdigest())
+    schema = Schema(cols, program.decls, digest)
+    if cached is not None:
+        with contextlib.suppress(OSError), atomic_open(cached) as fh:
+            pickle.dump(schema, fh, protocol=pickle.HIGHEST_PROTOCOL)
+    return schema
 
 
-# ------------------------------------------------------------------ sink
+def _schema_cache(digest: str) -> Path | None:
+    """Where the parse of a schema text with this digest is kept: keyed also
+    by the AST and parser code it was made with."""
+    from torchtalk.paths import cache_dir
 
-
-class LayerSink:
-    """The Sink (extractors.base) of one layer run: checks rows against the
-    schema, writes `<dir>/<relation>.facts`, counts rows and warnings."""
-
-    def __init__(self, layer, schema: Schema, out: Path, on_progress=None, previous: Path | None = None) -> None:
-        self.layer, self.schema, self.out = layer, schema, out
-        self.allowed = set(layer.relations)
-        self.counts: dict[str, int] = {}
-        self.warnings: list[tuple[str, int, str]] = []
-        self._files: dict[str, object] = {}
-        self._on_progress = on_progress
-        # Note [Layer deltas]: the layer's files of its last run, which `delta` edits
-        self.previous = previous
-        self.deltas: dict[str, tuple[list[str], list[str]]] | None = None  # set by the first `delta`
-
-    def add(self, relation: str, *values: str | int) -> None:
-        spec = self._files.get(relation)
-        if spec is None:
-            spec = self._open(relation)
-        fh, cols = spec
-        if len(values) != len(cols):
-            self._fail(relation, f"takes {len(cols)} values ({', '.join(c for c, _ in cols)}), got {len(values)}", values)
-        for (name, typ), value in zip(cols, values, strict=True):
-            if (type(value) is not int) if typ == "number" else not isinstance(value, str):
-                self._fail(relation, f"column {name} is a {typ}, got {value!r}", values)
-        fh.write("\t".join([_clean(v) for v in values]) + "\n")
-        self.counts[relation] += 1
-
-    def add_rows(self, relation: str, rows) -> None:
-        """`add` for each of `rows` (tuples), checked a column at a time and
-        written at once; a bad row is reported as `add` reports it."""
-        rows = rows if isinstance(rows, list) else list(rows)
-        spec = self._files.get(relation)
-        if spec is None:
-            spec = self._open(relation)
-        fh, cols = spec
-        n = len(cols)
-        ok = all(len(r) == n for r in rows)
-        for i, (_name, typ) in enumerate(cols):
-            if not ok:
-                break
-            if typ == "number":
-                ok = all(type(r[i]) is int for r in rows)
-            else:
-                ok = all(isinstance(r[i], str) for r in rows)
-        if not ok:
-            for r in rows:  # finds the bad row and raises
-                self.add(relation, *r)
-            return
-        fh.writelines("\t".join([_clean(v) for v in r]) + "\n" for r in rows)
-        self.counts[relation] += len(rows)
-
-    def deltas_from_previous(self) -> None:
-        """This run writes what changed since the layer's last run (`delta`);
-        a relation it does not write keeps its rows."""
-        if self.previous is None:
-            raise ExtractError(f"layer {self.layer.name}: deltas without a previous run (ctx.previous is None)")
-        if self.deltas is None:
-            self.deltas = {}
-
-    def delta(self, relation: str, removed, added) -> None:
-        """The rows of `relation` as they were in the layer's last run (the
-        files of generation `ctx.previous`), less `removed`, plus `added`
-        (Note [Layer deltas]). Once a run calls it, a relation it does not
-        write keeps its previous rows."""
-        self.deltas_from_previous()
-        if relation in self._files or relation in self.counts:
-            raise ExtractError(f"layer {self.layer.name}: relation {relation!r} written twice")
-        self._check_relation(relation)
-        added = list(added)
-        if not self._typed(relation, added):
-            for r in added:  # finds the bad row and raises
-                self._check_row(relation, r)
-        gone = [_row_line(r) for r in removed]
-        new = [_row_line(r) for r in added]
-        kept = _lines(self.previous / f"{relation}.facts")
-        if gone:
-            kept = _without(kept, gone, f"layer {self.layer.name}: relation {relation}")
-        with open(self.out / f"{relation}.facts", "w", encoding="utf-8", newline="\n") as fh:
-            fh.writelines(kept)
-            fh.writelines(new)
-        self.counts[relation] = len(kept) + len(new)
-        if gone or new:
-            self.deltas[relation] = (gone, new)
-
-    def _typed(self, relation: str, rows: list) -> bool:
-        cols = self.schema.columns[relation]
-        n = len(cols)
-        if not all(len(r) == n for r in rows):
-            return False
-        for i, (_name, typ) in enumerate(cols):
-            ok = all(type(r[i]) is int for r in rows) if typ == "number" else all(isinstance(r[i], str) for r in rows)
-            if not ok:
-                return False
-        return True
-
-    def _check_row(self, relation: str, values) -> None:
-        cols = self.schema.columns[relation]
-        if len(values) != len(cols):
-            self._fail(relation, f"takes {len(cols)} values ({', '.join(c for c, _ in cols)}), got {len(values)}",
-                       values)
-        for (name, typ), value in zip(cols, values, strict=True):
-            if (type(value) is not int) if typ == "number" else not isinstance(value, str):
-                self._fail(relation, f"column {name} is a {typ}, got {value!r}", values)
-
-    def _check_relation(self, relation: str) -> None:
-        if relation not in self.schema.columns:
-            raise ExtractError(
-                f"layer {self.layer.name}: unknown relation {relation!r} (not in facts/schema.dl)",
-                hint=did_you_mean(relation, self.schema.columns),
-            )
-        if relation not in self.allowed:
-            raise ExtractError(
-                f"layer {self.layer.name}: writes relation {relation!r}, which extractors/layers.py does not list for it"
-            )
-
-    def _open(self, relation: str):
-        self._check_relation(relation)
-        if relation in self.counts:
-            raise ExtractError(f"layer {self.layer.name}: relation {relation!r} written twice")
-        fh = open(self.out / f"{relation}.facts", "w", encoding="utf-8", newline="\n")  # noqa: SIM115
-        spec = self._files[relation] = (fh, self.schema.columns[relation])
-        self.counts[relation] = 0
-        return spec
-
-    def _fail(self, relation: str, what: str, values: tuple) -> None:
-        cols = [c for c, _ in self.schema.columns[relation]]
-        loc = None
-        if "file" in cols and "line" in cols and len(values) == len(cols):
-            f, ln = values[cols.index("file")], values[cols.index("line")]
-            loc = SrcLoc(f, ln) if isinstance(f, str) and type(ln) is int else None
-        raise ExtractError(f"layer {self.layer.name}: relation {relation}: {what}", loc)
-
-    def warn(self, file: str, line: int, message: str) -> None:
-        self.warnings.append((file, line, " ".join(message.split())))
-
-    def progress(self, advance: int = 1, total: int | None = None, what: str = "") -> None:
-        if self._on_progress is not None:
-            self._on_progress(advance, total, what)
-
-    def close(self) -> None:
-        for fh, _ in self._files.values():
-            fh.close()
-        if self.deltas is None:
-            return
-        for rel in self.allowed - self._files.keys() - self.counts.keys():  # kept as they were
-            old = self.previous / f"{rel}.facts"
-            if old.is_file():
-                os.link(old, self.out / f"{rel}.facts")
-                self.counts[rel] = len(_lines(old))
-
-    def changed(self) -> bool:
-        """Whether a delta run changed any row (a full run: always)."""
-        return self.deltas is None or bool(self.deltas) or bool(self._files)
-
-
-_CLEAN = str.maketrans({"\t": " ", "\n": " ", "\r": " "})  # fact files are TSV, one row per line
-
-
-def _clean(value: str | int) -> str:
-    if type(value) is int:
-        return str(value)
-    return value.translate(_CLEAN) if ("\t" in value or "\n" in value or "\r" in value) else value
-
-
-def _row_line(row) -> str:
-    """A row as its line of a fact file."""
-    return "\t".join([_clean(v) for v in row]) + "\n"
-
-
-def _lines(path: Path) -> list[str]:
-    """The lines of a fact file (none when it does not exist)."""
+    h = hashlib.sha1(digest.encode())
+    for mod in ("ast.py", "parser.py", "grammar.tx"):
+        h.update((Path(__file__).parent / "datalog" / mod).read_bytes())
     try:
-        with open(path, encoding="utf-8", newline="\n") as fh:
-            return fh.readlines()
-    except FileNotFoundError:
-        return []
-
-
-def _without(lines: list[str], gone: list[str], what: str) -> list[str]:
-    """`lines` less one occurrence of each of `gone` (all must be there)."""
-    from collections import Counter
-
-    left = Counter(gone)
-    out = []
-    for line in lines:
-        if left.get(line):
-            left[line] -= 1
-            continue
-        out.append(line)
-    missing = +left
-    if missing:
-        raise ExtractError(f"{what}: delta removes {sum(missing.values())} rows the last run did not have, "
-                           f"e.g. {next(iter(missing)).rstrip()!r}")
-    return out
+        d = cache_dir() / "rules"
+        d.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return d / f"schema-{h.hexdigest()[:20]}.pickle"
 
 
 # ------------------------------------------------------------------ layers
@@ -415,6 +251,7 @@ def index(
     force: bool = False,
     log: Log | None = None,
     progress: bool = False,
+    memo: dict | None = None,
 ) -> IndexReport:
     """Index the tree at `source` into its fact DB (see Note [Index steps]).
 
@@ -434,10 +271,11 @@ def index(
     for note in notes:
         log(note)
     with _locked(db_path):
-        return _index_locked(src, db_path, schema, chosen, notes, jobs, force, log, progress, t0)
+        return _index_locked(src, db_path, schema, chosen, notes, jobs, force, log, progress, t0,
+                             memo if memo is not None else {})
 
 
-def _index_locked(src, db_path, schema, chosen, notes, jobs, force, log, progress, t0) -> IndexReport:
+def _index_locked(src, db_path, schema, chosen, notes, jobs, force, log, progress, t0, memo) -> IndexReport:
     facts = store.facts_dir(db_path)
     _remove_stale(db_path, facts)
     prev = _previous_layers(db_path, facts)
@@ -474,9 +312,9 @@ def _index_locked(src, db_path, schema, chosen, notes, jobs, force, log, progres
         return IndexReport(db_path, src.root, src.kind, True, time.perf_counter() - t0, reports, tuple(notes),
                            "current")
     if not force and not dropped and _can_update(db_path, facts, schema, src, plans, prev, keep):
-        reports, mode = _update(src, db_path, schema, plans, prev, keep, jobs, log, progress), "updated"
+        reports, mode = _update(src, db_path, schema, plans, prev, keep, jobs, log, progress, memo), "updated"
     else:
-        reports, mode = _build(src, db_path, schema, plans, prev, keep, jobs, log, progress), "built"
+        reports, mode = _build(src, db_path, schema, plans, prev, keep, jobs, log, progress, memo), "built"
     return IndexReport(db_path, src.root, src.kind, False, time.perf_counter() - t0, reports, tuple(notes), mode)
 
 
@@ -497,7 +335,7 @@ def _can_update(db_path, facts, schema, src, plans, prev, keep) -> bool:
         con.close()
 
 
-def _update(src, db_path, schema, plans, prev, keep, jobs, log, progress) -> tuple[LayerReport, ...]:
+def _update(src, db_path, schema, plans, prev, keep, jobs, log, progress, memo) -> tuple[LayerReport, ...]:
     """Re-run the changed layers and apply what they changed to a copy of
     the DB, then swap it in (Note [Update in place])."""
     facts = store.facts_dir(db_path)
@@ -510,7 +348,8 @@ def _update(src, db_path, schema, plans, prev, keep, jobs, log, progress) -> tup
             for layer, mod, fp, rerun in plans:
                 out, old = tmp_facts / "layers" / layer.name, facts / "layers" / layer.name
                 if rerun:
-                    lr = _run_layer(src, db_path, schema, layer, mod, fp, out, jobs, bar, previous=old)
+                    lr = _run_layer(src, db_path, schema, layer, mod, fp, out, jobs, bar, previous=old,
+                                    memo=memo.setdefault(layer.name, {}))
                     update.layer_deltas(lr.sink, old, out, deltas)
                     log(f"{lr.name}: {lr.rows:,} rows in {lr.seconds:.2f} s, {lr.warnings} warnings")
                 else:
@@ -519,11 +358,15 @@ def _update(src, db_path, schema, plans, prev, keep, jobs, log, progress) -> tup
                 reports.append(lr)
         update.carry_layers(facts, tmp_facts, keep)
         changed = update.changed_relations(deltas)
-        update.union_changed(schema, facts, tmp_facts, changed)
+        for rel in schema.columns:  # the union files: rebuilt where changed, else linked
+            if rel not in changed and (facts / f"{rel}.facts").is_file():
+                os.link(facts / f"{rel}.facts", tmp_facts / f"{rel}.facts")
+        _union(schema, tmp_facts, only=changed)
         new_id = uuid.uuid4().hex
         (tmp_facts / update.FACTS_ID).write_text(new_id)
         update.copy_db(db_path, tmp_db)
-        update.apply(tmp_db, src, schema, deltas, tmp_facts, new_id, log)
+        layers = [m for d in sorted((tmp_facts / "layers").glob("*")) if (m := read_layer_json(d))]
+        update.apply(tmp_db, src, schema, deltas, tmp_facts, new_id, layers, log)
         shutil.rmtree(tmp_facts / ".delta", ignore_errors=True)
         log(f"updated in place: {len(changed)} relations changed"
             + (f" ({', '.join(sorted(changed))})" if changed else ""))
@@ -624,7 +467,7 @@ def _carried(meta: dict) -> LayerReport:
                        len(meta.get("warnings", [])), dict(rels))
 
 
-def _build(src, db_path, schema, plans, prev, keep, jobs, log, progress) -> tuple[LayerReport, ...]:
+def _build(src, db_path, schema, plans, prev, keep, jobs, log, progress, memo) -> tuple[LayerReport, ...]:
     """Build facts dir and DB under temporary names, then swap them in."""
     facts = store.facts_dir(db_path)
     tag = f"tmp-{os.getpid()}"
@@ -636,7 +479,8 @@ def _build(src, db_path, schema, plans, prev, keep, jobs, log, progress) -> tupl
             for layer, mod, fp, rerun in plans:
                 out = tmp_facts / "layers" / layer.name
                 if rerun:
-                    lr = _run_layer(src, db_path, schema, layer, mod, fp, out, jobs, bar)
+                    lr = _run_layer(src, db_path, schema, layer, mod, fp, out, jobs, bar,
+                                    memo=memo.setdefault(layer.name, {}))
                     log(f"{lr.name}: {lr.rows:,} rows in {lr.seconds:.2f} s, {lr.warnings} warnings")
                 else:
                     link_tree(facts / "layers" / layer.name, out)
@@ -658,7 +502,7 @@ def _build(src, db_path, schema, plans, prev, keep, jobs, log, progress) -> tupl
 
 
 def _run_layer(src, db_path, schema, layer, mod, stamp, out: Path, jobs, bar,
-               previous: Path | None = None) -> LayerReport:
+               previous: Path | None = None, memo: dict | None = None) -> LayerReport:
     """Run `layer` into `out`; `stamp` = (input fingerprint, input_stats);
     with `previous` (its files in the current facts dir) the layer may write
     deltas from them (Note [Layer deltas])."""
@@ -668,7 +512,7 @@ def _run_layer(src, db_path, schema, layer, mod, stamp, out: Path, jobs, bar,
     cache = store.ensure_writable_dir(db_path.with_name(db_path.stem + ".cache") / layer.name)
     prev_gen = (read_layer_json(previous) or {}).get("generation") if previous is not None else None
     ctx = ExtractContext(root=src.root, cache_dir=cache, jobs=jobs or min(4, os.cpu_count() or 1),
-                         previous=prev_gen, generation=uuid.uuid4().hex)
+                         previous=prev_gen, generation=uuid.uuid4().hex, memo=memo)
     sink = LayerSink(layer, schema, out, bar.task(layer.name), previous=previous if prev_gen else None)
     fp, stats = stamp
     freshness.write_inputs(out, src.root, code_digest(layer, schema), stats)
@@ -728,7 +572,7 @@ def _write_db(tmp_db: Path, src: store.Source, schema: Schema, facts: Path, fina
         }
         meta[update.FACTS_ID] = update.facts_id(facts)
         con.executemany("insert into torchtalk_meta values (?, ?)", list(meta.items()))
-        con.executemany("insert into torchtalk_layers values (?, ?, ?, ?, ?, ?)", layer_rows(layers))
+        con.executemany("insert into torchtalk_layers values (?, ?, ?, ?, ?, ?)", update.layer_rows(layers))
         warns = [(m["layer"], f, ln, msg) for m in layers for f, ln, msg in m["warnings"]]
         if warns:
             con.executemany("insert into torchtalk_warnings values (?, ?, ?, ?)", warns)
@@ -736,12 +580,6 @@ def _write_db(tmp_db: Path, src: store.Source, schema: Schema, facts: Path, fina
         con.execute("checkpoint")
     finally:
         con.close()
-
-
-def layer_rows(layers: list[dict]) -> list[tuple]:
-    """The torchtalk_layers rows of the layers' layer.json."""
-    return [(m["layer"], m["indexed_at"], m["seconds"], sum(m["rows"].values()), len(m["warnings"]),
-             m["input_fingerprint"]) for m in layers]
 
 
 def _query_aids(con, schema: Schema, counts: list[tuple[str, int]]) -> None:

@@ -25,7 +25,6 @@ result equals a cold index, table by table (tests/test_incremental.py).
 
 from __future__ import annotations
 
-import os
 import shutil
 import time
 from collections import Counter
@@ -100,29 +99,23 @@ def _lines(path: Path) -> list[str]:
         return []
 
 
-def union_changed(schema, facts: Path, tmp_facts: Path, changed: frozenset[str]) -> None:
-    """The union fact files of `tmp_facts`: rebuilt for the relations in
-    `changed`, hard links to `facts`' for the others."""
-    from torchtalk.index import _union
-
-    for rel in schema.columns:
-        if rel not in changed and (facts / f"{rel}.facts").is_file():
-            os.link(facts / f"{rel}.facts", tmp_facts / f"{rel}.facts")
-    _union(schema, tmp_facts, only=changed)
-
-
 def carry_layers(facts: Path, tmp_facts: Path, names: list[str]) -> None:
     for name in names:
         link_tree(facts / "layers" / name, tmp_facts / "layers" / name)
 
 
-def apply(tmp_db: Path, src: store.Source, schema, deltas: Deltas, tmp_facts: Path, new_id: str,
-          log) -> str:
-    """Apply `deltas` to the copy `tmp_db` in one transaction (Note [Update
-    in place]); -> the note on its stored relations."""
-    import duckdb
+def layer_rows(layers: list[dict]) -> list[tuple]:
+    """The torchtalk_layers rows of the layers' layer.json."""
+    return [(m["layer"], m["indexed_at"], m["seconds"], sum(m["rows"].values()), len(m["warnings"]),
+             m["input_fingerprint"]) for m in layers]
 
-    from torchtalk.index import layer_rows, read_layer_json
+
+def apply(tmp_db: Path, src: store.Source, schema, deltas: Deltas, tmp_facts: Path, new_id: str,
+          layers: list[dict], log) -> str:
+    """Apply `deltas` to the copy `tmp_db` in one transaction (Note [Update
+    in place]); `layers`: the layer.json of every layer of the new facts
+    dir. -> the note on its stored relations."""
+    import duckdb
 
     changed = changed_relations(deltas)
     con = duckdb.connect(str(tmp_db))
@@ -130,7 +123,6 @@ def apply(tmp_db: Path, src: store.Source, schema, deltas: Deltas, tmp_facts: Pa
         con.execute("BEGIN TRANSACTION")
         for rel in sorted(changed):
             _apply_relation(con, schema.decls[rel], *deltas[rel], tmp_facts)
-        layers = [m for d in sorted((tmp_facts / "layers").glob("*")) if (m := read_layer_json(d))]
         con.execute("DELETE FROM torchtalk_layers")
         con.executemany("insert into torchtalk_layers values (?, ?, ?, ?, ?, ?)", layer_rows(layers))
         con.execute("DELETE FROM torchtalk_warnings")

@@ -125,6 +125,7 @@ def run(ctx: ExtractContext, sink: Sink | None = None) -> Run:
 
     t0 = time.perf_counter()
     root, cdir = Path(ctx.root), Path(ctx.cache_dir)
+    memo = ctx.memo if ctx.memo is not None else {}
     rels = source_files(root)
     stored = cache.read(cdir / "index.pkl")
     # the index maps stat -> digest; digests depend on the scanner VERSION
@@ -132,16 +133,16 @@ def run(ctx: ExtractContext, sink: Sink | None = None) -> Run:
     digests, new_index = _current_digests(root, rels, index)
     combined = _combined({**digests, **_yaml_stamp(root)})
     timings = {"stat": time.perf_counter() - t0}
-    resolved = cache.read(cdir / "resolved.pkl")
+    resolved = _read_memo(memo, cdir / "resolved.pkl")
     kept = (resolved[4] if len(resolved) > 4 else None, resolved[1]) if resolved else None
     if resolved and resolved[0] == combined:
         if kept[0] != ctx.previous:  # rows the DB has not: a new generation (Note [Layer deltas])
-            cache.write_atomic(cdir / "resolved.pkl", (*resolved[:4], ctx.generation))
+            _write_memo(memo, cdir / "resolved.pkl", (*resolved[:4], ctx.generation))
         if new_index != index:
             cache.write_atomic(cdir / "index.pkl", (cache.VERSION, new_index))
         timings["total"] = time.perf_counter() - t0
         return Run(resolved[1], resolved[2], timings, kept=kept)
-    facts, scanned, warnings = _load_facts(root, cdir, digests, ctx.jobs, sink)
+    facts, scanned, warnings = _load_facts(root, cdir, digests, ctx.jobs, sink, memo)
     timings["scan"] = time.perf_counter() - t0 - timings["stat"]
     from extractors.cpp.resolve import resolve
 
@@ -152,8 +153,8 @@ def run(ctx: ExtractContext, sink: Sink | None = None) -> Run:
     rows, stats, per_file = resolve(facts, digests, previous, load_names(root, cdir))
     timings["resolve"] = time.perf_counter() - t1
     same = kept is not None and kept[0] is not None and kept[0] == ctx.previous and rows == kept[1]
-    cache.write_atomic(cdir / "resolved.pkl", (combined, rows, stats, per_file,
-                                               ctx.previous if same else ctx.generation))
+    _write_memo(memo, cdir / "resolved.pkl", (combined, rows, stats, per_file,
+                                              ctx.previous if same else ctx.generation))
     cache.write_atomic(cdir / "index.pkl", (cache.VERSION, new_index))
     cache.drop_unused(cdir, set(digests.values()), older_than=time.time() - (time.perf_counter() - t0) - 60)
     timings["total"] = time.perf_counter() - t0
@@ -171,13 +172,48 @@ def _yaml_stamp(root: Path) -> dict[str, str]:
     return {"<native_functions.yaml>": f"{st.st_size}-{st.st_mtime_ns}"}
 
 
-def _load_facts(root: Path, cdir: Path, digests: dict[str, str], jobs: int, sink: Sink | None):
-    """FileFacts of every file: cached entries, the rest scanned in parallel."""
+def _read_memo(memo: dict, path: Path):
+    """The pickle at `path`, from `memo` while the file is the one it was
+    read from or written as (Note [Layer memo])."""
     from extractors.cpp import cache
 
+    key = _identity(path)
+    hit = memo.get(path)
+    if hit is not None and key is not None and hit[0] == key:
+        return hit[1]
+    obj = cache.read(path)
+    if obj is not None and key is not None:
+        memo[path] = (key, obj)
+    return obj
+
+
+def _write_memo(memo: dict, path: Path, obj) -> None:
+    from extractors.cpp import cache
+
+    cache.write_atomic(path, obj)
+    key = _identity(path)
+    if key is not None:
+        memo[path] = (key, obj)
+
+
+def _identity(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _load_facts(root: Path, cdir: Path, digests: dict[str, str], jobs: int, sink: Sink | None,
+                memo: dict | None = None):
+    """FileFacts of every file: cached entries (kept in `memo` by digest,
+    Note [Layer memo]), the rest scanned in parallel."""
+    from extractors.cpp import cache
+
+    known = memo.get("facts", {}) if memo is not None else {}
     facts, todo, warnings = [], [], []
     for rel in sorted(digests):
-        f = cache.read(cache.entry_path(cdir, digests[rel]))
+        f = known.get(digests[rel]) or cache.read(cache.entry_path(cdir, digests[rel]))
         if f is None:
             todo.append(rel)
         else:
@@ -194,6 +230,8 @@ def _load_facts(root: Path, cdir: Path, digests: dict[str, str], jobs: int, sink
     else:
         facts.extend(_collect(map(_scan_job, jobs_in), warnings, sink))
     facts.sort(key=lambda f: f.file)
+    if memo is not None:
+        memo["facts"] = {digests[f.file]: f for f in facts if f.file in digests}
     return facts, len(todo), warnings
 
 

@@ -856,7 +856,10 @@ def resolve(facts: list[FileFacts], digests: dict[str, str] | None = None,
     rv = Resolver(ix)
     rv.aten = aten
     iface = interface_of(facts, aten)
-    shape, defs = _shape_of(facts, aten), _defs_of(facts)
+    if previous and previous.get("format") == FILES_FORMAT and previous.get("iface") == iface:
+        shape, defs = previous["shape"], previous["defs"]  # both are digests of parts of the interface
+    else:
+        shape, defs = _shape_of(facts, aten), _defs_of(facts)
     old: dict = {}
     if previous and previous.get("format") == FILES_FORMAT:
         if previous.get("iface") == iface:

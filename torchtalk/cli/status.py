@@ -17,9 +17,8 @@ def register(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from torchtalk.store import db_status, resolve_db
-
     from torchtalk.freshness import notice
+    from torchtalk.store import db_status, resolve_db
 
     path = resolve_db(source=args.source, db=args.db)
     st = db_status(path)

@@ -40,9 +40,11 @@ def run(args: argparse.Namespace) -> int:
     def say(msg: str) -> None:
         print(msg, flush=True)
 
+    memo: dict = {}  # what the layers read, kept between updates (Note [Layer memo])
+
     def update(files: frozenset[str] | None = None) -> None:
         t = time.perf_counter()
-        report = api.index(src.root, db=args.db, layers=layers, jobs=args.jobs)
+        report = api.index(src.root, db=args.db, layers=layers, jobs=args.jobs, memo=memo)
         ran = [lr.name for lr in report.layers if lr.action == "ran"]
         what = "no change to the facts" if report.up_to_date else f"{report.mode} ({', '.join(ran) or 'no layer'} ran)"
         head = f"{describe(files)}: " if files else ""

@@ -66,9 +66,7 @@ def _edges(program: A.Program) -> list[Edge]:
 
 def needed_relations(program: A.Program, outputs: Iterable[str]) -> set[str]:
     """The relations `outputs` depend on, transitively (outputs included)."""
-    deps: dict[str, set[str]] = {}
-    for e in dependency_edges(program):
-        deps.setdefault(e.head, set()).add(e.body)
+    deps = program.cached("dependency_map", lambda: _dependency_map(program))
     seen: set[str] = set()
     todo = list(outputs)
     while todo:
@@ -77,6 +75,14 @@ def needed_relations(program: A.Program, outputs: Iterable[str]) -> set[str]:
             seen.add(rel)
             todo.extend(deps.get(rel, ()))
     return seen
+
+
+def _dependency_map(program: A.Program) -> dict[str, set[str]]:
+    """Head relation -> the relations its rules read."""
+    deps: dict[str, set[str]] = {}
+    for e in dependency_edges(program):
+        deps.setdefault(e.head, set()).add(e.body)
+    return deps
 
 
 def strata(program: A.Program, relations: Iterable[str] | None = None) -> list[Stratum]:

@@ -1,0 +1,111 @@
+"""Layer deltas (Note [Layer deltas]) and applying them to a DB (Note
+[Update in place]) on small inputs: what the sink writes, what `emit`
+chooses, and a multiset delete."""
+
+from __future__ import annotations
+
+import duckdb
+import pytest
+
+from extractors.base import ExtractContext, emit
+from extractors.layers import LAYERS
+from torchtalk import index as index_mod
+from torchtalk import store, update
+from torchtalk.errors import ExtractError
+
+OPS = LAYERS[0]
+
+
+@pytest.fixture(scope="module")
+def schema():
+    return index_mod.load_schema()
+
+
+def _previous(tmp_path, schema):
+    prev = tmp_path / "prev"
+    prev.mkdir()
+    sink = index_mod.LayerSink(OPS, schema, prev)
+    sink.add_rows("op_tag", [("add", "core"), ("mul", "core"), ("mul", "pointwise")])
+    sink.add_rows("tag", [("core", "d", "t.yaml", 1)])
+    sink.close()
+    return prev
+
+
+def test_delta_edits_the_previous_files(tmp_path, schema):
+    prev = _previous(tmp_path, schema)
+    out = tmp_path / "out"
+    out.mkdir()
+    sink = index_mod.LayerSink(OPS, schema, out, previous=prev)
+    sink.delta("op_tag", [("mul", "core")], [("sub", "core")])
+    sink.close()
+    assert (out / "op_tag.facts").read_text() == "add\tcore\nmul\tpointwise\nsub\tcore\n"
+    assert (out / "tag.facts").read_text() == "core\td\tt.yaml\t1\n"  # untouched: kept
+    assert (out / "tag.facts").stat().st_ino == (prev / "tag.facts").stat().st_ino
+    assert sink.counts == {"op_tag": 3, "tag": 1}
+    assert sink.deltas == {"op_tag": (["mul\tcore\n"], ["sub\tcore\n"])}
+    assert sink.changed()
+
+
+def test_delta_checks_rows_and_what_it_removes(tmp_path, schema):
+    prev = _previous(tmp_path, schema)
+    out = tmp_path / "out"
+    out.mkdir()
+    sink = index_mod.LayerSink(OPS, schema, out, previous=prev)
+    with pytest.raises(ExtractError) as err:
+        sink.delta("tag", [], [("x", "d", "t.yaml", "2")])
+    assert str(err.value) == "extract error: layer ops: relation tag: column line is a number, got '2'"
+    with pytest.raises(ExtractError) as err:
+        sink.delta("op_tag", [("div", "core")], [])
+    assert str(err.value) == ("extract error: layer ops: relation op_tag: delta removes 1 rows the last run "
+                              "did not have, e.g. 'div\\tcore'")
+    with pytest.raises(ExtractError):
+        index_mod.LayerSink(OPS, schema, out).delta("op_tag", [], [])  # no previous run
+
+
+def test_a_run_without_changes_keeps_its_generation(tmp_path, schema):
+    prev = _previous(tmp_path, schema)
+    out = tmp_path / "out"
+    out.mkdir()
+    rows = {"op_tag": [("add", "core"), ("mul", "core"), ("mul", "pointwise")], "tag": [("core", "d", "t.yaml", 1)]}
+    ctx = ExtractContext(tmp_path, tmp_path, previous="g1", generation="g2")
+    sink = index_mod.LayerSink(OPS, schema, out, previous=prev)
+    assert emit(ctx, sink, rows, ("g1", rows)) == "g1"
+    sink.close()
+    assert sink.deltas == {} and not sink.changed()
+    assert (out / "op_tag.facts").read_text() == (prev / "op_tag.facts").read_text()
+
+
+def test_emit_writes_in_full_unless_the_kept_rows_are_the_dbs(tmp_path, schema):
+    prev = _previous(tmp_path, schema)
+    rows = {"op_tag": [("add", "core")]}
+    for i, kept in enumerate((None, ("g0", rows), (None, rows))):  # none kept, another generation, unknown
+        out = tmp_path / f"out{i}"
+        out.mkdir()
+        sink = index_mod.LayerSink(OPS, schema, out, previous=prev)
+        assert emit(ExtractContext(tmp_path, tmp_path, previous="g1", generation="g2"), sink, rows, kept) == "g2"
+        sink.close()
+        assert sink.deltas is None and sink.counts == {"op_tag": 1}
+        assert not (out / "tag.facts").exists()
+
+
+def test_a_lost_row_deletes_one_copy(tmp_path, schema):
+    con = duckdb.connect()
+    decl = schema.decls["binds"]
+    store.create_tables(con, {"binds": decl})
+    row = ("torch.relu", "torch._C._nn.relu", "wrapper", "torch/nn/functional.py", 7)
+    con.executemany("insert into binds values (?, ?, ?, ?, ?)", [row, row, row[:4] + (8,)])
+    con.execute("insert into torchtalk_relations values ('binds', 3)")
+    line = "\t".join(map(str, row)) + "\n"
+    update._apply_relation(con, decl, [line], ["a\tb\twrapper\tf.py\t1\n"], tmp_path)
+    assert sorted(con.execute("select * from binds").fetchall()) == sorted(
+        [row, row[:4] + (8,), ("a", "b", "wrapper", "f.py", 1)])
+    assert con.execute("select rows from torchtalk_relations").fetchall() == [(3,)]
+    with pytest.raises(Exception) as err:
+        update._apply_relation(con, decl, ["x\ty\twrapper\tf.py\t1\n"], [], tmp_path)
+    assert str(err.value) == ("store error: relation binds: 1 rows to delete, 0 found "
+                              "(re-run `torchtalk index --force`)")
+
+
+def test_changed_relations_ignores_a_row_that_moved_between_layers():
+    deltas = {"binds": (["a\n"], ["a\n"]), "calls": (["x\n"], [])}
+    assert update.changed_relations(deltas) == frozenset({"calls"})
