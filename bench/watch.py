@@ -1,0 +1,68 @@
+"""How long after an edit `torchtalk watch` has the DB updated (issue 16).
+
+Runs `torchtalk watch` on a hard-linked copy of the real tree, then makes the
+edits of bench/incremental.py one at a time (each .cpp edit twice: the
+watcher's second update reads its memo, Note [Layer memo]), and prints, per
+edit, the seconds from the file's write to the watcher's line saying the DB
+is updated (the debounce, 0.3 s, included). The real tree is never modified.
+
+    python bench/watch.py [--source TREE] [--layers ops,cpp,python] [--seed-cache]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from incremental import EDITS, edit, seed  # noqa: E402
+
+
+def main() -> None:
+    from torchtalk.paths import default_source
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--source", type=Path, default=default_source())
+    ap.add_argument("--layers", default="ops,cpp,python")
+    ap.add_argument("--seed-cache", action="store_true", help="start from the tree's per-file parse caches")
+    args = ap.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "pytorch"
+        subprocess.run(["cp", "-al", str(args.source.resolve()), str(src)], check=True)
+        db = Path(tmp) / "db" / "tree.duckdb"
+        db.parent.mkdir()
+        if args.seed_cache:
+            seed(args.source.resolve(), db)
+        proc = subprocess.Popen([sys.executable, "-m", "torchtalk", "watch", "--source", str(src), "--db", str(db),
+                                 "--layers", args.layers, "--jobs", "2"], text=True, stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, env=os.environ)
+        try:
+            while not proc.stdout.readline().startswith("watching"):
+                pass
+            cpp = EDITS[0][1]
+            plan = [EDITS[0], ("the same .cpp, again", cpp, "// a line more\n", "// a line more\n// and one\n"),
+                    EDITS[1], *EDITS[2:]]
+            for what, rel, old, new in plan:
+                time.sleep(1.0)
+                t = time.perf_counter()
+                edit(src / rel, old, new)
+                line = proc.stdout.readline()
+                rows.append((what, time.perf_counter() - t, line.strip()))
+        finally:
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=60)
+    print(f"layers: {args.layers}")
+    for what, seconds, line in rows:
+        print(f"  {what:<34} {seconds:7.2f}s   {line}")
+
+
+if __name__ == "__main__":
+    main()
