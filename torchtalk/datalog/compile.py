@@ -132,7 +132,10 @@ def compile_program(
 # `chain`, Note [Chains] in rules/chains.dl), a relation two statements need
 # (two outputs, or an output and a walk's temp table) would be a CTE of
 # each, computed once per statement; it is computed into a temp table once
-# instead, as a walk is. A single output's plan is left as it was.
+# instead, as a walk is. Only the relations on the boundary (read directly
+# by a relation other statements need): a statement costs DuckDB a few ms
+# however small, and the relations under a boundary one are its CTEs. A
+# single output's plan is left as it was.
 #
 # Note [Walks as tables]: except a linear recursive relation, which is one
 # `CREATE TEMP TABLE ... AS WITH RECURSIVE ...` statement of its own. DuckDB
@@ -150,10 +153,7 @@ def _compile(program, outputs, sources, prefix, stored, single) -> Plan:
     needed = needed_relations(program, outputs)
     c = _Compiler(program, sources, prefix, stored, single)
     if single and len(outputs) > 1:  # Note [Shared relations]
-        walks = [st.relations[0] for st in strata(program, needed) if st.recursive and st.linear]
-        closures = [*(needed_relations(program, [o]) for o in outputs),
-                    *(needed_relations(program, [r]) - {r} for r in walks)]
-        c.shared = {rel for rel in needed if sum(rel in cl for cl in closures) > 1}
+        c.shared = _shared(program, outputs, needed)
     readers: dict[str, int] = {}
     for rule in program.rules:
         if rule.head.name in needed:
@@ -168,6 +168,26 @@ def _compile(program, outputs, sources, prefix, stored, single) -> Plan:
         c.stratum(st, direct)
     fetch = {rel: c.with_ctes(rel, c.fetch.get(rel) or c.fetch_sql(rel)) for rel in outputs}
     return Plan(tuple(c.steps), fetch, tuple(c.temps))
+
+
+def _shared(program, outputs, needed) -> set[str]:
+    """The relations two statements of a multi-output plan need, on the
+    boundary (Note [Shared relations]): some relation reading one directly
+    is needed by other statements than it is."""
+    walks = [st.relations[0] for st in strata(program, needed) if st.recursive and st.linear]
+    closures = [*(needed_relations(program, [o]) for o in outputs),
+                *(needed_relations(program, [r]) - {r} for r in walks)]
+    users = {rel: frozenset(i for i, cl in enumerate(closures) if rel in cl) for rel in needed}
+    boundary = set()
+    for rule in program.rules:
+        head = rule.head.name
+        if head not in needed:
+            continue
+        for lit in rule.body:
+            for atom, _ in A.literal_atoms(lit):
+                if atom.name in users and atom.name != head and users[atom.name] != users[head]:
+                    boundary.add(atom.name)
+    return {rel for rel in boundary if len(users[rel]) > 1}
 
 
 class _Compiler:
