@@ -96,12 +96,12 @@ def test_a_lost_row_deletes_one_copy(tmp_path, schema):
     con.executemany("insert into binds values (?, ?, ?, ?, ?)", [row, row, row[:4] + (8,)])
     con.execute("insert into torchtalk_relations values ('binds', 3)")
     line = "\t".join(map(str, row)) + "\n"
-    update._apply_relation(con, decl, [line], ["a\tb\twrapper\tf.py\t1\n"], tmp_path)
+    update._apply_relation(con, decl, [line], ["a\tb\twrapper\tf.py\t1\n"], tmp_path, "_1")
     assert sorted(con.execute("select * from binds").fetchall()) == sorted(
         [row, row[:4] + (8,), ("a", "b", "wrapper", "f.py", 1)])
     assert con.execute("select rows from torchtalk_relations").fetchall() == [(3,)]
     with pytest.raises(Exception) as err:
-        update._apply_relation(con, decl, ["x\ty\twrapper\tf.py\t1\n"], [], tmp_path)
+        update._apply_relation(con, decl, ["x\ty\twrapper\tf.py\t1\n"], [], tmp_path, "_2")
     assert str(err.value) == ("store error: relation binds: 1 rows to delete, 0 found "
                               "(re-run `torchtalk index --force`)")
 
@@ -109,3 +109,57 @@ def test_a_lost_row_deletes_one_copy(tmp_path, schema):
 def test_changed_relations_ignores_a_row_that_moved_between_layers():
     deltas = {"binds": (["a\n"], ["a\n"]), "calls": (["x\n"], [])}
     assert update.changed_relations(deltas) == frozenset({"calls"})
+
+
+PROGRAM = """
+.decl calls(caller: symbol, callee: symbol, file: symbol, line: number)
+.input calls
+.decl edge(a: symbol, b: symbol)
+edge(a, b) :- calls(a, b, _, _).
+.decl at(a: symbol, f: symbol, l: number)
+at(a, f, l) :- calls(a, _, f, l).
+.decl late(a: symbol)
+late(a) :- calls(a, _, _, l), l > 100.
+.decl lonely(a: symbol)
+lonely(a) :- edge(a, _), !calls(_, a, _, _).
+.decl hops(a: symbol, n: number)
+hops(a, n) :- edge(a, _), n = count : { calls(a, _, _, _) }.
+"""
+
+
+def test_needed_columns_follow_the_rules():
+    from torchtalk.datalog import parse_text
+    from torchtalk.query.derived import needed_columns
+
+    p = parse_text(PROGRAM)
+    assert needed_columns(p, "edge") == {"edge": {0, 1}, "calls": {0, 1}}
+    assert needed_columns(p, "at")["calls"] == {0, 2, 3}
+    assert needed_columns(p, "late")["calls"] == {0, 3}
+    assert needed_columns(p, "lonely")["calls"] == {0, 1, 2, 3}  # under a negation: every column
+    assert needed_columns(p, "hops")["calls"] == {0, 1, 2, 3}  # in an aggregate: every column
+
+
+def test_moved_compares_projections_as_sets(tmp_path, schema):
+    con = duckdb.connect()
+    decl = schema.decls["calls"]
+    store.create_tables(con, {"calls": decl})
+    rows = [("f", "g", "a.cpp", 10, "unique"), ("f", "g", "a.cpp", 12, "unique"), ("h", "g", "a.cpp", 20, "unique")]
+    con.executemany("insert into calls values (?, ?, ?, ?, ?)", rows)
+    con.execute("insert into torchtalk_relations values ('calls', 3)")
+
+    def line(r):
+        return "\t".join(map(str, r)) + "\n"
+
+    # a line inserted above f's first call: it moves from 10 to 11
+    temps = update._apply_relation(con, decl, [line(rows[0])], [line(rows[0][:3] + (11, "unique"))], tmp_path, "_a")
+    assert not update._moved(con, decl, *temps, frozenset({0, 1}))
+    assert update._moved(con, decl, *temps, frozenset({3}))
+    assert not update._moved(con, decl, *temps, frozenset())
+    # h's call goes: (h, g) is lost, (f, g) and the callee g stay
+    temps = update._apply_relation(con, decl, [line(rows[2])], [], tmp_path, "_b")
+    assert update._moved(con, decl, *temps, frozenset({0, 1}))
+    assert not update._moved(con, decl, *temps, frozenset({1}))
+    # a new caller
+    temps = update._apply_relation(con, decl, [], [line(("k", "g", "b.cpp", 1, "unique"))], tmp_path, "_c")
+    assert update._moved(con, decl, *temps, frozenset({0}))
+    assert not update._moved(con, decl, *temps, frozenset({1}))

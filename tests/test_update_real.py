@@ -87,11 +87,15 @@ def indexed(tree, tmp_path) -> tuple[Path, Path]:
     shutil.rmtree(copy, ignore_errors=True)
 
 
-def _update(copy: Path, db: Path, ran: list[str]) -> None:
-    """Index `copy` again: an update in place that re-ran the layers `ran`."""
-    report = api.index(copy, db, layers=LAYERS, jobs=2)
+def _update(copy: Path, db: Path, ran: list[str]) -> set[str]:
+    """Index `copy` again: an update in place that re-ran the layers `ran`;
+    -> the stored relations it recomputed (Note [Derived in place])."""
+    lines: list[str] = []
+    report = api.index(copy, db, layers=LAYERS, jobs=2, log=lines.append)
     assert report.mode == "updated"
     assert [lr.name for lr in report.layers if lr.action == "ran"] == ran
+    done = [ln.split(": ", 1)[1] for ln in lines if ln.startswith("stored relations recomputed in ")]
+    return set(done[0].split(", ")) if done else set()
 
 
 @pytest.mark.real_tree
@@ -101,7 +105,10 @@ def test_each_edit_updates_in_place_to_a_cold_index(indexed, tmp_path):
     # a .cpp body: a line more in gemm's body moves the rows below it
     line = _edit(copy, BLAS, "int m_ = m, n_ = n, k_ = k", "// probe\n  int m_ = m, n_ = n, k_ = k")
     before = _rows(db, "select line from func where file = ? and line > ? order by line limit 1", [BLAS, line])
-    _update(copy, db, ["cpp"])
+    recomputed = _update(copy, db, ["cpp"])
+    # lines moved, no call: the walks' nodes and edges stay, where they are written does not
+    assert "step_at" in recomputed and "search_entity" in recomputed
+    assert not recomputed & {"node", "step_pair", "step_dev", "op_stub_impl"}
     after = _rows(db, "select line from func where file = ? and line > ? order by line limit 1", [BLAS, line])
     assert after == [(before[0][0] + 1,)]
     assert_same_tables(db, _cold(copy, tmp_path, "body"))
@@ -109,7 +116,7 @@ def test_each_edit_updates_in_place_to_a_cold_index(indexed, tmp_path):
     # a new C++ function, calling an op
     line = _edit(copy, BLAS, "namespace at::native::cpublas {",
                  "namespace at::native::cpublas {\nvoid tt_probe(const Tensor& t) { t.mm(t); }")
-    _update(copy, db, ["cpp"])
+    assert {"node", "step_pair", "step_at"} <= _update(copy, db, ["cpp"])  # a new node
     assert _rows(db, "select fn, line from func where name = 'tt_probe'", []) == [
         ("at::native::cpublas::tt_probe", line + 1)]
     assert _rows(db, "select name, line from calls_op where caller = 'at::native::cpublas::tt_probe'", []) == [

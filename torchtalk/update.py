@@ -25,6 +25,7 @@ result equals a cold index, table by table (tests/test_incremental.py).
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import time
 from collections import Counter
@@ -121,61 +122,91 @@ def apply(tmp_db: Path, src: store.Source, schema, deltas: Deltas, tmp_facts: Pa
     con = duckdb.connect(str(tmp_db))
     try:
         con.execute("BEGIN TRANSACTION")
-        for rel in sorted(changed):
-            _apply_relation(con, schema.decls[rel], *deltas[rel], tmp_facts)
+        temps = {rel: _apply_relation(con, schema.decls[rel], *deltas[rel], tmp_facts / ".delta", f"_{i}")
+                 for i, rel in enumerate(sorted(changed))}
         con.execute("DELETE FROM torchtalk_layers")
         con.executemany("insert into torchtalk_layers values (?, ?, ?, ?, ?, ?)", layer_rows(layers))
         con.execute("DELETE FROM torchtalk_warnings")
         warns = [(m["layer"], f, ln, msg) for m in layers for f, ln, msg in m["warnings"]]
         if warns:
             con.executemany("insert into torchtalk_warnings values (?, ?, ?, ?)", warns)
-        import hashlib
-
         meta = {"fingerprint": hashlib.sha1("".join(m["input_fingerprint"] for m in layers).encode()).hexdigest(),
                 "git_commit": src.git_commit(), "indexed_at": datetime.now(UTC).isoformat(timespec="seconds"),
                 FACTS_ID: new_id}
         con.executemany("UPDATE torchtalk_meta SET value = ? WHERE key = ?", [(v, k) for k, v in meta.items()])
         con.execute("COMMIT")
         # the copy is private until renamed: the stored relations may commit apart
-        note = _refresh_derived(con, changed, log)
+        note = _refresh_derived(con, changed, lambda rel, cols: _moved(con, schema.decls[rel], *temps[rel], cols),
+                                log)
         con.execute("checkpoint")
     finally:
         con.close()
     return note
 
 
-def _apply_relation(con, decl, gone: list[str], new: list[str], tmp_facts: Path) -> None:
-    """Delete the lines `gone` (one row per line) and insert `new` into `decl`'s table."""
+def _apply_relation(con, decl, gone: list[str], new: list[str], work: Path, tag: str = "") -> tuple[str, str]:
+    """Delete the lines `gone` (one row per line) from `decl`'s table and
+    insert `new`; -> the temp tables holding them (for `_moved`)."""
     from torchtalk.errors import StoreError
 
     name = decl.name
     cols = [store.quote(c.name) for c in decl.columns]
-    work = tmp_facts / ".delta"
-    work.mkdir(exist_ok=True)
+    gone_t, new_t = f"_tt_gone{tag}", f"_tt_new{tag}"
+    _rows_table(con, decl, gone_t, gone, work / f"{name}.gone")
+    _rows_table(con, decl, new_t, new, work / f"{name}.new")
     if gone:
-        path = work / f"{name}.gone"
-        path.write_text("".join(gone), encoding="utf-8")
-        con.execute(f"CREATE OR REPLACE TEMP TABLE _tt_gone AS SELECT *, count(*) AS _tt_n "
-                    f"FROM {store.read_csv_sql(decl)} GROUP BY ALL", [str(path), "\t"])
         on = " AND ".join(f"t.{c} = g.{c}" for c in cols)
         part = ", ".join(f"t.{c}" for c in cols)
         n = con.execute(
             f'DELETE FROM "{name}" WHERE rowid IN (SELECT _rid FROM (SELECT t.rowid AS _rid, g._tt_n, '
-            f'row_number() OVER (PARTITION BY {part}) AS _k FROM "{name}" t JOIN _tt_gone g ON {on}) '
-            f"WHERE _k <= _tt_n)").fetchone()[0]
-        con.execute("DROP TABLE _tt_gone")
+            f'row_number() OVER (PARTITION BY {part}) AS _k FROM "{name}" t JOIN '
+            f"(SELECT *, count(*) AS _tt_n FROM {gone_t} GROUP BY ALL) g ON {on}) WHERE _k <= _tt_n)").fetchone()[0]
         if n != len(gone):  # the DB is not what the layer files say: a full index rebuilds it
             raise StoreError(f"relation {name}: {len(gone)} rows to delete, {n} found",
                              hint="re-run `torchtalk index --force`")
     if new:
-        path = work / f"{name}.new"
-        path.write_text("".join(new), encoding="utf-8")
-        con.execute(f'INSERT INTO "{name}" SELECT * FROM {store.read_csv_sql(decl)}', [str(path), "\t"])
+        con.execute(f'INSERT INTO "{name}" SELECT * FROM {new_t}')
     rows = con.execute(f'SELECT count(*) FROM "{name}"').fetchone()[0]
     con.execute("UPDATE torchtalk_relations SET rows = ? WHERE relation = ?", [rows, name])
+    return gone_t, new_t
 
 
-def _refresh_derived(con, changed: frozenset[str], log) -> str:
+def _rows_table(con, decl, table: str, lines: list[str], path: Path) -> None:
+    """Temp table `table` of the fact-file `lines` of `decl` (typed as its table)."""
+    if not lines:
+        con.execute(f'CREATE OR REPLACE TEMP TABLE {table} AS SELECT * FROM "{decl.name}" LIMIT 0')
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(lines), encoding="utf-8")
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT * FROM {store.read_csv_sql(decl)}",
+                [str(path), "\t"])
+
+
+def _moved(con, decl, gone_t: str, new_t: str, cols: frozenset[int]) -> bool:
+    """Whether `decl`'s rows, projected on `cols`, are another set than
+    before the delta in `gone_t`/`new_t` was applied (Note [Derived in place]):
+    a lost projection no row has now, or a new one only new rows have."""
+    name = decl.name
+    if not cols:  # only whether the relation has rows
+        now, gone, new = (con.execute(f'SELECT count(*) FROM {t}').fetchone()[0]
+                          for t in (f'"{name}"', gone_t, new_t))
+        return (now > 0) != (now - new + gone > 0)
+    names = [store.quote(decl.columns[i].name) for i in sorted(cols)]
+    sel = ", ".join(names)
+    on = " AND ".join(f"t.{c} = a.{c}" for c in names)
+    lost = con.execute(f'SELECT 1 FROM (SELECT DISTINCT {sel} FROM {gone_t}) a WHERE NOT EXISTS '
+                       f'(SELECT 1 FROM "{name}" t WHERE {on}) LIMIT 1').fetchone()
+    if lost:
+        return True
+    on_g = " AND ".join(f"g.{c} = a.{c}" for c in names)
+    found = con.execute(
+        f"SELECT 1 FROM (SELECT {sel}, count(*) AS _n FROM {new_t} GROUP BY ALL) a "
+        f"WHERE NOT EXISTS (SELECT 1 FROM {gone_t} g WHERE {on_g}) "
+        f'AND (SELECT count(*) FROM "{name}" t WHERE {on}) <= a._n LIMIT 1').fetchone()
+    return found is not None
+
+
+def _refresh_derived(con, changed: frozenset[str], moved, log) -> str:
     """Recompute the stored relations that read a changed relation (Note
     [Derived in place]); a failure leaves them out, as at a full index."""
     import duckdb
@@ -188,7 +219,7 @@ def _refresh_derived(con, changed: frozenset[str], log) -> str:
     tables = frozenset(r for (r,) in con.execute("SELECT relation FROM torchtalk_relations").fetchall())
     con.execute("BEGIN TRANSACTION")
     try:
-        counts = refresh(con, load_library(user=False), tables, changed)
+        counts = refresh(con, load_library(user=False), tables, changed, moved)
     except (TorchTalkError, duckdb.Error) as exc:
         con.execute("ROLLBACK")
         what = exc.headline() if isinstance(exc, TorchTalkError) else str(exc).splitlines()[0]
@@ -199,8 +230,7 @@ def _refresh_derived(con, changed: frozenset[str], log) -> str:
         total = con.execute(f"SELECT count(*), sum(rows) FROM {SCHEMA}.catalog").fetchone()
         note = f"{total[0]} relations, {total[1]} rows, {time.perf_counter() - t:.2f} s"
         if counts:
-            log(f"stored relations: {len(counts)} recomputed ({', '.join(sorted(counts)[:6])}"
-                f"{', …' if len(counts) > 6 else ''}) in {time.perf_counter() - t:.2f} s")
+            log(f"stored relations recomputed in {time.perf_counter() - t:.2f} s: {', '.join(sorted(counts))}")
     con.execute("UPDATE torchtalk_meta SET value = ? WHERE key = 'derived'", [note])
     return note
 

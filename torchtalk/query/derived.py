@@ -124,11 +124,14 @@ def materialize(con: Any, program: A.Program, tables: frozenset[str]) -> dict[st
     return counts
 
 
-def refresh(con: Any, program: A.Program, tables: frozenset[str], changed: frozenset[str]) -> dict[str, int]:
+def refresh(con: Any, program: A.Program, tables: frozenset[str], changed: frozenset[str],
+            moved=None) -> dict[str, int]:
     """Recompute, on the writable `con` of a DB updated in place, the stored
-    relations that read (transitively) a fact relation in `changed`, or whose
-    fingerprint is no longer the library's; the others are read from their
-    tables (Note [Derived in place]). -> rows per recomputed relation.
+    relations that read (transitively) a fact relation in `changed` in a
+    column whose values moved (`moved(relation, columns)`, default: any
+    change moves every column), or whose fingerprint is no longer the
+    library's; the others are read from their tables (Note [Derived in
+    place]). -> rows per recomputed relation.
 
     Note [Derived in place]: an update that changes the rows of a few fact
     relations (torchtalk/update.py) leaves every stored relation whose rules
@@ -136,14 +139,30 @@ def refresh(con: Any, program: A.Program, tables: frozenset[str], changed: froze
     The rest are dropped and evaluated again by the same program as at a cold
     index, with the kept ones as inputs read from their tables, so the stored
     rows equal a cold index's. A catalog that lists other relations than the
-    library would store (the library changed) is rebuilt whole.
+    library would store (the library changed) is rebuilt whole. A relation
+    reads only some columns of a fact relation (`needed_columns`: `node`
+    reads calls' caller and callee, not its line): when the rows of that
+    relation changed but their projection on those columns, as a set, did
+    not (a line inserted above a call moves its line only), the stored
+    relation is kept too.
     """
     prints = fingerprints(program)
     have = _read_catalog(con)
     if set(have) != set(prints):
         con.execute(f"DROP SCHEMA IF EXISTS {SCHEMA} CASCADE")
         return materialize(con, program, tables)
-    affected = {rel for rel in prints if have[rel] != prints[rel] or needed_relations(program, [rel]) & changed}
+    seen: dict = {}
+
+    def moves(rel: str, cols: frozenset[int]) -> bool:
+        if (rel, cols) not in seen:
+            seen[rel, cols] = True if moved is None else moved(rel, cols)
+        return seen[rel, cols]
+
+    def reads_a_change(rel: str) -> bool:
+        needs = needed_columns(program, rel)
+        return any(moves(c, needs[c]) for c in sorted(changed) if c in needs)
+
+    affected = {rel for rel in prints if have[rel] != prints[rel] or reads_a_change(rel)}
     if not affected:
         return {}
     from torchtalk.datalog.engines.duckdb import DuckDBEngine
@@ -164,6 +183,71 @@ def refresh(con: Any, program: A.Program, tables: frozenset[str], changed: froze
     con.executemany(f"UPDATE {CATALOG} SET fingerprint = ?, rows = ? WHERE relation = ?",
                     [(prints[rel], counts[rel], rel) for rel in sorted(affected)])
     return counts
+
+
+def needed_columns(program: A.Program, rel: str) -> dict[str, frozenset[int]]:
+    """Relation -> the columns of it whose values `rel`'s rows can depend on,
+    for every relation in `rel`'s closure (Note [Derived in place]). A column
+    is not needed where every rule that reads the relation has a wildcard
+    there, or a variable used nowhere else (in that rule, and at a head
+    column not needed itself); a negated atom, an aggregate's body and a
+    term other than a variable need every column they touch."""
+    return program.cached(("needed_columns", rel), lambda: _needed_columns(program, rel))
+
+
+def _needed_columns(program: A.Program, rel: str) -> dict[str, frozenset[int]]:
+    need: dict[str, set[int]] = {rel: set(range(program.decls[rel].arity))}
+    todo = [rel]
+    while todo:
+        head = todo.pop()
+        for rule in program.rules_for(head):
+            for name, cols in _rule_needs(rule, need[head], program).items():
+                have = need.setdefault(name, set())
+                if not cols <= have:
+                    have |= cols
+                    todo.append(name)
+    return {name: frozenset(cols) for name, cols in need.items()}
+
+
+def _rule_needs(rule: A.Rule, head_cols: set[int], program: A.Program) -> dict[str, set[int]]:
+    """The columns of each relation `rule`'s body reads that its head's `head_cols` need."""
+    wanted = {v for i, t in enumerate(rule.head.args) if i in head_cols for v in _all_vars(t)}
+    uses: dict[str, int] = {}  # variable -> occurrences in the body
+    for lit in rule.body:
+        for v in _literal_vars(lit):
+            uses[v] = uses.get(v, 0) + 1
+    out: dict[str, set[int]] = {}
+    for lit in rule.body:
+        if isinstance(lit, A.Atom):
+            cols = out.setdefault(lit.name, set())
+            for i, t in enumerate(lit.args):
+                free = isinstance(t, A.Wildcard) or (
+                    isinstance(t, A.Var) and uses.get(t.name, 0) == 1 and t.name not in wanted)
+                if not free:
+                    cols.add(i)
+        for atom, _strict in A.literal_atoms(lit):
+            if atom is not lit:  # under a negation or in an aggregate: every column
+                out.setdefault(atom.name, set()).update(range(program.decls[atom.name].arity))
+    return out
+
+
+def _literal_vars(lit: A.Literal) -> list[str]:
+    """Every variable occurrence of a literal, aggregates' included."""
+    if isinstance(lit, A.Atom):
+        return [v for t in lit.args for v in _all_vars(t)]
+    if isinstance(lit, A.Negation):
+        return _literal_vars(lit.target)
+    return [v for t in (lit.left, lit.right) for v in _all_vars(t)]
+
+
+def _all_vars(term) -> list[str]:
+    """The variable names in `term`, aggregates' bodies and targets included."""
+    if isinstance(term, A.Var):
+        return [term.name]
+    if isinstance(term, A.Aggregate):
+        inner = [v for lit in term.body for v in _literal_vars(lit)]
+        return inner + (_all_vars(term.target) if term.target is not None else [])
+    return [v for t in A.subterms(term) for v in _all_vars(t)]
 
 
 def _duckdb_version() -> str:
