@@ -226,9 +226,23 @@ class _Compiler:
         """`select` (of output `rel`) preceded by the CTEs it reads, if any."""
         if not self.ctes:
             return select
-        closure = needed_relations(self.program, [rel])
+        closure = self.reads(rel)
         ctes = [cte for r, cte in self.ctes if r in closure]
         return f"WITH RECURSIVE {', '.join(ctes)} {select}" if ctes else select
+
+    def reads(self, rel: str) -> set[str]:
+        """The relations `rel` reads, transitively, up to those already in a
+        table (a walk's, Note [Shared relations]): the CTEs its statement needs."""
+        tables = {r for r, ref in self.refs.items() if ref.startswith("temp.main.") and r != rel}
+        seen, todo = {rel}, [rel]
+        while todo:
+            for rule in self.program.rules_for(todo.pop()):
+                for lit in rule.body:
+                    for atom, _ in A.literal_atoms(lit):
+                        if atom.name not in seen and atom.name not in tables:
+                            seen.add(atom.name)
+                            todo.append(atom.name)
+        return seen
 
     def cte(self, rel: str, body: str, cols: str = "") -> str:
         """Add `rel`'s CTE (materialized unless `cols`: a recursive one) -> its name."""
