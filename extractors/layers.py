@@ -29,6 +29,7 @@ LAYERS: tuple[Layer, ...] = (
             "structured_inherits", "autogen", "op_attr", "ufunc_inner_loop",
             "ufunc_stub_register", "derivative", "derivative_calls", "codegen_kernel", "codegen_call",
             "dispatch_key_def",
+            "native_kernel_param",
         ),
     ),
     Layer(
@@ -37,7 +38,7 @@ LAYERS: tuple[Layer, ...] = (
         (
             "func", "calls", "call_ambiguous", "calls_op", "binds", "lib_def", "lib_impl", "lib_fallback",
             "impl_func", "stub_decl", "stub_define", "stub_register", "stub_call",
-            "kernel", "launches",
+            "kernel", "launches", "overload", "overload_param",
         ),
     ),
     Layer(

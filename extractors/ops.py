@@ -28,6 +28,7 @@ from enum import Enum
 from pathlib import Path
 
 from extractors.base import ExtractContext, Sink
+from extractors.ops_native import native_param_types
 from extractors.ops_ufunc import UFUNC_DISPATCH_KEYS, ufunc_rows
 from extractors.ops_yaml import (
     LineMap,
@@ -228,6 +229,14 @@ def _native_rows(entry: LineMap, sig: Signature, rel: str, valid_tags, sink: Sin
     _dispatch_rows(entry, sig, rel, sink)
 
 
+def _kernel_params(entry: LineMap, op: str, kernel: str, sink: Sink) -> None:
+    """native_kernel_param rows of `op`'s kernel `kernel` (Note [Native kernel parameters])."""
+    types = native_param_types(str(entry["func"]), "_symint" in kernel,
+                               entry.get("use_const_ref_for_mutable_tensors") is True)
+    for pos, t in enumerate(types):
+        sink.add("native_kernel_param", op, kernel, len(types), pos, t)
+
+
 def check_values(entry: LineMap, op: str, rel: str) -> None:
     """The value types torchgen asserts, as ExtractErrors at the key's line."""
     for key, value in entry.items():
@@ -249,10 +258,13 @@ def _dispatch_rows(entry: LineMap, sig: Signature, rel: str, sink: Sink) -> None
             for k in str(keys).split(","):
                 key = DispatchKey.parse(k.strip(), SrcLoc(rel, line))
                 sink.add("dispatch", op, key.value, str(kernel), rel, line)
+        for kernel in sorted({str(k) for k in table.values()}):
+            _kernel_params(entry, op, kernel, sink)
     elif not entry.get("structured") and "structured_delegate" not in entry:
         kernel = sig.name + ("_out" if sig.is_out_fn else "")  # Note [Default dispatch]
         sink.add("dispatch", op, DispatchKey.CompositeImplicitAutograd.value, kernel, rel, entry.line)
         sink.add("dispatch_default", op, kernel)
+        _kernel_params(entry, op, kernel, sink)
     if "ufunc_inner_loop" in entry:
         ufunc_rows(entry, sig, rel, sink)
         line = entry.key_line("ufunc_inner_loop")

@@ -118,10 +118,15 @@ def _map_cpp(con, root: Path, rel: str, nums: set[int], ch: Changes) -> None:
     path = root / rel
     if not path.is_file():
         return
-    known = {(fn, ln) for fn, ln in con.execute("select fn, line from func where file = ?", [rel]).fetchall()}
+    from extractors.cpp.names import split_sig
+
+    # def_spans names an overload without its suffix (Note [Overload ids]); its line says which
+    known = {(split_sig(fn)[0], ln): fn for fn, ln in con.execute(
+        "select fn, line from func where file = ?", [rel]).fetchall()}
     for fn, first, last in def_spans(rel, path.read_bytes()):
-        if (fn, first) in known and any(first <= n <= last for n in nums):
-            ch.fns.setdefault(fn, (rel, first))
+        hit = known.get((fn, first))
+        if hit is not None and any(first <= n <= last for n in nums):
+            ch.fns.setdefault(hit, (rel, first))
 
 
 def _map_python(con, root: Path, rel: str, nums: set[int], ch: Changes) -> None:

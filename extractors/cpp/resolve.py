@@ -47,7 +47,8 @@ from collections.abc import Iterable
 from extractors.cpp import aten as _aten
 from extractors.cpp.aten import EMPTY, AtenNames, base_name, op_of_call
 from extractors.cpp.constructs import FALLBACK
-from extractors.cpp.names import ANON, is_internal_part
+from extractors.cpp.names import ANON, is_internal_part, split_sig
+from extractors.cpp.overloads import Overloads
 from extractors.cpp.scan import (
     ARG,
     FREE,
@@ -55,6 +56,7 @@ from extractors.cpp.scan import (
     KERNEL,
     LAUNCH,
     MEMBER,
+    NARGS_SHIFT,
     OBJ,
     OPER,
     RECV,
@@ -119,7 +121,7 @@ class LookupKey:
     def __call__(self, qual: str) -> str:
         hit = self.memo.get(qual)
         if hit is None:
-            parts = qual.split("::")
+            parts = split_sig(qual)[0].split("::")  # Note [Overload ids]: the suffix too
             if "(" in qual or self.transparent & set(parts):
                 hit = "::".join(p for p in parts if p not in self.transparent and not is_internal_part(p))
             else:
@@ -162,9 +164,9 @@ class Index:
         self._closure: dict[str, frozenset[str]] = {}
         public: set[str] = set()
         self.tparam_uses: dict[str, dict[int, set[str]]] = defaultdict(lambda: defaultdict(set))
-        for f in facts:
+        for f in facts:  # Note [Overload ids]: resolution works on the plain names
             for (qual, _n, _l, _fl), ret in zip(f.defs, f.returns, strict=True):
-                self.returns[qual].add(ret)
+                self.returns[split_sig(qual)[0]].add(ret)
             for cls, (bases, fields) in f.classes:
                 key = _lookup_key(cls)
                 classes.add(key)
@@ -177,6 +179,7 @@ class Index:
                 for name, parts, inner in fields:
                     self.fields[key].setdefault(name, (parts, inner))
             for qual, name, _line, flags in f.defs:
+                qual = split_sig(qual)[0]
                 defs.append((qual, name, flags))
                 if (flags & STATIC or "(anonymous" in qual) and not f.file.endswith(HEADERS):
                     self.internal[qual].add(f.file)
@@ -190,7 +193,7 @@ class Index:
             if f.aliases and f.file.endswith(HEADERS):
                 global_rows.extend(a for a in f.aliases if not a[5])
             for i, pidx, names in f.tparam_uses:
-                self.tparam_uses[f.defs[i][0]][pidx].update(names)
+                self.tparam_uses[split_sig(f.defs[i][0])[0]][pidx].update(names)
         for qual, name, flags in defs:
             key = _lookup_key(qual)
             self.by_key[key].add(qual)
@@ -345,6 +348,7 @@ class Resolver:
     """Resolves written names from a given scope; memoized per (name, scope)."""
 
     def __init__(self, index: Index) -> None:
+        self.ov = Overloads({})  # resolve() sets the tree's (Note [Overload ids])
         self.ix = index
         self.aten: AtenNames = EMPTY
         self.local: Aliases | None = None
@@ -852,9 +856,12 @@ def resolve(facts: list[FileFacts], digests: dict[str, str] | None = None,
     others resolve as before. Helper launches, which follow call edges across
     files, are always redone.
     """
+    rv_ov = Overloads.of(facts)  # Note [Overload ids]
+    facts = [rv_ov.rename(f) for f in facts]
     ix = Index(facts)
     rv = Resolver(ix)
     rv.aten = aten
+    rv.ov = rv_ov
     iface = interface_of(facts, aten)
     if previous and previous.get("format") == FILES_FORMAT and previous.get("iface") == iface:
         shape, defs = previous["shape"], previous["defs"]  # both are digests of parts of the interface
@@ -884,6 +891,7 @@ def resolve(facts: list[FileFacts], digests: dict[str, str] | None = None,
         helper_sites.extend(fsites)
     rv.use_file(None)
     _helper_launches(helper_sites, rows, rv)
+    _overload_rows(rv_ov, rows)
     visible = previous.get("visible") if previous else None
     if rows.get("calls_op"):
         key = hashlib.sha1(pickle.dumps([(f.file, f.includes, [c for c, _i in f.classes if c in TENSOR_CLASSES])
@@ -897,6 +905,16 @@ def resolve(facts: list[FileFacts], digests: dict[str, str] | None = None,
         stats[rel] = len(rs)
     return dict(rows), dict(stats), {"format": FILES_FORMAT, "iface": iface, "shape": shape, "defs": defs,
                                      "files": files, "visible": visible}
+
+
+def _overload_rows(ov: Overloads, rows) -> None:
+    """overload and overload_param rows (Note [Overload ids])."""
+    for plain, ids in ov.table.items():
+        for fn in ids:
+            sig = fn[len(plain):]
+            types = sig[1:-1].split(", ") if sig != "()" else []
+            rows["overload"].append((fn, plain, len(types)))
+            rows["overload_param"].extend((fn, pos, t) for pos, t in enumerate(types))
 
 
 def _file_rows(f: FileFacts, rv: Resolver) -> tuple[dict, dict, list]:
@@ -937,7 +955,9 @@ def _calls_rows(f: FileFacts, rv: Resolver, rows, stats, helper_sites) -> None:
         if member == OBJ:
             via = "macro-functor" if flags & IN_MACRO else "functor"
             for callee in _functor_calls(rv, parts, recv, caller):
-                rows["calls"].append((caller, callee, f.file, line, via))
+                ids = rv.ov.pick(callee, None)[0]
+                v = via if len(ids) == 1 else via.replace("functor", "overload")
+                rows["calls"].extend((caller, i, f.file, line, v) for i in ids)
             continue
         stats["call_sites"] += 1
         name = parts[-1]
@@ -946,10 +966,11 @@ def _calls_rows(f: FileFacts, rv: Resolver, rows, stats, helper_sites) -> None:
             if stub:
                 rows["stub_call"].append((caller, stub, f.file, line))
                 continue
+        nargs = (flags >> NARGS_SHIFT) - 1 if flags >> NARGS_SHIFT else None
         if flags & LAUNCH:
             kernel = rv.named(ix.kernels, ix.kernels_by_name, parts, caller)
-            kernel = kernel if kernel and _visible(ix, kernel, f.file) else "::".join(parts)
-            rows["launches"].append((caller, kernel, f.file, line, "<<<>>>"))
+            kernels = rv.ov.pick(kernel, nargs)[0] if kernel and _visible(ix, kernel, f.file) else ("::".join(parts),)
+            rows["launches"].extend((caller, k, f.file, line, "<<<>>>") for k in kernels)
         if member == RECV:
             callee, n, via = rv.receiver_call(name, recv, caller)
         else:
@@ -965,17 +986,17 @@ def _calls_rows(f: FileFacts, rv: Resolver, rows, stats, helper_sites) -> None:
             rows["calls_op"].append((caller, op, f.file, line, op_via))
             if callee and (via == "member" or op_via == "typed") and not callee_too:
                 continue  # Note [ATen API calls]: t.mm() is Tensor::mm, not the tree's TensorBase::mm
-        if callee:
+        if callee or n > 1:
+            same = {callee} if callee else rv.overloads(parts, member, caller)  # Note [Overload edges]
+            ids = sorted({i for c in same for i in rv.ov.pick(c, nargs)[0]})
+            if len(ids) > 1 or not callee:  # Note [Overload ids]: the count did not choose
+                via = "overload"
             if flags & IN_MACRO:
                 via = "macro-" + via
-            rows["calls"].append((caller, callee, f.file, line, via))
+            rows["calls"].extend((caller, c, f.file, line, via) for c in ids)
             if name in LAUNCH_HELPERS:
-                helper_sites.append((caller, callee, f.file, line))
-        elif n > 1:
-            same = rv.overloads(parts, member, caller)  # Note [Overload edges]
-            via = "macro-overload" if flags & IN_MACRO else "overload"
-            rows["calls"].extend((caller, c, f.file, line, via) for c in sorted(same))
-            if not same:
+                helper_sites.extend((caller, c, f.file, line) for c in ids)
+            if not ids:
                 rows["call_ambiguous"].append((caller, "::".join(parts), n, f.file, line))
         elif via == "std":
             stats["std_like_member_calls"] += 1
@@ -1140,21 +1161,22 @@ def aten_visible(facts: list[FileFacts]) -> set[str]:
 def _construct_rows(f: FileFacts, rv: Resolver, rows) -> None:
     ix = rv.ix
 
-    def fn_of(parts: tuple[str, ...], scope: str) -> str:
+    def fn_of(parts: tuple[str, ...], scope: str) -> tuple[str, ...]:
+        """The function a construct names: each overload of it (Note [Overload ids])."""
         if parts in (("<lambda>",), ("nullptr",)) or parts[0].startswith("<"):
-            return parts[0]
+            return parts[:1]
         callee, _n, _via = rv.function(parts, 0, f"{scope}::_" if scope else "_")
-        return callee or "::".join(parts)
+        return rv.ov.pick(callee, None)[0] if callee else ("::".join(parts),)
 
     for py, target, line, scope in f.binds:
-        rows["binds"].append((py, fn_of(target, scope), "pybind", f.file, line))
+        rows["binds"].extend((py, fn, "pybind", f.file, line) for fn in fn_of(target, scope))
     for ns, op, schema, line in f.lib_defs:
         rows["lib_def"].append((ns, op, schema, f.file, line))
     for ns, op, key, target, line, scope in f.lib_impls:
         if op == FALLBACK:  # Note [Fallback rows]
-            rows["lib_fallback"].append((ns, key, fn_of(target, scope), f.file, line))
+            rows["lib_fallback"].extend((ns, key, fn, f.file, line) for fn in fn_of(target, scope))
         else:
-            rows["lib_impl"].append((ns, op, key, fn_of(target, scope), f.file, line))
+            rows["lib_impl"].extend((ns, op, key, fn, f.file, line) for fn in fn_of(target, scope))
     for name, kind, fn, line in f.impl_funcs:
         rows["impl_func"].append((name, kind, fn, f.file, line))
     for stub, line in f.stub_decls:
@@ -1163,7 +1185,7 @@ def _construct_rows(f: FileFacts, rv: Resolver, rows) -> None:
         rows["stub_define"].append((stub, f.file, line))
     for stub_parts, key, fn, line, scope in f.stub_regs:
         stub = rv.named(ix.stubs, ix.stubs_by_name, stub_parts, f"{scope}::_" if scope else "_")
-        rows["stub_register"].append((stub or "::".join(stub_parts), key, fn_of(fn, scope), f.file, line))
+        rows["stub_register"].extend((stub or "::".join(stub_parts), key, g, f.file, line) for g in fn_of(fn, scope))
 
 
 def _helper_launches(sites, rows, rv: Resolver) -> None:
@@ -1187,7 +1209,7 @@ def _helper_launches(sites, rows, rv: Resolver) -> None:
             continue
         if helper not in memo:
             memo[helper] = _reach_kernels(helper, succ, launched)
-        how = helper.rpartition("::")[2]
+        how = split_sig(helper)[0].rpartition("::")[2]
         for kernel in memo[helper]:
             rows["launches"].append((caller, kernel, file, line, how))
 

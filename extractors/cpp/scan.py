@@ -32,6 +32,7 @@ from extractors.cpp.names import (
     is_macro_name,
     member_name,
     name_parts,
+    sig_text,
     static_scope,
     strip_templates,
 )
@@ -63,8 +64,10 @@ ARG, OBJ = 6, 7
 #   ("d", enc)                          *enc (a smart pointer's pointee)
 #   ("o", op, lhs enc, rhs enc)         `lhs op rhs` / `op lhs` (Tensor operators)
 # and the resolver types it through the callees' declared return types.
-# FileFacts.calls flag bits
+# FileFacts.calls flag bits; above NARGS_SHIFT, 1 + the number of arguments
+# of a call f(...) (0: not counted), which picks an overload (Note [Overload ids])
 IN_MACRO, LAUNCH = 1, 2
+NARGS_SHIFT = 4
 
 _LANG = ts.Language(tsc.language())
 _QUERY = ts.Query(
@@ -134,6 +137,8 @@ class FileFacts:
               template's parameters of a template parameter's type and what
               its body calls on them (`sorter.sort(...)`; "operator()" for
               `f(...)`): Note [Functor arguments]
+    sigs:     per def, (id suffix, fewest arguments, most or -1 if variadic)
+              of its parameter list (Note [Overload ids]), or () unknown
     """
 
     file: str
@@ -155,6 +160,7 @@ class FileFacts:
     includes: tuple[str, ...] = ()
     mentions: frozenset[str] = frozenset()
     tparam_uses: tuple[tuple[int, int, tuple[str, ...]], ...] = ()
+    sigs: tuple[tuple, ...] = ()
 
     @property
     def calls(self) -> tuple[tuple[int, tuple[str, ...], int, int, int, tuple | None], ...]:
@@ -238,6 +244,7 @@ class _Scanner:
         self.text_ns = _text_namespaces(self.cleaned.text, self.anon) if self.tree.root_node.has_error else None
         self.defs: list[tuple[str, str, int, int]] = []
         self.returns: list[tuple] = []
+        self.sigs: list[tuple] = []  # FileFacts.sigs
         self.classes: dict[str, tuple[tuple[str, ...], ...]] = {}
         self.var_types: dict[int, dict[str, tuple]] = {}  # def idx -> var -> ("v", ...) | ("e", enc)
         self.locals: dict[int, set[str]] = {}  # def idx -> every parameter and local it declares
@@ -280,6 +287,7 @@ class _Scanner:
             tuple(dict.fromkeys(m.decode(errors="replace") for m in _INCLUDE_RE.findall(self.src))),
             self._mentions(calls),
             tuple(sorted((i, p, tuple(sorted(n))) for (i, p), n in self.tparam_uses.items())),
+            tuple(self.sigs),
         )
 
     def _mentions(self, calls: tuple) -> frozenset[str]:
@@ -362,6 +370,7 @@ class _Scanner:
         tnode = body.parent.child_by_field_name("type") if body.parent is not None else None
         ret = _var_type(tnode) if tnode is not None and tnode.type in _TYPE_NODES else None
         self.returns.append(ret or ())
+        self.sigs.append(_signature(body.parent) if body.parent is not None else ())
         idx = len(self.defs) - 1
         if body.parent is not None and body.parent.parent is not None and body.parent.parent.type == "template_declaration":
             params = _template_params(body.parent)
@@ -610,8 +619,10 @@ class _Scanner:
             if block is None or block[2] < 0:
                 continue
             flags = IN_MACRO if macro_ends else 0
+            args = call.child_by_field_name("arguments")
+            if args is not None:
+                flags |= (1 + sum(1 for a in args.named_children if a.type != "comment")) << NARGS_SHIFT
             if launches:
-                args = call.child_by_field_name("arguments")
                 j = bisect.bisect_left(launches, fn.end_byte)
                 if args is not None and j < len(launches) and launches[j] < args.start_byte:
                     flags |= LAUNCH
@@ -786,7 +797,9 @@ class _Scanner:
             elif enc is not None:  # `p->f()` on a class type: its operator-> (TensorArg) or a raw pointer
                 member, recv = RECV, (arrow, enc)
         line = field.start_point[0] + 1
-        self.calls.append((block[2], parts, member, line, IN_MACRO if in_macro else 0, recv))
+        args = call.child_by_field_name("arguments")
+        nargs = (1 + sum(1 for a in args.named_children if a.type != "comment")) << NARGS_SHIFT if args else 0
+        self.calls.append((block[2], parts, member, line, (IN_MACRO if in_macro else 0) | nargs, recv))
 
     def scope(self, node: ts.Node, classes: bool = True) -> tuple[list[str], bool]:
         """scope_of(node), with namespaces from the text where the tree has errors."""
@@ -960,6 +973,60 @@ def _declared_name(d: ts.Node | None) -> ts.Node | None:
     return d
 
 
+_PARAM_NAME_HOLDERS = frozenset({
+    "reference_declarator", "pointer_declarator", "array_declarator", "function_declarator",
+    "parenthesized_declarator", "variadic_declarator", "attributed_declarator",
+})
+
+
+def _signature(defn: ts.Node) -> tuple:
+    """FileFacts.sigs of function definition `defn`: (suffix, fewest
+    arguments, most or -1), or () when no parameter list is written."""
+    d = defn.child_by_field_name("declarator")
+    while d is not None and d.type != "function_declarator":
+        if d.type not in _DECLARATOR_WRAPPERS:
+            return ()
+        d = d.child_by_field_name("declarator") or (d.named_children[-1] if d.named_children else None)
+    params = d.child_by_field_name("parameters") if d is not None else None
+    if params is None:
+        return ()
+    types, least, most = [], 0, 0
+    for p in params.named_children:
+        if p.type == "comment":
+            continue
+        types.append(_param_type(p))
+        if p.type == "variadic_parameter_declaration" or p.type == "...":
+            most = -1
+        elif p.type != "optional_parameter_declaration":
+            least += 1
+    if any(c.type == "..." for c in params.children):
+        types.append("...")
+        most = -1
+    if types == ["void"]:
+        types = []
+        least = 0
+    return sig_text(types), least, (len(types) if most == 0 else -1)
+
+
+def _param_type(p: ts.Node) -> str:
+    """The type of parameter declaration `p` as written: its text without
+    the parameter's name and default value."""
+    text, base = p.text, p.start_byte
+    end = len(text)
+    default = p.child_by_field_name("default_value")
+    if default is not None:
+        eq = next((c for c in p.children if c.type == "="), default)
+        end = eq.start_byte - base
+    name = p.child_by_field_name("declarator")
+    while name is not None and name.type in _PARAM_NAME_HOLDERS:
+        inner = name.child_by_field_name("declarator")
+        name = inner if inner is not None else (name.named_children[-1] if name.named_children else None)
+    if name is not None and name.type == "identifier":
+        a, b = name.start_byte - base, name.end_byte - base
+        return (text[:a] + text[b:end]).decode(errors="replace")
+    return text[:end].decode(errors="replace")
+
+
 def _in_class_body(node: ts.Node) -> bool:
     """`node` (a definition) sits in a class body, not in a namespace."""
     p = node.parent
@@ -1104,8 +1171,10 @@ def scan_file(rel: str, src: bytes) -> FileFacts:
 
 
 def def_spans(rel: str, src: bytes) -> list[tuple[str, int, int]]:
-    """Extents of the functions `scan_file` finds, named as in its `func` facts,
-    for mapping changed lines to functions (torchtalk affected).
+    """Extents of the functions `scan_file` finds, named as in its `func` facts
+    but for an overload's suffix (Note [Overload ids]: that needs the whole
+    tree; the line tells overloads apart), for mapping changed lines to
+    functions (torchtalk affected).
 
     Example:
         >>> def_spans("aten/src/ATen/native/CPUBlas.cpp", src)[4]

@@ -45,6 +45,10 @@ Otherwise a name with several ids is ambiguous (`Ambiguous`), unless the
 caller asks for all of them; a name that matches nothing gets a QueryError
 with the nearest names ("did you mean").
 
+A C++ name names all its overloads (Note [Overload ids] in
+extractors/cpp/names.py: `at::native::where` is the five `where(...)`), one
+packet.
+
 Example:
     >>> Resolver(con).resolve("cpublas::gemm", "fn").ids
     ('at::native::cpublas::gemm',)
@@ -56,6 +60,7 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass
 
+from extractors.cpp.names import split_sig
 from torchtalk.connmemo import remember
 from torchtalk.errors import QueryError
 
@@ -219,7 +224,7 @@ class Resolver:
             rows = fetch()
             if rows:
                 matches = tuple(dict.fromkeys(Match(*r) for r in rows))
-                return self._prefer(Resolution(text, ns, matches, tier, packet))
+                return self._prefer(Resolution(text, ns, matches, tier, packet or _overloads(matches)))
         raise self._not_found(text, ns)
 
     def _prefer(self, res: Resolution) -> Resolution:
@@ -285,7 +290,7 @@ class Resolver:
 
     def _fn_candidates(self, t: str) -> list[tuple]:
         """Every function, kernel and stub whose last name component is t's (one scan)."""
-        last = t.rsplit("::", 1)[-1]
+        last = split_sig(t)[0].rsplit("::", 1)[-1]
         kernels = {r[0] for r in self._q("SELECT kernel FROM kernel WHERE name = ?", [last], "kernel")}
         rows = self._q(
             "SELECT fn, arg_min(file, (file, line)), arg_min(line, (file, line)) FROM func "
@@ -305,9 +310,14 @@ class Resolver:
         fns = [_NATIVE + k for k in kernels]
         fns += [r[0] for r in self._q("SELECT fn FROM impl_func WHERE kind = 'impl' AND list_contains(?, name)",
                                       [kernels], "impl_func")]
-        return self._q(
+        rows = self._q(
             "SELECT 'function', fn, arg_min(file, (file, line)), arg_min(line, (file, line)) FROM func "
             "WHERE list_contains(?, fn) GROUP BY fn ORDER BY fn", [fns], "func")
+        # the overloads of an at::native name (Note [Overload ids])
+        return rows + self._q(
+            "SELECT 'function', f.fn, arg_min(f.file, (f.file, f.line)), arg_min(f.line, (f.file, f.line)) "
+            "FROM overload o JOIN func f ON f.fn = o.fn WHERE list_contains(?, o.base) GROUP BY f.fn ORDER BY f.fn",
+            [fns], "overload", "func")
 
     def _op_kernels(self, t: str) -> list[str]:
         """The dispatch-table kernel names of the ops `t` spells (not as a bare
@@ -496,12 +506,19 @@ _INTERNAL_PART = re.compile(r"\((anonymous|static):[^()]*\)")
 
 def _typed_forms(fn: str) -> tuple[str, ...]:
     """`fn` and the ways people type it without the files of its internal-linkage
-    parts (Note [Internal linkage ids] in extractors/cpp/names.py).
+    parts (Note [Internal linkage ids] in extractors/cpp/names.py) or without
+    its overload's parameter list (Note [Overload ids]): a name names all its
+    overloads.
 
     Example:
         >>> _typed_forms("at::(anonymous:a.cpp)::f")
         ('at::(anonymous:a.cpp)::f', 'at::(anonymous)::f', 'at::f')
+        >>> _typed_forms("at::native::where(const Tensor&)")
+        ('at::native::where(const Tensor&)', 'at::native::where')
     """
+    plain, sig = split_sig(fn)
+    if sig:
+        return (fn, *_typed_forms(plain))
     if "(" not in fn or not _INTERNAL_PART.search(fn):
         return (fn,)
     generic = _INTERNAL_PART.sub(lambda m: "(anonymous)" if m.group(1) == "anonymous" else "", fn).replace("::::", "::")
@@ -534,6 +551,13 @@ def _cpp_name_probes(name: str) -> list[tuple[str, bool]]:
         if name.endswith(suffix):
             probes.append((name[: -len(suffix)], True))
     return probes + [(b[: -len("_symint")], out) for b, out in probes if b.endswith("_symint")]
+
+
+def _overloads(matches: tuple[Match, ...]) -> bool:
+    """Are `matches` the overloads of one C++ name (Note [Overload ids])? Then
+    they are one packet, as an op's overloads are: `cpublas::gemm` is all nine."""
+    return len(matches) > 1 and all(m.kind in ("function", "kernel") for m in matches) and len(
+        {split_sig(m.id)[0] for m in matches}) == 1
 
 
 def _once(fetch):

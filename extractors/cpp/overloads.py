@@ -1,0 +1,72 @@
+"""Which C++ names are overloaded, and the id of each overload.
+
+Note [Overload ids] (extractors/cpp/names.py) says how an overload is named;
+this module decides, over every file's definitions at once, which names get
+the suffix, for the fast tier (extractors/cpp/resolve.py renames the defs
+before resolving, and maps each resolved callee to its overloads) and the
+compiler tier (extractors/clang: its edges name every function with its
+suffix, and `Overloads.final` drops the suffix of a name that is not
+overloaded).
+
+Example:
+    >>> ov = Overloads.of([scan_file("a.cpp", b"void f(int){} void f(int, int){} void g(){}")])
+    >>> sorted(ov.ids), ov.pick("f", 1)
+    (['f(int)', 'f(int, int)'], (('f(int)',), True))
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import replace
+
+from extractors.cpp.names import split_sig
+from extractors.cpp.scan import FileFacts
+
+
+class Overloads:
+    """plain id -> {overload id: (fewest arguments, most or -1)} of the
+    names defined with more than one parameter list."""
+
+    def __init__(self, table: dict[str, dict[str, tuple[int, int]]]) -> None:
+        self.table = table
+        self.ids = {i: plain for plain, ov in table.items() for i in ov}
+
+    @classmethod
+    def of(cls, facts: Iterable[FileFacts]) -> Overloads:
+        """The overloaded names of the definitions in `facts` (unrenamed)."""
+        sigs: dict[str, dict[str, tuple[int, int]]] = defaultdict(dict)
+        for f in facts:
+            for (qual, _n, _l, _fl), sig in zip(f.defs, f.sigs or ((),) * len(f.defs), strict=True):
+                if sig:
+                    sigs[qual].setdefault(qual + sig[0], (sig[1], sig[2]))
+        return cls({q: ov for q, ov in sigs.items() if len(ov) > 1})
+
+    def rename(self, f: FileFacts) -> FileFacts:
+        """`f` with each overload's def named by its id (a def whose
+        parameter list is unknown keeps the plain name)."""
+        if not f.sigs or self.table.keys().isdisjoint(d[0] for d in f.defs):
+            return f
+        defs = tuple((qual + sig[0], n, line, fl) if sig and qual in self.table else (qual, n, line, fl)
+                     for (qual, n, line, fl), sig in zip(f.defs, f.sigs, strict=True))
+        return replace(f, defs=defs)
+
+    def pick(self, plain: str, nargs: int | None) -> tuple[tuple[str, ...], bool]:
+        """(the ids a call of `plain` with `nargs` arguments (None: unknown)
+        may reach, whether that is exactly one by the count): `plain` itself
+        when it is not overloaded; the overloads that take `nargs` arguments,
+        or all of them when none or the count is unknown."""
+        ov = self.table.get(plain)
+        if ov is None:
+            return (plain,), True
+        if nargs is not None:
+            fit = tuple(sorted(i for i, (lo, hi) in ov.items() if lo <= nargs and (hi < 0 or nargs <= hi)))
+            if fit:
+                return fit, len(fit) == 1
+        return tuple(sorted(ov)), False
+
+    def final(self, fn: str) -> str:
+        """A compiler-tier name (always with its suffix) as the fact DB
+        spells it: the suffix kept only when the name is overloaded."""
+        plain, sig = split_sig(fn)
+        return fn if not sig or fn in self.ids or plain in self.table else plain
