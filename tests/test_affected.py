@@ -21,6 +21,10 @@ from torchtalk.errors import InputError, ParseError
 CPUBLAS = "aten/src/ATen/native/CPUBlas.cpp"
 NATIVE = "aten/src/ATen/native/native_functions.yaml"
 
+# the cpublas::gemm overload for double (Note [Overload ids])
+GEMM_DOUBLE = ("at::native::cpublas::gemm(TransposeType, TransposeType, int64_t, int64_t, int64_t, double, const double*,"
+               " int64_t, const double*, int64_t, double, double*, int64_t)")
+
 
 def _patch(tree: Path, rel: str, line: int, edit=lambda s: s + " // edited") -> str:
     """A unified diff that changes line `line` (1-based) of tree file `rel`."""
@@ -43,13 +47,14 @@ def test_gemm_change_reaches_linalg_tests_with_chain(tree, real_db):
     body_line = _line_of(tree, CPUBLAS, r"int m_ = m, n_ = n, k_ = k")
     assert first < body_line < first + 40
     report = api.affected(diff=_patch(tree, CPUBLAS, body_line), db=real_db)
-    assert report.changes.fns == {"at::native::cpublas::gemm": (CPUBLAS, first)}
+    # the edited overload only (Note [Overload ids]): gemm for double
+    assert report.changes.fns == {GEMM_DOUBLE: (CPUBLAS, first)}
     linalg = [t for t in report.tests if t.test.startswith("test/test_linalg.py::")]
     assert len(linalg) >= 10
     yaml_text = (tree / NATIVE).read_text().splitlines()
     for t in linalg:
         gemm, op, test = t.chain
-        assert (gemm.what, gemm.file, gemm.line) == ("changed function at::native::cpublas::gemm", CPUBLAS, first)
+        assert (gemm.what, gemm.file, gemm.line) == (f"changed function {GEMM_DOUBLE}", CPUBLAS, first)
         name = re.match(r"op (\S+), (\d+) call\(s\) above$", op.what)
         assert name and op.file == NATIVE, op
         # the op step points at the op's own `- func:` line in native_functions.yaml
@@ -92,7 +97,7 @@ def test_cli_reads_a_patch_on_stdin_and_prints_json(tree, real_db):
                           input=_patch(tree, CPUBLAS, line), capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
-    assert [f["name"] for f in out["changed"]["functions"]] == ["at::native::cpublas::gemm"]
+    assert [f["name"] for f in out["changed"]["functions"]] == [GEMM_DOUBLE]
     assert any(t["test"].startswith("test/test_linalg.py::") for t in out["tests"])
 
 

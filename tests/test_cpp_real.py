@@ -15,10 +15,13 @@ import pytest
 
 from extractors import cpp
 from extractors.base import ExtractContext
+from extractors.cpp.names import split_sig
 
 pytestmark = pytest.mark.real_tree
 
 GEMM = "at::native::cpublas::gemm"
+# the two ufunc::add overloads of aten/src/ATen/native/ufunc/add.h (Note [Overload ids])
+ADD_T, ADD_V = "at::native::ufunc::add(T, T, T)", "at::native::ufunc::add(Vectorized<T>, Vectorized<T>, Vectorized<T>)"
 NF = "aten/src/ATen/native/native_functions.yaml"
 
 
@@ -54,7 +57,7 @@ def ufunc_links(run: cpp.Run, tree: Path) -> dict[str, list[tuple]]:
 
     sink = ListSink()
     ops.extract(ExtractContext(root=tree, cache_dir=tree), sink)
-    facts = {r: run.rows[r] for r in ("func", "stub_register")}
+    facts = {r: run.rows[r] for r in ("func", "stub_register", "overload_param")}
     facts |= {r: sink.rows[r] for r in ("ufunc_inner_loop", "ufunc_stub_register")}
     program = parse_file(Path(__file__).resolve().parents[1] / "rules" / "link.dl")
     out = evaluate(program, None, outputs=["stub_impl_via", "ufunc_loop_call"], facts=facts)
@@ -71,7 +74,7 @@ def test_counts_reach_the_goals(real: cpp.Run):
 
 
 def test_callers_of_cpublas_gemm(real: cpp.Run, tree: Path):
-    rows = where(real, "calls", c1=GEMM)
+    rows = [r for r in real.rows["calls"] if split_sig(r[1])[0] == GEMM]
     sites = {(r[2], r[3]) for r in rows}
     # Every `cpublas::gemm(` written in the tree is a resolved call site ...
     grep = set()
@@ -82,13 +85,28 @@ def test_callers_of_cpublas_gemm(real: cpp.Run, tree: Path):
     assert len(grep) == 30 and grep <= sites
     # ... plus the unqualified calls inside namespace cpublas itself.
     assert sorted(sites - grep) == [("aten/src/ATen/native/CPUBlas.cpp", n) for n in (560, 574, 605, 619, 1215, 1246, 1277)]
-    assert ("at::native::(anonymous:aten/src/ATen/native/ConvolutionMM2d.cpp)::slow_conv2d_backward_weight_frame", GEMM,
-            "aten/src/ATen/native/ConvolutionMM2d.cpp", 452, "qualified") in rows
-    assert ("at::native::(anonymous:aten/src/ATen/native/cpu/FlashAttentionKernel.cpp)::cpu_flash_attention", GEMM,
-            "aten/src/ATen/native/cpu/FlashAttentionKernel.cpp", 661, "qualified") in rows
+    # Note [Overload ids]: the ten gemm take 13 arguments each, so a call from a
+    # template (scalar_t) reaches each, labelled a guess
+    caller = "at::native::(anonymous:aten/src/ATen/native/ConvolutionMM2d.cpp)::slow_conv2d_backward_weight_frame"
+    site = [r for r in rows if r[:4] == (caller, r[1], "aten/src/ATen/native/ConvolutionMM2d.cpp", 452)]
+    assert len(site) == 10 and {r[4] for r in site} == {"overload"}
     for _caller, _callee, file, line, _via in rows:
         assert "gemm" in line_of(tree, file, line)
-    assert len(where(real, "func", c0=GEMM)) == 10
+
+
+def test_the_gemm_overloads_are_distinct_nodes(real: cpp.Run, tree: Path):
+    """Issue 13, deliverable 2: the nine cpublas::gemm of CPUBlas.cpp (and the
+    template of CPUBlas.h) are ten nodes, each with its own file:line."""
+    defs = sorted((r[2], r[3], r[0]) for r in real.rows["func"] if split_sig(r[0])[0] == GEMM)
+    assert [(f, line) for f, line, _fn in defs] == [("aten/src/ATen/native/CPUBlas.cpp", n) for n in (
+        139, 182, 230, 273, 316, 367, 396, 447, 483)] + [("aten/src/ATen/native/CPUBlas.h", 33)]
+    assert len({fn for _f, _l, fn in defs}) == 10
+    for f, line, fn in defs:
+        assert "gemm(" in line_of(tree, f, line) or "gemm(" in line_of(tree, f, line + 1)
+    assert defs[0][2] == (GEMM + "(TransposeType, TransposeType, int64_t, int64_t, int64_t, double, const double*, int64_t,"
+                          " const double*, int64_t, double, double*, int64_t)")
+    assert defs[6][2].endswith("float, const BFloat16*, int64_t, const BFloat16*, int64_t, float, float*, int64_t)")
+    assert ("at::native::cpublas::gemm", 13) in {(r[1], r[2]) for r in real.rows["overload"]}
 
 
 def test_add_stub_and_scatter_add_stub_registrations(real: cpp.Run, tree: Path):
@@ -108,12 +126,15 @@ def test_add_stub_and_scatter_add_stub_registrations(real: cpp.Run, tree: Path):
         ("at::native::add_stub", "CUDA", "at::native::add_kernel", NF, 579, "ufunc_codegen"),
     ]
     assert line_of(tree, NF, 579) == "  ufunc_inner_loop:"
-    # the generated kernels run the inner loop written in ATen/native/ufunc/add.h
+    # the generated kernels run the inner loop written in ATen/native/ufunc/add.h:
+    # the CPU one both overloads (scalar and Vectorized), the CUDA one the scalar one
     assert derived["ufunc_loop_call"] == [
-        ("at::native::(anonymous:UfuncCPUKernel_add.cpp)::add_kernel", "at::native::ufunc::add", "Generic", NF, 580),
-        ("at::native::(anonymous:UfuncCPUKernel_add.cpp)::add_kernel", "at::native::ufunc::add", "ScalarOnly", NF, 581),
-        ("at::native::add_kernel", "at::native::ufunc::add", "Generic", NF, 580),
-        ("at::native::add_kernel", "at::native::ufunc::add", "ScalarOnly", NF, 581),
+        ("at::native::(anonymous:UfuncCPUKernel_add.cpp)::add_kernel", ADD_T, "Generic", NF, 580),
+        ("at::native::(anonymous:UfuncCPUKernel_add.cpp)::add_kernel", ADD_T, "ScalarOnly", NF, 581),
+        ("at::native::(anonymous:UfuncCPUKernel_add.cpp)::add_kernel", ADD_V, "Generic", NF, 580),
+        ("at::native::(anonymous:UfuncCPUKernel_add.cpp)::add_kernel", ADD_V, "ScalarOnly", NF, 581),
+        ("at::native::add_kernel", ADD_T, "Generic", NF, 580),
+        ("at::native::add_kernel", ADD_T, "ScalarOnly", NF, 581),
     ]
     assert where(real, "func", c0="at::native::ufunc::add") == [
         ("at::native::ufunc::add", "add", "aten/src/ATen/native/ufunc/add.h", 15, "cpp"),
@@ -230,7 +251,7 @@ def test_a_method_of_a_tensor_expression_is_an_op_call_not_a_guess(real: cpp.Run
     assert [r[1] for r in real.rows["calls"] if (r[0], r[2], r[3]) == ("at::native::(static:aten/src/ATen/native/BinaryOps.cpp)::_pow2", f, 1552)] == [
         "at::TensorBase::options"]  # `self.options()`: self is a `const Tensor&`
     methods = {"at::native::(anonymous:aten/src/ATen/native/cpu/DistanceOpsKernel.cpp)::Dist::pow", "c10::SymNodeImpl::pow", "torch::impl::PythonSymNodeImpl::pow"}
-    assert methods <= {r[0] for r in real.rows["func"] if r[1] == "pow"}
+    assert methods <= {split_sig(r[0])[0] for r in real.rows["func"] if r[1] == "pow"}  # Dist::pow: overloads
     # line 1549: `at::pow(2.0, other)` is generated code (not in the tree): no call edge
     assert not [r for r in real.rows["calls"] + real.rows["call_ambiguous"] if r[-2:] == (f, 1549) or r[2:4] == (f, 1549)]
 

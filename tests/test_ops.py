@@ -378,3 +378,32 @@ def test_value_types_are_checked(tmp_path, line, message):
     with pytest.raises(ExtractError) as err:
         run_ops(root)
     assert str(err.value) == f"{NF}:2: extract error: {message}"
+
+
+NATIVE_DUMP = Path(__file__).parent / "data" / "torchgen_native.py"
+
+
+@pytest.mark.real_tree
+def test_native_kernel_params_equal_torchgens_native_signature(tree, facts):
+    """Note [Native kernel parameters]: the C++ parameter types of every
+    dispatch-table kernel are those of torchgen's own
+    NativeSignature (tests/data/torchgen_native.py runs the tree's torchgen),
+    spelled as overload ids spell them (Note [Overload ids])."""
+    from extractors.cpp.names import normalize_type
+
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    out = subprocess.run([sys.executable, str(NATIVE_DUMP), str(tree)], capture_output=True, text=True,
+                         env=env, check=True)
+    default = dict(facts.rows["dispatch_default"])
+    want = {}
+    for func, kernel, types in json.loads(out.stdout):
+        op = func.split("(", 1)[0]
+        if kernel or op in default:  # a structured delegate without a table has no kernel of its own
+            want[(op, kernel or default[op])] = [normalize_type(t) for t in types]
+    got: dict = {}
+    for op, kernel, arity, pos, t in sorted(facts.rows["native_kernel_param"]):
+        got.setdefault((op, kernel), [None] * arity)[pos] = t
+    assert {k: v for k, v in want.items() if v} == got
+    assert len(got) > 3000
+    assert got[("where.self", "where")] == ["const Tensor&"] * 3
+    assert got[("cumsum.out", "cumsum_out")] == ["const Tensor&", "int64_t", "optional<ScalarType>", "Tensor&"]

@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 from _tree import line_of
 
+from extractors.cpp.names import split_sig
+
 from torchtalk.query.resolve import Ambiguous
 
 pytestmark = pytest.mark.real_tree
@@ -54,17 +56,57 @@ def test_callees_of_matmul_impl_lists_the_products(con):
 def test_gemm_is_ambiguous_and_lists_cpublas(con):
     with pytest.raises(Ambiguous) as exc:
         q(con, "callers(gemm)")
-    assert "at::native::cpublas::gemm  aten/src/ATen/native/CPUBlas.cpp:139" in exc.value.render()
+    # the overloads of cpublas::gemm are listed each with its own definition (Note [Overload ids])
+    lines = exc.value.render().splitlines()
+    assert ("    at::native::cpublas::gemm(TransposeType, TransposeType, int64_t, int64_t, int64_t, double, const double*,"
+            " int64_t, const double*, int64_t, double, double*, int64_t)  aten/src/ATen/native/CPUBlas.cpp:139") in lines
+    assert sum(1 for line in lines if line.startswith("    at::native::cpublas::gemm(")) == 10
 
 
 def test_callers_of_cpublas_gemm_with_call_sites(con, tree):
     rows = q(con, "callers(gemm)", all_matches=True).rows
-    cpublas = {(r[1], r[3], r[4]) for r in rows if r[0] == "at::native::cpublas::gemm"}
+    cpublas = {(r[1], r[3], r[4]) for r in rows if split_sig(r[0])[0] == "at::native::cpublas::gemm"}
     assert ("at::native::(static:aten/src/ATen/native/LinearAlgebra.cpp)::addmm_impl_cpu_", LA, 1533) in cpublas
     # every call site is a real call of gemm at that line
     for _, f, line in cpublas:
         assert "gemm" in (tree / f).read_text().splitlines()[line - 1]
-    assert q(con, "callers(cpublas::gemm)").rows == tuple(r for r in rows if r[0] == "at::native::cpublas::gemm")
+    # a name typed without its parameter list names all its overloads, one packet
+    assert q(con, "callers(cpublas::gemm)").rows == tuple(r for r in rows if split_sig(r[0])[0] == "at::native::cpublas::gemm")
+
+
+TC = "aten/src/ATen/native/TensorCompare.cpp"
+
+
+def test_where_self_runs_its_own_overload_of_where(con, tree):
+    """Issue 13: the five at::native::where are five nodes; where.self's
+    kernel is the three-Tensor overload (TensorCompare.cpp:546), not
+    `std::vector<Tensor> where(const Tensor&)` (:575), which is where's own."""
+    three = "at::native::where(const Tensor&, const Tensor&, const Tensor&)"
+    one = "at::native::where(const Tensor&)"
+    rows = q(con, "trace(where.self)").rows
+    kernels = {(r[2], r[3], r[4], r[5]) for r in rows if r[1] == "kernel"}
+    assert {(three, key, TC, 546) for key in ("CPU", "CUDA", "MPS")} <= kernels
+    assert not [k for k in kernels if k[0].startswith("at::native::where(") and k[0] != three]
+    assert "Tensor where(const Tensor& condition, const Tensor& self, const Tensor& other)" in (
+        tree / TC).read_text().splitlines()[545]
+    assert {(r[2], r[3], r[4], r[5]) for r in q(con, "trace(where)").rows if r[:2] == ("where", "kernel")} == {
+        (one, "CompositeImplicitAutograd", TC, 575)}
+    assert {r[5] for r in q(con, "kernels(where.self)").rows if r[1] in ("CPU", "CUDA")} == {three}
+    # each dispatch entry naming `where` gets the overload of its schema
+    for op, line in (("where.ScalarSelf", 554), ("where.ScalarOther", 561), ("where.Scalar", 568)):
+        assert {(r[4], r[5]) for r in q(con, f"trace({op})").rows if r[1] == "kernel"} == {(TC, line)}
+
+
+def test_cumsum_out_is_its_structured_kernel_not_the_dimname_overload(con, tree):
+    """cumsum.out's CPU/CUDA kernel is TORCH_IMPL_FUNC(cumsum_out) (ReduceOps.cpp:491),
+    never the Dimname `cumsum_out` at ReduceOps.cpp:2199, which is cumsum.dimname_out's."""
+    ro = "aten/src/ATen/native/ReduceOps.cpp"
+    kernels = {(r[2], r[3], r[4], r[5]) for r in q(con, "trace(cumsum.out)").rows if r[1] == "kernel"}
+    assert ("at::native::structured_cumsum_out::impl", "CPU", ro, 491) in kernels
+    assert not [k for k in kernels if k[2:] == (ro, 2199)]
+    assert {(r[2], r[4], r[5]) for r in q(con, "trace(cumsum.dimname_out)").rows if r[:2] == ("cumsum.dimname_out", "kernel")} == {
+        ("at::native::cumsum_out", ro, 2199)}
+    assert "Dimname dim" in (tree / ro).read_text().splitlines()[2198]
 
 
 def test_impact_of_gemm_reaches_python_apis(con):
@@ -124,7 +166,7 @@ def test_trace_add_reaches_the_stub_registrations_torchgen_generates(con):
         assert (op, "stub", "at::native::add_stub", "", "aten/src/ATen/native/BinaryOps.h", 56) in rows
         impls = {r[2:] for r in rows if r[1] == "stub_impl" and r[2].endswith("::add_kernel")}
         assert impls == {ADD_CPU, ADD_CUDA}
-        assert (op, "ufunc_loop", "at::native::ufunc::add", "Generic", "aten/src/ATen/native/ufunc/add.h", 15) in rows
+        assert (op, "ufunc_loop", "at::native::ufunc::add(T, T, T)", "Generic", "aten/src/ATen/native/ufunc/add.h", 15) in rows
     assert {r[0] for r in q(con, "trace(torch.add, step=stub_impl)").rows if r[2:] == ADD_CPU} >= {
         "add.Tensor", "add.out"}
     # sub's kernel calls add_stub (with -alpha): the same implementations
@@ -143,7 +185,7 @@ def test_callees_of_add_stub_and_callers_of_its_inner_loop(con):
 def test_impact_of_the_add_inner_loop_goes_through_the_generated_code(con):
     rows = q(con, "impact(ufunc::add, depth=4)").rows
     fns = {r[2:7] for r in rows if r[1] == "function"}
-    assert ("at::native::add_kernel", "at::native::ufunc::add", 1, NF, 580) in fns
+    assert ("at::native::add_kernel", "at::native::ufunc::add(T, T, T)", 1, NF, 580) in fns
     assert ("at::native::add_stub", "at::native::(anonymous:UfuncCPUKernel_add.cpp)::add_kernel", 2, NF, 579) in fns
     assert ("at::native::structured_sub_out::impl", "at::native::add_stub", 3,
             "aten/src/ATen/native/BinaryOps.cpp", 436) in fns

@@ -165,15 +165,15 @@ def normalize_type(text: str) -> str:
     >>> normalize_type("const int64_t"), normalize_type("float *__restrict"), normalize_type("int[3]")
     ('int64_t', 'float*', 'int*')
     """
-    toks = [t for t in _TOKEN_RE.findall(text) if t not in _DROP and not _ATTR_MACRO_RE.match(t)]
+    raw = _TOKEN_RE.findall(text)  # an attribute macro is dropped, a macro call kept: GEMM_ARGTYPES(Half)
+    toks = [t for i, t in enumerate(raw) if t not in _DROP and not (
+        _ATTR_MACRO_RE.match(t) and raw[i + 1: i + 2] != ["("])]
     toks = _strip_qualifiers(toks)
-    top = _depth0(toks)
     if toks and toks[-1] == "]" and "[" in toks:  # an array parameter is a pointer
         toks = toks[: len(toks) - 1 - toks[::-1].index("[")] + ["*"]
-        top = _depth0(toks)
     while len(toks) > 1 and toks[-1] == "const":  # `T* const`: top-level
         toks.pop()
-    refs = [i for i in top if toks[i] in ("*", "&", "&&")]
+    refs = [i for i in _depth0(toks) if toks[i] in ("*", "&", "&&")]
     if refs and refs[0] > 0 and toks[refs[0] - 1] == "const" and toks[0] != "const":
         toks.pop(refs[0] - 1)  # east const: `Tensor const&` is `const Tensor&`
         toks.insert(0, "const")

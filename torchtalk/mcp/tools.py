@@ -104,6 +104,23 @@ def _each(ctx: Context, con, name: str, dsl: Callable[[str], str],
         return _per_definition(ctx, con, amb.resolution, dsl, budget or BUDGET)
 
 
+def _merged(table: Table, name: str) -> Table:
+    """`table` (the answer for one definition, `name`) with the ids of
+    `name`'s overloads written as `name`, and the rows that become equal
+    once (Note [Overload ids]: the overloads of one name are one definition
+    here, so gemm's ten overloads do not answer ten times over)."""
+    from dataclasses import replace
+
+    from extractors.cpp.names import split_sig
+
+    if split_sig(name)[1]:
+        return table
+    rows = tuple(dict.fromkeys(
+        tuple(name if isinstance(v, str) and v.endswith(")") and split_sig(v)[0] == name else v for v in r)
+        for r in table.rows))
+    return table if len(rows) == len(table.rows) else replace(table, rows=rows, total=table.total - len(table.rows) + len(rows))
+
+
 def _per_definition(ctx: Context, con, res, dsl: Callable[[str], str], budget: int) -> CallToolResult:
     from torchtalk.mcp.answer import fit, tokens
     from torchtalk.query.dsl import value_text
@@ -114,7 +131,7 @@ def _per_definition(ctx: Context, con, res, dsl: Callable[[str], str], budget: i
             f"first (public namespace, most callers)")
     texts, rows, columns, total, notes = [head], [], (), 0, []
     for i, (m, callers) in enumerate(ranked[:GROUPS]):
-        table = _dsl(ctx, con, dsl(value_text(m.id)))
+        table = _merged(_dsl(ctx, con, dsl(value_text(m.id))), m.id)
         columns, total = table.columns, total + table.total
         texts.append(f"\n[{i + 1}] {m.id}  {m.where()}  ({callers} caller{'s' if callers != 1 else ''})")
         share = max(100, int(budget * GROUP_BUDGET[min(i, len(GROUP_BUDGET) - 1)]))

@@ -256,7 +256,15 @@ class Resolver:
             for i, n in self._q(f"SELECT {callee}, count(DISTINCT {caller}) FROM {table} "
                                 f"WHERE list_contains(?, {callee}) GROUP BY 1", ids, table):
                 callers[i] += n
-        first = list({m.id: m for m in res.matches}.values())
+        # the overloads of one name are one definition, named without its
+        # parameter list, at its first overload (Note [Overload ids])
+        named: dict[str, Match] = {}
+        for m in sorted(res.matches, key=lambda m: (m.file, m.line)):
+            plain = split_sig(m.id)[0]
+            if plain != m.id:
+                callers[plain] += callers[m.id]
+            named.setdefault(plain, Match(m.kind, plain, m.file, m.line))
+        first = list(named.values())
         first.sort(key=lambda m: (private_rank(m), -callers[m.id], m.id))
         return [(m, callers[m.id]) for m in first]
 
@@ -494,11 +502,11 @@ class Resolver:
             scored += self._q(
                 f"SELECT jaro_winkler_similarity({namecol}, ?) AS s, {idcol} FROM "
                 f"(SELECT DISTINCT {namecol}, {idcol} FROM {table}) ORDER BY s DESC, {idcol} LIMIT ?",
-                [probe, n], table,
+                [probe, n * 8], table,
             )
         scored = [(s, i) for s, i in scored if s is not None and s >= 0.8]
         scored.sort(key=lambda x: (-x[0], x[1]))
-        return list(dict.fromkeys(i for _, i in scored))[:n]
+        return list(dict.fromkeys(split_sig(i)[0] for _, i in scored))[:n]  # an overloaded name once
 
 
 _INTERNAL_PART = re.compile(r"\((anonymous|static):[^()]*\)")

@@ -266,8 +266,13 @@ def sort_order(sig: Signature) -> tuple[int, ...]:
 
 def _notes(b: Bound) -> tuple[str, ...]:
     notes = []
+    from extractors.cpp.names import split_sig
+
     for r in b.resolutions:
-        if len(r.ids) > 1:
+        plain = {split_sig(i)[0] for i in r.ids}
+        if len(r.ids) > 1 and len(plain) == 1 and plain != set(r.ids):  # Note [Overload ids]: long ids
+            notes.append(f"{r.text!r}: the {len(r.ids)} overloads of {plain.pop()} ({r.tier})")
+        elif len(r.ids) > 1:
             what = "overloads" if r.packet else "matches"
             notes.append(f"{r.text!r}: {len(r.ids)} {what} ({r.tier}): " + ", ".join(r.ids[:8])
                          + (" ..." if len(r.ids) > 8 else ""))
