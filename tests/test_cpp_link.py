@@ -63,6 +63,7 @@ def results():
         ("exp.out", "MPS", "exp_out_mps", YAML, 12),
     ]
     rows["structured_delegate"] = [("exp", "exp.out", YAML, 5)]
+    rows["structured"] = [("exp.out", YAML, 9)]  # CPU/CUDA name TORCH_IMPL_FUNC(exp_out) (Note [Kernel overloads])
     wanted = ["op_kernel_fn", "kernel_unlinked", "stub_impl", "op_stub", "op_stub_impl", "op_cuda_kernel"]
     return link_rows(TREE, rows, wanted)
 
@@ -127,6 +128,7 @@ def ufunc_results():
     rows["dispatch"] = [("add.out", "CPU", "ufunc_add_CPU", YAML, 19), ("add.out", "CUDA", "ufunc_add_CUDA", YAML, 19),
                         ("sub.out", "CPU", "sub_out", YAML, 30)]
     rows["structured_delegate"] = [("add.Tensor", "add.out", YAML, 5)]
+    rows["structured"] = [("add.out", YAML, 18), ("sub.out", YAML, 29)]
     wanted = ["stub_impl_via", "ufunc_loop_call", "ufunc_entry", "op_stub", "op_stub_impl", "kernel_unlinked"]
     return link_rows(UFUNC_TREE, rows, wanted)
 

@@ -22,7 +22,10 @@ PROBE = "\nnamespace at { namespace native {\nvoid torchtalk_probe(const Tensor&
 # A second definition of a name another, unchanged file calls: its call, resolved
 # by the name being unique, becomes ambiguous (Note [Incremental resolution]).
 TWIN = "namespace torchtalk_probe_ns { void setConvolutionParams() {} }\n"
-SORT_CALL = ("PackedConvWeightCudnn::apply_impl_helper", "at::native::setConvolutionParams",
+# (at::native::setConvolutionParams has a cudnn and a miopen overload: ten arguments pick the cudnn one)
+SORT_CALL = ("PackedConvWeightCudnn::apply_impl_helper",
+             "at::native::setConvolutionParams(ConvolutionParams*, const Tensor&, const Tensor&, IntArrayRef,"
+             " IntArrayRef, IntArrayRef, int64_t, bool, bool, MemoryFormat)",
              "aten/src/ATen/native/quantized/cudnn/Conv.cpp", 102)
 
 
