@@ -45,7 +45,7 @@ def scan_cpp_files(base: Path, files: list[Path]):
     """
     from extractors.cpp.constructs import FALLBACK
     from extractors.cpp.scan import scan_file
-    from torchtalk.reports.backend_pkg import BackendRef, parse_op_string
+    from torchtalk.reports.backend_refs import BackendRef, parse_op_string
 
     refs: list[BackendRef] = []
     fallbacks: list[BackendFallback] = []
