@@ -148,8 +148,8 @@ def test_bmm_on_cuda_stays_on_cuda(con):
 
 def _kernels(con, text: str) -> set[tuple]:
     """(op, key, kernel's last name, host, file, line) of a kernels(...) query."""
-    rows = q(con, text).rows
-    return {(r[0], r[1], r[3].rpartition("::")[2], r[4], r[-2], r[-1]) for r in rows}
+    return {(r["op"], r["key"], r["kernel"].rpartition("::")[2], r["host"], r["file"], r["line"])
+            for r in q(con, text).records()}
 
 
 TOPK = "aten/src/ATen/native/cuda/TensorTopK.cu"

@@ -139,7 +139,7 @@ def test_paths_from_softmax_warp_forward_to_python(con):
 
 def test_tests_of_matmul_include_test_linalg(con, tree):
     rows = q(con, "tests(matmul)").rows
-    hit = {r[2:] for r in rows if r[1] == "test/test_linalg.py::TestLinalg::test_matmul_45724"}
+    hit = {r[2:10] for r in rows if r[1] == "test/test_linalg.py::TestLinalg::test_matmul_45724"}  # the chain apart
     # named for the op, in a core suite: rank 0 (Note [Test ranking])
     assert (0, "named for it", "matmul", "name", "matmul", 0, "test/test_linalg.py", 6411) in hit
     assert "def test_matmul_45724" in (tree / "test/test_linalg.py").read_text().splitlines()[6411 - 1]
