@@ -57,9 +57,25 @@ def test_a_new_source_file_is_noticed_a_swap_file_is_not(mini):
     (native / ".native_functions.yaml.swp").write_text("vim")
     assert freshness.notice(db, str(src)) is None
     layer = store.facts_dir(db) / "layers" / "ops"
-    assert freshness.quick_stats(layer, freshness._read(layer)[0]) is None  # its dir moved: list it again
+    code = freshness._read(layer)[0]
+    assert freshness.quick_stats(layer, code) is not None  # the dir moved, its source files did not
     (native / "tt_new.yaml").write_text("[]\n")
     assert freshness.changed_inputs(store.facts_dir(db)) == [str(native / "tt_new.yaml")]
+    assert freshness.quick_stats(layer, code) is None  # a new source file: walk the tree again
+
+
+def test_a_save_by_rename_keeps_the_quick_path(mini):
+    src, db = mini
+    import extractors.ops as ops
+    from torchtalk.index import input_stats
+
+    yaml = src / YAML
+    text = yaml.read_text()
+    yaml.unlink()  # as editors and `git checkout` write: a new file under the old name
+    _later(yaml, text + "\n")
+    layer = store.facts_dir(db) / "layers" / "ops"
+    assert freshness.quick_stats(layer, freshness._read(layer)[0]) == input_stats(ops, src)
+    assert freshness.changed_inputs(store.facts_dir(db)) == [str(yaml)]
 
 
 def test_quick_stats_are_the_layers_own(mini):

@@ -175,7 +175,9 @@ def test_a_killed_update_leaves_the_previous_db(indexed, tmp_path):
 
 
 @pytest.mark.real_tree
-def test_watch_picks_up_an_edit(indexed, tmp_path):
+def test_watch_picks_up_edits(indexed, tmp_path):
+    """`torchtalk watch` updates the DB after each edit, the second and third
+    from what it kept in memory (Note [Layer memo]), to a cold index's DB."""
     copy, db = indexed
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     proc = subprocess.Popen([sys.executable, "-m", "torchtalk", "watch", "--source", str(copy), "--db", str(db),
@@ -185,12 +187,15 @@ def test_watch_picks_up_an_edit(indexed, tmp_path):
         lines = [proc.stdout.readline(), proc.stdout.readline()]
         assert lines[0].startswith("no change to the facts in "), lines
         assert lines[1] == f"watching {copy.resolve()} (Ctrl-C to stop)\n"
-        line = _edit(copy, BLAS, "namespace at::native::cpublas {",
-                     "namespace at::native::cpublas {\nvoid tt_watched() {}")
-        done = proc.stdout.readline()
-        assert done.startswith(f"{BLAS}: updated (cpp ran) in "), done
+        for old, new in (("int m_ = m, n_ = n, k_ = k", "// moved\n  int m_ = m, n_ = n, k_ = k"),
+                         ("// moved\n", "// moved\n// again\n"),
+                         ("namespace at::native::cpublas {", "namespace at::native::cpublas {\nvoid tt_watched() {}")):
+            line = _edit(copy, BLAS, old, new)
+            done = proc.stdout.readline()
+            assert done.startswith(f"{BLAS}: updated (cpp ran) in "), done
         assert _rows(db, "select fn, line from func where name = 'tt_watched'", []) == [
             ("at::native::cpublas::tt_watched", line + 1)]
     finally:
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=60) == 0
+    assert_same_tables(db, _cold(copy, tmp_path, "watched"))

@@ -2,12 +2,14 @@
 
 Note [Stale index]: each layer's dir in the facts dir keeps `inputs.tsv`:
 the path, size and mtime of every file the layer read at its last run, and
-the mtime of each directory holding one (a file added or deleted changes its
-directory's mtime; an edit, the file's). `changed_inputs` stats them again
-(some 10K stats, tens of ms; no file read, no DB opened) and lists a
-directory only when its mtime moved. `status` and
-`query` print `notice` as one line when something differs, naming the way
-to bring the index up to date.
+the mtime of each directory down to one with a digest of its subdirs' and
+source files' names (a file added or deleted changes its directory's mtime;
+an edit, the file's, and an editor's save by rename the dir's mtime but not
+its names). `changed_inputs` stats them again (some 10K stats, tens of ms;
+no file read, no DB opened) and lists a directory only when its mtime
+moved. `status` and `query` print `notice` as one line when something
+differs, naming the way to bring the index up to date; `index` fingerprints
+a layer from the record while no directory's names changed (`quick_stats`).
 
 Example:
     >>> notice(resolve_db(source="~/pytorch"))  # doctest: +SKIP
@@ -16,6 +18,7 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
@@ -35,15 +38,27 @@ def write_inputs(layer_dir: Path, root: Path, code: str, stats: list[tuple[str, 
             d = os.path.dirname(d)
     for d in sorted(dirs):
         try:
-            lines.append(f"{d}\t-1\t{os.stat(d).st_mtime_ns}\n")
+            lines.append(f"{d}\t-1\t{os.stat(d).st_mtime_ns}\t{listing(d)}\n")
         except OSError:
             continue
     with open(layer_dir / INPUTS, "w", encoding="utf-8") as fh:
         fh.writelines(lines)
 
 
-def _read(layer_dir: Path) -> tuple[str, dict[str, tuple[int, int]], dict[str, int]] | None:
-    """(code digest, files, dirs) of a layer's inputs.tsv, None without one."""
+def listing(d: str) -> str:
+    """A digest of the names in dir `d` a layer could read: its subdirs and
+    its source files (torchtalk.watch.SUFFIXES; not an editor's swap file).
+    A file rewritten under its own name (by an editor's rename) keeps it."""
+    from torchtalk.watch import SUFFIXES
+
+    with os.scandir(d) as it:
+        names = sorted(e.name for e in it if e.name.endswith(SUFFIXES) or e.is_dir(follow_symlinks=False))
+    return hashlib.sha1("\0".join(names).encode()).hexdigest()[:16]
+
+
+def _read(layer_dir: Path) -> tuple[str, dict[str, tuple[int, int]], dict[str, tuple[int, str]]] | None:
+    """(code digest, files -> (size, mtime), dirs -> (mtime, listing)) of a
+    layer's inputs.tsv, None without one."""
     try:
         text = (layer_dir / INPUTS).read_text(encoding="utf-8")
     except OSError:
@@ -53,27 +68,27 @@ def _read(layer_dir: Path) -> tuple[str, dict[str, tuple[int, int]], dict[str, i
         if line.startswith("#"):
             code = line[6:] if line.startswith("#code\t") else code
             continue
-        path, size, mtime = line.split("\t")
+        path, size, mtime, *names = line.split("\t")
         if size == "-1":
-            dirs[path] = int(mtime)
+            dirs[path] = (int(mtime), names[0] if names else "")
         else:
             files[path] = (int(size), int(mtime))
     return code, files, dirs
 
 
 def quick_stats(layer_dir: Path, code: str) -> list[tuple[str, int, int]] | None:
-    """The layer's input_stats (torchtalk/index.py) without listing the tree:
+    """The layer's input_stats (torchtalk/index.py) without walking the tree:
     its recorded files stat'ed again, when the layer's code is as recorded
-    and no directory down to them moved (no file can have come or gone: a
-    layer's inputs are the files its walk of those directories finds).
-    None when that cannot be known."""
+    and no directory down to them has other subdirs or source files than
+    then (no file can have come or gone: a layer's inputs are source files
+    its walk of those directories finds). None when that cannot be known."""
     found = _read(layer_dir)
     if found is None or found[0] != code:
         return None
     _code, files, dirs = found
-    for d, mtime in dirs.items():
+    for d, (mtime, names) in dirs.items():
         try:
-            if os.stat(d).st_mtime_ns != mtime:
+            if os.stat(d).st_mtime_ns != mtime and listing(d) != names:
                 return None
         except OSError:
             return None
@@ -96,7 +111,7 @@ def changed_inputs(facts: Path) -> list[str] | None:
     from torchtalk.watch import SUFFIXES
 
     files: dict[str, tuple[int, int]] = {}
-    dirs: dict[str, int] = {}
+    dirs: dict[str, tuple[int, str]] = {}
     seen = False
     layers = facts / "layers"
     for d in sorted(layers.iterdir()) if layers.is_dir() else []:
@@ -116,9 +131,9 @@ def changed_inputs(facts: Path) -> list[str] | None:
             continue
         if st.st_mtime_ns != mtime or st.st_size != size:
             changed.append(path)
-    for path, mtime in dirs.items():
+    for path, (mtime, names) in dirs.items():
         try:
-            if os.stat(path).st_mtime_ns == mtime:
+            if os.stat(path).st_mtime_ns == mtime or listing(path) == names:
                 continue
             entries = list(os.scandir(path))
         except OSError:

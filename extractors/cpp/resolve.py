@@ -840,7 +840,7 @@ FILES_FORMAT = 4  # the per-file tuple: (digest, rows, stats, helper sites, ment
 
 
 def resolve(facts: list[FileFacts], digests: dict[str, str] | None = None,
-            previous: dict | None = None, aten: AtenNames = EMPTY,
+            previous: dict | None = None, aten: AtenNames = EMPTY, memo: dict | None = None,
             ) -> tuple[dict[str, list[tuple]], dict[str, int], dict]:
     """All rows of the cpp layer (relation -> rows), counts for the report,
     and the per-file results to pass as `previous` next time.
@@ -858,7 +858,7 @@ def resolve(facts: list[FileFacts], digests: dict[str, str] | None = None,
     """
     rv_ov = Overloads.of(facts)  # Note [Overload ids]
     facts = [rv_ov.rename(f) for f in facts]
-    ix = Index(facts)
+    ix = _index(facts, memo)
     rv = Resolver(ix)
     rv.aten = aten
     rv.ov = rv_ov
@@ -915,6 +915,28 @@ def _overload_rows(ov: Overloads, rows) -> None:
             types = sig[1:-1].split(", ") if sig != "()" else []
             rows["overload"].append((fn, plain, len(types)))
             rows["overload_param"].extend((fn, pos, t) for pos, t in enumerate(types))
+
+
+def _index(facts: list[FileFacts], memo: dict | None) -> Index:
+    """The Index of `facts`: the one in `memo` (a long-running caller's, Note
+    [Layer memo]) when built from the same definitions, classes, stubs,
+    aliases, includes and inline namespaces (lines aside: an edit that moves
+    lines builds none), else a new one. Resolving reads an Index, never
+    changes it (its lazy include closures are functions of the includes)."""
+    if memo is None:
+        return Index(facts)
+    h = hashlib.sha1(RESOLVE_VERSION.encode())
+    for f in facts:
+        h.update(pickle.dumps((f.file, [(q, n, fl) for q, n, _line, fl in f.defs], f.returns, f.classes,
+                               sorted({s for s, _line in (*f.stub_decls, *f.stub_defines)}), f.inline_ns,
+                               f.aliases, f.tparam_uses, f.includes), 4))
+    key = h.hexdigest()
+    hit = memo.get("index")
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    ix = Index(facts)
+    memo["index"] = (key, ix)
+    return ix
 
 
 def _file_rows(f: FileFacts, rv: Resolver) -> tuple[dict, dict, list]:
