@@ -180,12 +180,13 @@ def test_snippet_exact_edges(snippet: Path, tmp_path: Path) -> None:
         ("ns::caller", "ns::(anonymous:a.cpp)::hidden", "a.cpp", 24),  # inside a lambda
         ("ns::caller", "ns::S::m", "a.cpp", 18),  # method, defined out of line
         ("ns::caller", "ns::S::s", "a.cpp", 19),  # static method
-        ("ns::caller", "ns::f", "a.cpp", 16),  # overload f(int)
-        ("ns::caller", "ns::f", "a.cpp", 17),  # overload f(double)
-        ("ns::caller", "ns::f", "a.cpp", 26),  # macro argument: its own line
+        ("ns::caller", "ns::f(int)", "a.cpp", 16),  # overload f(int) (Note [Overload ids])
+        ("ns::caller", "ns::f(double)", "a.cpp", 17),  # overload f(double)
+        ("ns::caller", "ns::f(int)", "a.cpp", 26),  # macro argument: its own line
         ("ns::caller", "ns::fail", "a.cpp", 25),  # macro body: the line of the use
         ("ns::caller", "ns::twice", "a.cpp", 20),  # template specialization
-        ("ns::twice", "ns::f", "a.cpp", 10),  # dependent call, one overload name
+        ("ns::twice", "ns::f(double)", "a.cpp", 10),  # dependent call, one overload name: each overload
+        ("ns::twice", "ns::f(int)", "a.cpp", 10),
         ("chain", "B::x", "a.cpp", 34),
         ("chain", "B::y", "a.cpp", 35),  # a call chain: the line of the member's name
         ("other::h", "other::g", "b.cpp", 3),
@@ -197,6 +198,23 @@ def test_snippet_exact_edges(snippet: Path, tmp_path: Path) -> None:
     assert sink.warnings == []
     assert sorted(sink.other["precise_file"]) == [("a.cpp",), ("b.cpp",)]
     assert sink.other["calls_op"] == []  # no ATen here
+
+
+def test_overload_ids_agree_with_the_fast_tier(snippet: Path, tmp_path: Path) -> None:
+    """Note [Overload ids]: the compiler tier names each overload as the fast
+    tier does (from the definition, or the header's declaration), and a name
+    with one parameter list without one."""
+    from extractors.cpp.resolve import resolve
+    from extractors.cpp.scan import scan_file
+
+    sink, _stats = _run(snippet, tmp_path / "cache", ["a.cpp", "b.cpp"])
+    facts = [scan_file(rel, (snippet / rel).read_bytes()) for rel in ("a.cpp", "b.cpp", "util.h")]
+    rows, _s, _ = resolve(facts)
+    ids = {r[0] for r in rows["func"]}
+    assert {"ns::f(int)", "ns::f(double)", "ns::twice", "ns::caller"} <= ids
+    assert {c for r in sink.rows for c in r[:2]} <= ids
+    fast = {r[:4] for r in rows["calls"] if r[2] == "a.cpp"}
+    assert {("ns::caller", "ns::f(int)", "a.cpp", 16), ("ns::caller", "ns::f(double)", "a.cpp", 17)} <= fast
 
 
 def test_cache_reuses_and_header_edit_invalidates(snippet: Path, tmp_path: Path) -> None:
@@ -483,7 +501,8 @@ def test_real_matmul_edges(real) -> None:
     got = sorted(r for r in rows if r[0] == "at::native::matmul")
     assert got == [
         ("at::native::matmul", "at::namedinference::compute_matmul_outnames", f, 2181),
-        ("at::native::matmul", "at::namedinference::propagate_names_if_nonempty", f, 2184),
+        # an overloaded name: the overload's id, spelled as the fast tier spells it (Note [Overload ids])
+        ("at::native::matmul", "at::namedinference::propagate_names_if_nonempty(const Tensor&, DimnameList, bool)", f, 2184),
         ("at::native::matmul", "at::native::(static:aten/src/ATen/native/LinearAlgebra.cpp)::_matmul_impl", f, 2183),
     ]
     # methods of Tensor (the generated TensorBody.h) and functions of ATen/ops/*.h
@@ -510,11 +529,12 @@ def test_real_cpu_kernel_exact(real) -> None:
         (k, "at::TensorIteratorBase::ntensors", f, 13),
         (k, "at::native::CPU_CAPABILITY::cpu_kernel", f, 16),
         (k, "at::should_include_kernel_dtype", f, 15),
-        (k, "c10::detail::torchCheckFail", f, 15),
-        (k, "c10::detail::torchCheckMsgImpl", f, 15),
-        (k, "c10::detail::torchInternalAssertFail", f, 13),
+        (k, "c10::detail::torchCheckFail(const char*, const char*, uint32_t, const string&)", f, 15),
+        (k, "c10::detail::torchCheckMsgImpl(const char*, const Args&...)", f, 15),  # the template's
+        (k, "c10::detail::torchInternalAssertFail(const char*, const char*, uint32_t, const char*, CompileTimeEmptyString)",
+         f, 13),
         (k, "c10::str", f, 13),
-        (k, "c10::toString", f, 15),
+        (k, "c10::toString(ScalarType)", f, 15),
         (k, "detail::scalar_type", f, 15),
     ]
 

@@ -114,12 +114,27 @@ def test_generated_method_without_op_reaches_the_tree(parsed) -> None:
     assert rows.at("calls_op", LINALG, 2077) == {(impl, "mT", LINALG, 2077, "compiler")}
 
 
-def test_gemm_overloads_keep_one_name(parsed) -> None:
+def test_gemm_overloads_resolved_by_the_compiler(parsed) -> None:
     """LinearAlgebra.cpp:1533: each AT_DISPATCH case calls another of the
-    overloads of cpublas::gemm (CPUBlas.h); overloads share one name for now."""
+    overloads of cpublas::gemm: the compiler names which, each an id of the
+    fast tier (Note [Overload ids]); the two mixed-precision overloads
+    (BFloat16/Half in, float out: CPUBlas.cpp:396, :447) are not called here."""
     rows, _ = parsed
-    assert rows.at("calls_precise", LINALG, 1533) == {
-        ("at::native::(static:aten/src/ATen/native/LinearAlgebra.cpp)::addmm_impl_cpu_", "at::native::cpublas::gemm", LINALG, 1533)}
+    g = "at::native::cpublas::gemm(TransposeType, TransposeType, int64_t, int64_t, int64_t, "
+    caller = "at::native::(static:aten/src/ATen/native/LinearAlgebra.cpp)::addmm_impl_cpu_"
+    assert rows.at("calls_precise", LINALG, 1533) == {(caller, g + rest, LINALG, 1533) for rest in (
+        "double, const double*, int64_t, const double*, int64_t, double, double*, int64_t)",
+        "float, const float*, int64_t, const float*, int64_t, float, float*, int64_t)",
+        "complex<double>, const complex<double>*, int64_t, const complex<double>*, int64_t, complex<double>,"
+        " complex<double>*, int64_t)",
+        "complex<float>, const complex<float>*, int64_t, const complex<float>*, int64_t, complex<float>,"
+        " complex<float>*, int64_t)",
+        "float, const BFloat16*, int64_t, const BFloat16*, int64_t, float, BFloat16*, int64_t)",
+        "float, const Half*, int64_t, const Half*, int64_t, float, Half*, int64_t)",
+        "int64_t, const int64_t*, int64_t, const int64_t*, int64_t, int64_t, int64_t*, int64_t)",
+        "opmath_type<scalar_t>, const scalar_t*, int64_t, const scalar_t*, int64_t, opmath_type<scalar_t>,"
+        " scalar_t*, int64_t)",  # the template of CPUBlas.h:33 (the other scalar types)
+    )}
 
 
 def test_cuda_tu_launches(parsed) -> None:

@@ -151,6 +151,9 @@ def run(ctx: ExtractContext, sink: Sink, files: Iterable[Path] | None = None,
     else:
         stats = Stats()
     stats.tus = len(todo)
+    from extractors.cpp import tree_overloads
+
+    ov = tree_overloads(root, ctx.cache_dir / "fast", ctx.jobs)  # Note [Overload ids]
     hashes = FileHashes()
     cache = TuCache(ctx.cache_dir / "tu", hashes)
     tmpdir = tempfile.mkdtemp(prefix="precise-", dir=_ensure(ctx.cache_dir))
@@ -165,13 +168,13 @@ def run(ctx: ExtractContext, sink: Sink, files: Iterable[Path] | None = None,
                 jobs.append(job)
             else:
                 stats.cached += 1
-                _record(root, hit, stats, sink)
+                _record(root, hit, stats, sink, ov)
         by_rel = {job.rel: job for job in jobs}
         for res in run_jobs(jobs, ctx.jobs, timeout, tmpdir):
             job = by_rel[res.rel]
             pch_deps = shared_deps["cuda_pch" if job.cuda else "pch"] if job.pch else {}
             cache.put(job.path, job.cache_key(), res, {**shared_deps["api"], **pch_deps})
-            _record(root, res, stats, sink)
+            _record(root, res, stats, sink, ov)
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
     stats.wall_seconds = time.perf_counter() - start
@@ -242,23 +245,25 @@ def _plan(root: Path, cache_dir: Path, todo: list[Path], options: int, hashes, u
     return jobs, deps
 
 
-def _record(root: Path, res, stats: Stats, sink: Sink) -> None:
+def _record(root: Path, res, stats: Stats, sink: Sink, ov) -> None:
+    """Write one TU's rows, its ids as the fast tier spells them (`ov`:
+    the tree's Overloads, Note [Overload ids]), and count it in `stats`."""
     for caller, callee, file, line in res.edges:
-        sink.add("calls_precise", caller, callee, file, line)
+        sink.add("calls_precise", ov.final(caller), ov.final(callee), file, line)
     for caller, name, file, line in res.ops:
-        sink.add("calls_op", caller, name, file, line, "compiler")
+        sink.add("calls_op", ov.final(caller), name, file, line, "compiler")
     if res.status == "ok":
         sink.add("precise_file", res.rel)
         stats.parsed.append(res.rel)
     stats.edges += len(res.edges)
     stats.ops += len(res.ops)
     stats.sites += res.sites
-    stats.launches.extend(res.launches)
+    stats.launches.extend((ov.final(h), ov.final(k), f, ln) for h, k, f, ln in res.launches)
     stats.per_tu[res.rel] = (res.status, res.sites, res.dropped.get("unresolved", 0))
     stats.errors += res.errors
     stats.parse_seconds += res.seconds
     stats.dropped.update(res.dropped)
-    stats.unresolved.extend((caller, name, res.rel, line) for caller, name, line in res.unresolved)
+    stats.unresolved.extend((ov.final(caller), name, res.rel, line) for caller, name, line in res.unresolved)
     setattr(stats, res.status, getattr(stats, res.status) + 1)
     if res.fatal is not None:
         from extractors.clang.sdk import hint

@@ -58,7 +58,7 @@ K = ci.CursorKind
 API_CLASSES = frozenset({"at::Tensor", "at::TensorBase"})
 # The headers whose inline definitions say which ops the API functions call.
 API_HEADERS = ("ATen/core/Tensor.h", "ATen/TensorOperators.h", "ATen/TensorIndexing.h", "ATen/Functions.h")
-VERSION = 4  # bump when what `load` records changes (4: internal-linkage ids)
+VERSION = 5  # bump when what `load` records changes (4: internal-linkage ids; 5: overload ids)
 BUILD_TIMEOUT_S = 600.0
 
 _FUNCS = frozenset({K.FUNCTION_DECL, K.CXX_METHOD, K.FUNCTION_TEMPLATE, K.CONVERSION_FUNCTION})
@@ -200,7 +200,7 @@ def _direct(tu: ci.TranslationUnit, classify: Callable[[str], str | None], namer
                 continue
             w = where(ref)
             if w == "tree" and not ref.spelling.startswith("operator"):
-                tree_calls.add(namer.qualname(ref))
+                tree_calls.add(namer.fn_id(ref))
             if not is_api(ref, w, namer):
                 continue
             tmpl = template_of(ref)

@@ -20,7 +20,7 @@ from pathlib import Path
 from extractors.clang.worker import TuResult
 from torchtalk.atomic import atomic_open
 
-VERSION = 6  # bump when the walk's output changes (4: op calls, launches, call sites, .cu TUs; 5: operator lines; 6: internal-linkage ids)
+VERSION = 7  # bump when the walk's output changes (4: op calls, launches, call sites, .cu TUs; 5: operator lines; 6: internal-linkage ids; 7: overload ids, always with the parameter list)
 
 
 class FileHashes:

@@ -12,7 +12,9 @@ written, and a `static` function at namespace scope outside one gets the part
 relative to the tree root (or to the generated headers' root). Inline namespaces are kept (they are written in source); the
 `inline namespace CPU_CAPABILITY` of the per-arch kernels (the macro expands to
 DEFAULT, AVX2, ...) is named `CPU_CAPABILITY`, as written. `extern "C"` blocks
-add nothing. Overloads and template specializations share one name.
+add nothing. Template specializations share one name; the ids of the edges
+are `Namer.fn_id`s, the name with its parameter list (Note [Overload ids]),
+which the layer drops where the name is not overloaded.
 
 Note [Precise edges]: an edge is kept when its caller is a function *defined
 in the TU's main file* (calls inside a lambda belong to the enclosing
@@ -41,7 +43,7 @@ from pathlib import Path
 
 from clang import cindex as ci
 
-from extractors.cpp.names import anon_ns, static_scope
+from extractors.cpp.names import anon_ns, sig_text, static_scope
 
 K = ci.CursorKind
 _FREE_KINDS = frozenset({K.FUNCTION_DECL, K.FUNCTION_TEMPLATE})
@@ -199,6 +201,32 @@ class Namer:
             self._memo[usr] = got
         return got
 
+    def fn_id(self, fn: ci.Cursor) -> str:
+        """qualname(fn) followed by its parameter list (Note [Overload ids]),
+        as the fast tier spells it: from the definition when the TU has it,
+        else the declaration, and from the template of a specialization the
+        compiler instantiated. The layer drops the list of a name that is
+        not overloaded (extractors/cpp/overloads.py Overloads.final).
+
+        Example:
+            >>> Namer().fn_id(cursor_of_where)
+            'at::native::where(const Tensor&, const Tensor&, const Tensor&)'
+        """
+        key = "sig:" + fn.get_usr()
+        got = self._memo.get(key)
+        if got is None:
+            target = fn
+            tmpl = ci.conf.lib.clang_getSpecializedCursorTemplate(fn)
+            if tmpl is not None and not tmpl.kind.is_invalid() and tmpl.kind in FUNC_KINDS and (
+                    tmpl.location == fn.location):
+                target = tmpl  # an implicit instantiation (where its template is): the template's parameters
+            target = target.get_definition() or target
+            types = [c.type.spelling for c in target.get_children() if c.kind == K.PARM_DECL]
+            if target.type.kind == ci.TypeKind.FUNCTIONPROTO and target.type.is_function_variadic():
+                types.append("...")
+            got = self._memo[key] = self.qualname(fn) + sig_text(types)
+        return got
+
 
 class Walker:
     """Collects the edges of one TU (Note [Precise edges]).
@@ -236,7 +264,7 @@ class Walker:
             if kind in SKIP_KINDS:
                 continue
             if kind in FUNC_KINDS and cur.is_definition():
-                caller = self.namer.qualname(cur)
+                caller = self.namer.fn_id(cur)
             elif kind == K.CALL_EXPR:
                 self._call(cur, caller)
             stack.extend((c, caller) for c in cur.get_children())
@@ -263,12 +291,20 @@ class Walker:
             if ref is not None and ref.kind in (K.CONSTRUCTOR, K.DESTRUCTOR, K.CONVERSION_FUNCTION):
                 drop["constructor"] += 1
                 return
-            ref = self._overload_set(call) if ref is None else None
-            if ref is None:
+            refs = self._overload_set(call) if ref is None else None
+            if not refs:
                 drop["unresolved"] += 1
                 if caller is not None and call.spelling:
                     self.facts.unresolved.add((caller, call.spelling, self._line(call)))
                 return
+            for r in refs:  # a dependent call: each overload of the one name it can reach
+                self._callee(call, caller, r)
+            return
+        self._callee(call, caller, ref)
+
+    def _callee(self, call: ci.Cursor, caller: str | None, ref: ci.Cursor) -> None:
+        """The edge, op call or launch of `call` from `caller` to function `ref`."""
+        drop = self.facts.dropped
         if caller is None:
             drop["outside_function"] += 1
             return
@@ -289,9 +325,9 @@ class Walker:
             drop["external"] += 1
             return
         if self.cuda and self._is_global(ref):
-            self.facts.launches.add(Launch(caller, self.namer.qualname(ref), self.rel, self._line(call)))
+            self.facts.launches.add(Launch(caller, self.namer.fn_id(ref), self.rel, self._line(call)))
             return
-        self.facts.edges.add(Edge(caller, self.namer.qualname(ref), self.rel, self._line(call)))
+        self.facts.edges.add(Edge(caller, self.namer.fn_id(ref), self.rel, self._line(call)))
 
     def _is_global(self, fn: ci.Cursor) -> bool:
         """Is `fn` a CUDA `__global__` function (a kernel)?"""
@@ -314,7 +350,7 @@ class Walker:
         for node in var.walk_preorder():
             ref = node.referenced if node.kind in NAME_KINDS else None
             if ref is not None and ref.kind in CALLEE_KINDS and self._where_is(ref) and self._is_global(ref):
-                found.add(self.namer.qualname(ref))
+                found.add(self.namer.fn_id(ref))
         if not found:
             drop["unresolved"] += 1
             self.facts.unresolved.add((caller, var.spelling, self._line(call)))
@@ -346,9 +382,9 @@ class Walker:
             return line
         return loc.line
 
-    def _overload_set(self, call: ci.Cursor) -> ci.Cursor | None:
-        """The one function a dependent call names, when all its candidates
-        share one qualified name (Note [Precise edges])."""
+    def _overload_set(self, call: ci.Cursor) -> list[ci.Cursor] | None:
+        """The functions a dependent call names, when all its candidates
+        share one qualified name (Note [Precise edges]): each overload."""
         children = list(call.get_children())
         if not children:
             return None
@@ -363,14 +399,14 @@ class Walker:
         if head.kind != K.OVERLOADED_DECL_REF:
             return None
         lib = ci.conf.lib
-        found: ci.Cursor | None = None
+        found: dict[str, ci.Cursor] = {}
         names: set[str] = set()
         for i in range(lib.clang_getNumOverloadedDecls(head)):
             decl = lib.clang_getOverloadedDecl(head, i)
             if decl.kind in CALLEE_KINDS:
                 names.add(self.namer.qualname(decl))
-                found = decl
-        return found if len(names) == 1 else None
+                found.setdefault(self.namer.fn_id(decl), decl)
+        return list(found.values()) if len(names) == 1 else None
 
 
 def collect_edges(tu: ci.TranslationUnit, rel: str, classify, namer: Namer | None = None, api=None,

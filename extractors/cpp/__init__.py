@@ -161,6 +161,20 @@ def run(ctx: ExtractContext, sink: Sink | None = None) -> Run:
     return Run(rows, stats, timings, scanned, warnings, kept)
 
 
+def tree_overloads(root: Path, cache_dir: Path, jobs: int = 1):
+    """The tree's overloaded names (extractors/cpp/overloads.py) as the fast
+    tier decides them, for the compiler tier to spell its ids alike (Note
+    [Overload ids]); the files' FileFacts are cached in `cache_dir`."""
+    from extractors.cpp.overloads import Overloads
+
+    root, cdir = Path(root), Path(cache_dir)
+    rels = source_files(root) or sorted(  # a tree without aten/, c10/, torch/csrc/ (a fixture): all of it
+        p.relative_to(root).as_posix() for p in root.rglob("*") if p.suffix in EXTENSIONS and p.is_file())
+    digests, _index = _current_digests(root, rels, {})
+    facts, _scanned, _warnings = _load_facts(root, cdir, digests, jobs, None)
+    return Overloads.of(facts)
+
+
 def _yaml_stamp(root: Path) -> dict[str, str]:
     """native_functions.yaml's size and mtime, so an edit re-resolves (calls_op)."""
     from extractors.cpp.aten import yaml_path
