@@ -150,7 +150,7 @@ def run(ctx: ExtractContext, sink: Sink | None = None) -> Run:
     previous = resolved[3] if resolved and len(resolved) > 3 else None
     from extractors.cpp.aten import load_names
 
-    rows, stats, per_file = resolve(facts, digests, previous, load_names(root, cdir), memo)
+    rows, stats, per_file = resolve(facts, digests, previous, load_names(root, cdir), memo, index_cache=cdir)
     timings["resolve"] = time.perf_counter() - t1
     same = kept is not None and kept[0] is not None and kept[0] == ctx.previous and rows == kept[1]
     _write_memo(memo, cdir / "resolved.pkl", (combined, rows, stats, per_file,

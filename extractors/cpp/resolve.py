@@ -43,6 +43,7 @@ import hashlib
 import pickle
 from collections import defaultdict
 from collections.abc import Iterable
+from pathlib import Path
 
 from extractors.cpp import aten as _aten
 from extractors.cpp.aten import EMPTY, AtenNames, base_name, op_of_call
@@ -216,6 +217,7 @@ class Index:
             while k and k not in self.namespaces:
                 self.namespaces.add(k)
                 k = k.rpartition("::")[0]
+        self.tparam_uses = {k: dict(v) for k, v in self.tparam_uses.items()}  # plain dicts: it pickles
         self.aliases = Aliases(global_rows, self, None)
         for key, quals in self.aliases.fn.items():  # a header's using-declarations are everyone's
             self.by_key[key] |= quals
@@ -841,7 +843,7 @@ FILES_FORMAT = 4  # the per-file tuple: (digest, rows, stats, helper sites, ment
 
 def resolve(facts: list[FileFacts], digests: dict[str, str] | None = None,
             previous: dict | None = None, aten: AtenNames = EMPTY, memo: dict | None = None,
-            ) -> tuple[dict[str, list[tuple]], dict[str, int], dict]:
+            index_cache: Path | None = None) -> tuple[dict[str, list[tuple]], dict[str, int], dict]:
     """All rows of the cpp layer (relation -> rows), counts for the report,
     and the per-file results to pass as `previous` next time.
 
@@ -858,7 +860,7 @@ def resolve(facts: list[FileFacts], digests: dict[str, str] | None = None,
     """
     rv_ov = Overloads.of(facts)  # Note [Overload ids]
     facts = [rv_ov.rename(f) for f in facts]
-    ix = _index(facts, memo)
+    ix = _index(facts, memo, index_cache)
     rv = Resolver(ix)
     rv.aten = aten
     rv.ov = rv_ov
@@ -917,26 +919,53 @@ def _overload_rows(ov: Overloads, rows) -> None:
             rows["overload_param"].extend((fn, pos, t) for pos, t in enumerate(types))
 
 
-def _index(facts: list[FileFacts], memo: dict | None) -> Index:
+def _index(facts: list[FileFacts], memo: dict | None, cache: Path | None = None) -> Index:
     """The Index of `facts`: the one in `memo` (a long-running caller's, Note
-    [Layer memo]) when built from the same definitions, classes, stubs,
-    aliases, includes and inline namespaces (lines aside: an edit that moves
-    lines builds none), else a new one. Resolving reads an Index, never
-    changes it (its lazy include closures are functions of the includes)."""
-    if memo is None:
+    [Layer memo]) or pickled in `cache` (`index-<key>.pkl`, the last one
+    only) when built from the same definitions, classes, stubs, aliases,
+    includes and inline namespaces (lines aside: an edit that moves lines
+    builds none), else a new one. Resolving reads an Index, never changes
+    it (its lazy include closures are functions of the includes)."""
+    if memo is None and cache is None:
         return Index(facts)
     h = hashlib.sha1(RESOLVE_VERSION.encode())
     for f in facts:
         h.update(pickle.dumps((f.file, [(q, n, fl) for q, n, _line, fl in f.defs], f.returns, f.classes,
                                sorted({s for s, _line in (*f.stub_decls, *f.stub_defines)}), f.inline_ns,
                                f.aliases, f.tparam_uses, f.includes), 4))
-    key = h.hexdigest()
-    hit = memo.get("index")
+    key = h.hexdigest()[:24]
+    hit = memo.get("index") if memo is not None else None
     if hit is not None and hit[0] == key:
         return hit[1]
-    ix = Index(facts)
-    memo["index"] = (key, ix)
+    ix = _cached_index(cache, key) if cache is not None else None
+    if ix is None:
+        ix = Index(facts)
+        if cache is not None:
+            _keep_index(cache, key, ix)
+    if memo is not None:
+        memo["index"] = (key, ix)
     return ix
+
+
+def _cached_index(cache: Path, key: str) -> Index | None:
+    try:
+        with open(cache / f"index-{key}.pkl", "rb") as fh:
+            ix = pickle.load(fh)
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, ValueError, TypeError):
+        return None
+    return ix if isinstance(ix, Index) else None
+
+
+def _keep_index(cache: Path, key: str, ix: Index) -> None:
+    """Pickle `ix` as the cache's one Index (atomically; older ones removed)."""
+    from torchtalk.atomic import atomic_open
+
+    for old in cache.glob("index-*.pkl"):
+        old.unlink(missing_ok=True)
+    if ix._targets is None:  # every run needs them: kept with it
+        ix._targets = _include_targets(ix._includes)
+    with atomic_open(cache / f"index-{key}.pkl") as fh:
+        pickle.dump(ix, fh, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def _file_rows(f: FileFacts, rv: Resolver) -> tuple[dict, dict, list]:
