@@ -68,8 +68,8 @@ def test_index_small_tree_tables_and_status(small, cache, capsys):
     report = json.loads(out)
     db = Path(report["db"])
     assert db == store.default_db(small) and db.parent == cache / "db"
-    assert report["layers"][0]["layer"] == "ops" and report["layers"][0]["rows"] == 13
-    assert "ops: 13 rows in" in err
+    assert report["layers"][0]["layer"] == "ops" and report["layers"][0]["rows"] == 16  # 3 of them native_kernel_param (the kernels' signatures, one per dispatch entry)
+    assert "ops: 16 rows in" in err
     assert rows(db, "select * from dispatch order by key") == [
         ("foo", "CPU", "foo_impl", NF, 5),
         ("foo", "CUDA", "foo_impl", NF, 5),
@@ -91,7 +91,7 @@ def test_index_small_tree_tables_and_status(small, cache, capsys):
     assert st["meta"]["version"] == "9.9.9a0" and st["meta"]["kind"] == "tree"
     assert st["meta"]["source"] == str(small.resolve()) and st["meta"]["git_commit"] == ""
     assert st["relations"]["op"] == 2 and st["relations"]["calls"] == 0
-    assert [(lr["layer"], lr["rows"], lr["warnings"]) for lr in st["layers"]] == [("ops", 13, 0)]
+    assert [(lr["layer"], lr["rows"], lr["warnings"]) for lr in st["layers"]] == [("ops", 16, 0)]
     code, out, _ = cli(capsys, "status", "--source", str(small))
     assert "version   9.9.9a0" in out and "  op " in out
 
@@ -101,7 +101,7 @@ def test_reindex_unchanged_is_a_noop_and_change_reruns(small, cache, capsys):
     assert not first.up_to_date
     stamp = first.db.stat().st_mtime_ns
     again = api.index(small, layers=["ops"])
-    assert again.up_to_date and again.layers[0].action == "carried" and again.layers[0].rows == 13
+    assert again.up_to_date and again.layers[0].action == "carried" and again.layers[0].rows == 16
     assert first.db.stat().st_mtime_ns == stamp
     (small / NF).write_text(NATIVE + "- func: baz(Tensor self) -> Tensor\n")
     third = api.index(small, layers=["ops"])
@@ -141,7 +141,7 @@ def test_interrupted_index_leaves_previous_db(small, cache, monkeypatch):
     assert db.read_bytes() == before
     assert sorted(p.name for p in db.parent.iterdir() if p.name.startswith(".")) == []
     monkeypatch.undo()
-    assert api.index(small, layers=["ops"]).layers[0].rows == 17
+    assert api.index(small, layers=["ops"]).layers[0].rows == 21
 
 
 def test_sink_rejects_bad_rows(small, tmp_path):
