@@ -373,10 +373,15 @@ def _update(src, db_path, schema, plans, prev, keep, jobs, log, progress, memo) 
         _swap(tmp_db, db_path, tmp_facts, facts)
         return tuple(reports)
     except BaseException:
-        shutil.rmtree(tmp_facts, ignore_errors=True)
-        tmp_db.unlink(missing_ok=True)
-        Path(str(tmp_db) + ".wal").unlink(missing_ok=True)
+        _discard(tmp_db, tmp_facts)
         raise
+
+
+def _discard(tmp_db: Path, tmp_facts: Path) -> None:
+    """Remove an unfinished build's temp DB (and its WAL) and facts dir."""
+    shutil.rmtree(tmp_facts, ignore_errors=True)
+    tmp_db.unlink(missing_ok=True)
+    Path(str(tmp_db) + ".wal").unlink(missing_ok=True)
 
 
 def _remove_stale(db_path: Path, facts: Path) -> None:
@@ -495,9 +500,7 @@ def _build(src, db_path, schema, plans, prev, keep, jobs, log, progress, memo) -
         _swap(tmp_db, db_path, tmp_facts, facts)
         return tuple(reports)
     except BaseException:
-        shutil.rmtree(tmp_facts, ignore_errors=True)
-        tmp_db.unlink(missing_ok=True)
-        Path(str(tmp_db) + ".wal").unlink(missing_ok=True)
+        _discard(tmp_db, tmp_facts)
         raise
 
 

@@ -88,7 +88,7 @@ class LayerSink:
                 self._check_row(relation, r)
         gone = [_row_line(r) for r in removed]
         new = [_row_line(r) for r in added]
-        kept = _lines(self.previous / f"{relation}.facts")
+        kept = fact_lines(self.previous / f"{relation}.facts")
         if gone:
             kept = _without(kept, gone, f"layer {self.layer.name}: relation {relation}")
         with open(self.out / f"{relation}.facts", "w", encoding="utf-8", newline="\n") as fh:
@@ -162,7 +162,7 @@ class LayerSink:
             old = self.previous / f"{rel}.facts"
             if old.is_file():
                 os.link(old, self.out / f"{rel}.facts")
-                self.counts[rel] = len(_lines(old))
+                self.counts[rel] = len(fact_lines(old))
 
     def changed(self) -> bool:
         """Whether a delta run changed any row (a full run: always)."""
@@ -183,7 +183,7 @@ def _row_line(row) -> str:
     return "\t".join([_clean(v) for v in row]) + "\n"
 
 
-def _lines(path: Path) -> list[str]:
+def fact_lines(path: Path) -> list[str]:
     """The lines of a fact file (none when it does not exist)."""
     try:
         with open(path, encoding="utf-8", newline="\n") as fh:

@@ -34,6 +34,7 @@ from pathlib import Path
 
 from torchtalk import store
 from torchtalk.atomic import link_tree
+from torchtalk.sink import fact_lines
 
 FACTS_ID = "facts_id"  # the file in the facts dir, and the meta key, that tie them together
 
@@ -66,7 +67,7 @@ def layer_deltas(sink, old_dir: Path, new_dir: Path, into: Deltas) -> None:
         old, new = old_dir / f"{rel}.facts", new_dir / f"{rel}.facts"
         if _same_file(old, new):
             continue
-        before, after = Counter(_lines(old)), Counter(_lines(new))
+        before, after = Counter(fact_lines(old)), Counter(fact_lines(new))
         _add(into, rel, list((before - after).elements()), list((after - before).elements()))
 
 
@@ -91,13 +92,6 @@ def _same_file(a: Path, b: Path) -> bool:
         return False
     return a.read_bytes() == b.read_bytes()
 
-
-def _lines(path: Path) -> list[str]:
-    try:
-        with open(path, encoding="utf-8", newline="\n") as fh:
-            return fh.readlines()
-    except FileNotFoundError:
-        return []
 
 
 def carry_layers(facts: Path, tmp_facts: Path, names: list[str]) -> None:

@@ -62,9 +62,8 @@ def query(
 
         dump = dump_to(Path(dump_passes))
     shown = evaluate_bound(b, program, con, engine=engine, tables=tables, limit=limit, dump=dump)
-    from torchtalk.query.run import _notes
-
     from torchtalk.query.chains import COLUMN, wants_chain
+    from torchtalk.query.run import _notes
 
     extra = (COLUMN,) if wants_chain(program, b.sig.name) else ()  # Note [Chains]
     result = Result(b.sig.name, (*b.sig.columns, *extra), (*b.sig.types, *extra), tuple(shown),
