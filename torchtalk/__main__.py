@@ -1,5 +1,3 @@
-import sys
+from torchtalk.cli import run
 
-from torchtalk.cli import main
-
-sys.exit(main())
+run()

@@ -359,8 +359,10 @@ def eval_program(
     out_dir: str | Path | None = None,
 ) -> dict[str, list[tuple]]:
     """Evaluate a .dl file over `.facts` files (`facts_dir`) or a fact DB (`db`;
-    default: the default tree's DB if indexed, else no DB). Writes
-    `<rel>.csv` into `out_dir` when given.
+    default: the default tree's DB if indexed, else no DB). With `out_dir`,
+    writes `<rel>.csv` there (sorted, Soufflé's format) instead of returning
+    the rows: each relation's value is then an empty Page whose `total`
+    counts them.
 
     Example:
         >>> eval_program("rules/impact.dl", outputs=["impact"])["impact"][:1]

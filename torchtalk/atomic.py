@@ -26,11 +26,20 @@ def atomic_open(path: Path, mode: str = "wb") -> Iterator[IO[Any]]:
     """A file opened for writing (`mode` "wb" or "w", UTF-8) that replaces
     `path` when the block ends without an exception; on one, the temporary
     file is removed and nothing changes. Creates the parent directory."""
+    with atomic_path(path) as tmp, open(tmp, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as fh:
+        yield fh
+
+
+@contextlib.contextmanager
+def atomic_path(path: Path) -> Iterator[Path]:
+    """A temporary path beside `path`, for a writer that opens the file
+    itself (DuckDB's COPY): it replaces `path` when the block ends without
+    an exception; on one, it is removed and nothing changes."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
+    os.close(fd)
     try:
-        with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as fh:
-            yield fh
+        yield Path(tmp)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -44,6 +44,36 @@ def test_eval_json_and_out_dir(tmp_path, capsys):
     assert sorted(p.name for p in out.iterdir()) == ["path.csv"]  # no temp file left
 
 
+def test_eval_out_dir_same_file_from_every_engine(tmp_path, capsys, souffle_bin):
+    """DuckDB writes the file itself (COPY); Soufflé's rows are written in
+    Python: the files are byte for byte the same, quoting-free, sorted."""
+    prog = _setup(tmp_path)
+    (tmp_path / "facts/edge.facts").write_text("a\t1\nb c\t2\nz'q\t3\n")
+    texts = {}
+    for engine in ("duckdb", "souffle"):
+        out = tmp_path / engine
+        assert main(["eval", str(prog), "--facts", str(tmp_path / "facts"), "--out", str(out),
+                     "--engine", engine, "--json"]) == 0
+        assert json.loads(capsys.readouterr().out) == {"path": {"file": str(out / "path.csv"), "rows": 6}}
+        texts[engine] = (out / "path.csv").read_text()
+        assert sorted(p.name for p in out.iterdir()) == ["path.csv"]
+    assert texts["duckdb"] == texts["souffle"] == "a\t1\na\t2\na\t3\nb c\t2\nb c\t3\nz'q\t3\n"
+
+
+def test_program_exit_code_and_output_survive_the_quick_exit(tmp_path):
+    """`python -m torchtalk` leaves by os._exit (Note [Quick exit]): what
+    it printed is flushed, and a user error still exits 1."""
+    import subprocess
+    import sys
+
+    prog = _setup(tmp_path)
+    run = [sys.executable, "-m", "torchtalk", "eval", str(prog), "--facts"]
+    ok = subprocess.run([*run, str(tmp_path / "facts")], capture_output=True, text=True, cwd=ROOT)
+    assert (ok.returncode, ok.stdout) == (0, "path (5 rows)\n\ta\t1\n\ta\t2\n\ta\t3\n\tb c\t2\n\tb c\t3\n")
+    bad = subprocess.run([*run, str(tmp_path / "nowhere")], capture_output=True, text=True, cwd=ROOT)
+    assert bad.returncode == 1 and bad.stderr.startswith("torchtalk: error: no such facts directory:")
+
+
 def test_eval_db_file(tmp_path, capsys):
     prog = _setup(tmp_path)
     db = tmp_path / "f.duckdb"

@@ -16,28 +16,31 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from torchtalk.errors import TorchTalkError
 
-# module names under torchtalk.cli, in --help order
-COMMANDS = (
-    "index",
-    "watch",
-    "status",
-    "query",
-    "eval",
-    "rules",
-    "report",
-    "affected",
-    "snapshot",
-    "mcp",
-    "cursor",
-    "fetch",
-)
+# command name -> its module under torchtalk.cli, in --help order
+COMMANDS = {
+    "index": "index",
+    "watch": "watch",
+    "status": "status",
+    "query": "query",
+    "eval": "eval",
+    "rules": "rules",
+    "report": "report",
+    "affected": "affected",
+    "snapshot": "snapshot",
+    "mcp-serve": "mcp",
+    "cursor-add": "cursor",
+    "fetch": "fetch",
+}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command, or of command `only` alone: a run of one
+    command imports one command module (Note [Cheap command modules])."""
     parser = argparse.ArgumentParser(
         prog="torchtalk",
         description="Datalog code intelligence for the PyTorch source tree.",
@@ -46,7 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser.add_argument("--version", action="version", version=f"torchtalk {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for modname in COMMANDS:
+    for name, modname in COMMANDS.items():
+        if only is not None and name != only:
+            continue
         try:
             mod = importlib.import_module(f"torchtalk.cli.{modname}")
         except ModuleNotFoundError as exc:
@@ -61,7 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `torchtalk` console script."""
-    parser = build_parser()
+    words = sys.argv[1:] if argv is None else argv
+    first = next((w for w in words if not w.startswith("-")), None)
+    parser = build_parser(first if first in COMMANDS else None)
     args = parser.parse_args(argv)
     if not getattr(args, "_run", None):
         parser.print_help()
@@ -87,5 +94,25 @@ def main(argv: list[str] | None = None) -> int:
     return int(code or 0)
 
 
+def run() -> None:
+    """The `torchtalk` program: `main`, then a quick exit (Note [Quick exit])."""
+    code = main()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (BrokenPipeError, OSError):  # the reader left: nothing more to say
+            pass
+    os._exit(code)
+
+
+# Note [Quick exit]: a process that imported DuckDB spends 15-30 ms after its
+# work is done tearing down the interpreter and DuckDB's instances, as long as
+# a Soufflé run of a small program takes in all. The program (`run`, behind
+# `python -m torchtalk` and the console script) leaves by os._exit once main
+# has returned: every command closes its connections, writes its files by
+# rename (torchtalk/atomic.py) and joins its workers before it returns, so
+# the teardown has nothing left to save. `main` itself returns normally, for
+# the tests and callers in the same process.
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

@@ -37,11 +37,13 @@ def run(args: argparse.Namespace) -> int:
     results = api.eval_program(
         args.program, facts_dir=args.facts, db=args.db, outputs=args.output, engine=args.engine, out_dir=args.out
     )
-    if args.json:
+    if args.out is not None:  # the rows are in the files
+        written = {rel: {"file": str(args.out / (rel + ".csv")), "rows": getattr(rows, "total", len(rows))}
+                   for rel, rows in results.items()}
+        lines = [json.dumps(written)] if args.json else [f"{w['file']}\t{w['rows']} rows" for w in written.values()]
+        print("\n".join(lines))
+    elif args.json:
         print(json.dumps({rel: sorted(rows) for rel, rows in results.items()}))
-    elif args.out is not None:
-        for rel, rows in results.items():
-            print(f"{args.out / (rel + '.csv')}\t{len(rows)} rows")
     else:
         for rel, rows in results.items():
             print(f"{rel} ({len(rows)} rows)")

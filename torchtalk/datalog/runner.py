@@ -73,7 +73,9 @@ def eval_file(
 ) -> dict[str, list[tuple]]:
     """`torchtalk eval`: parse, check and evaluate a .dl file (see
     api.eval_program). `open_db(program)`: the fact DB's connection, or None
-    (the application's store knows where it is; this package does not)."""
+    (the application's store knows where it is; this package does not).
+    With `out_dir`, each output is written to `out_dir/<rel>.csv`, and comes
+    back as an empty `Page` whose total counts its rows."""
     from pathlib import Path
 
     from torchtalk.datalog.parser import parse_file_cached
@@ -90,15 +92,21 @@ def eval_file(
         con = load_facts_dir(program, Path(facts_dir))
     else:
         con = open_db(program) if open_db is not None else None
+    wanted = list(program.outputs if outputs is None else outputs)
+    fetch = {}
+    if out_dir is not None:
+        from torchtalk.datalog.io import output_fetch
+
+        fetch = output_fetch(program, [rel for rel in wanted if rel in program.decls], Path(out_dir))
     try:
-        results = evaluate(program, con, outputs=outputs, facts=given, engine=engine, checked=True)
+        results = evaluate(program, con, outputs=wanted, facts=given, engine=engine, checked=True, fetch=fetch)
     finally:
         if con is not None:
             con.close()
-    if out_dir is not None:
+    if out_dir is not None:  # the nullary outputs: the others are written
         from torchtalk.datalog.io import write_outputs
 
-        write_outputs(Path(out_dir), results)
+        write_outputs(Path(out_dir), {rel: rows for rel, rows in results.items() if rel not in fetch})
     return results
 
 
