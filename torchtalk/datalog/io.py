@@ -68,16 +68,5 @@ def write_rows(target: Path | str, rows: list[tuple]) -> None:
         fh.write("\n".join(lines) + "\n" if lines else "")
 
 
-def output_fetch(program: A.Program, outputs: list[str], out_dir: Path) -> dict:
-    """A `Fetch` per output with a column that writes it, sorted, to
-    `out_dir/<rel>.csv` (the engine does it: DuckDB copies a large output
-    to its file 8x faster than Python can); nullary outputs are left out."""
-    from torchtalk.datalog.engines.base import Fetch
-
-    out_dir.mkdir(parents=True, exist_ok=True)
-    return {rel: Fetch(tuple(range(program.decls[rel].arity)), write_to=str(out_dir / f"{rel}.csv"))
-            for rel in outputs if program.decls[rel].arity}
-
-
 def _first_line(exc: Exception) -> str:
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
