@@ -127,3 +127,47 @@ def test_unqualified_generated_functions_in_namespace_at(real: cpp.Run, tree: Pa
     assert "aminmax(" in (tree / f).read_text().splitlines()[212]
     assert ("at::native::(anonymous:aten/src/ATen/native/Histogram.cpp)::histc_select_outer_bin_edges", "aminmax", "qualified") in at(
         real, "calls_op", f, 213)
+
+
+def _line(tree: Path, f: str, line: int) -> str:
+    return (tree / f).read_text().splitlines()[line - 1]
+
+
+def test_generated_api_beside_the_trees_functions(real: cpp.Run, tree: Path):
+    """Note [Generated API beside the tree's]: a call naming op X that also
+    resolves to a tree function X may call the generated at::X."""
+    loss = "aten/src/ATen/native/Loss.cpp"  # NumericUtils.h's at::exp(T) takes one argument too: either
+    assert "at::exp(target) * (target - input)" in _line(tree, loss, 246)
+    assert ("at::native::kl_div", "exp", "guess") in at(real, "calls_op", loss, 246)
+    assert at(real, "calls", loss, 246) == {("at::native::kl_div", "at::exp(T)", "overload"),
+                                            ("at::native::kl_div", "at::exp(double)", "overload")}
+    red = "aten/src/ATen/native/ReduceOps.cpp"  # 3 arguments; Functions.h's at::var(self, int dim) takes 2
+    assert "return at::var(" in _line(tree, red, 2038)
+    assert at(real, "calls_op", red, 2038) == {("at::native::var(const Tensor&, bool)", "var", "qualified")}
+    assert at(real, "calls", red, 2038) == set()
+    # unqualified inside namespace at, where only a global `transpose` of the tree has the name
+    inv = "aten/src/ATen/FunctionalInverses.cpp"
+    assert "return transpose(mutated_view, dim0, dim1);" in _line(tree, inv, 296)
+    assert at(real, "calls_op", inv, 296) == {
+        ("at::functionalization::FunctionalInverses::transpose_int_inverse", "transpose", "qualified")}
+    assert at(real, "calls", inv, 296) == set()
+    # ... but with `using namespace at::vec;` (line 175) in scope, at::vec's clamp_min is seen beside at::clamp_min
+    gs = "aten/src/ATen/native/cpu/GridSamplerKernel.cpp"
+    assert "using namespace at::vec;" in _line(tree, gs, 175)
+    assert "clamp_max(Vec(max_val), clamp_min(Vec(0), in))" in _line(tree, gs, 213)
+    clip = "at::native::(anonymous:aten/src/ATen/native/cpu/GridSamplerKernel.cpp)::ComputeLocationBase::clip_coordinates"
+    assert at(real, "calls_op", gs, 213) == {(clip, "clamp_max", "guess"), (clip, "clamp_min", "guess")}
+
+
+def test_global_qualified_calls(real: cpp.Run, tree: Path):
+    """`::f(...)` names the global namespace's f only: NumericUtils.h:139
+    `return ::exp(x);` inside at::exp(T) is complex_math.h's global
+    `using c10_complex_math::exp` (or the C library's), never at::exp itself
+    nor the op; `::fmax(a, b)` in namespace at::native is no at::fmax."""
+    nu = "aten/src/ATen/NumericUtils.h"
+    assert "return ::exp(x);" in _line(tree, nu, 139)
+    assert at(real, "calls", nu, 139) == {("at::exp(T)", "c10_complex_math::exp", "qualified")}
+    assert at(real, "calls_op", nu, 139) == set()
+    mm = "aten/src/ATen/native/cuda/MaxMinElementwiseKernel.cu"
+    assert "return ::fmax(a, b);" in _line(tree, mm, 73)
+    assert at(real, "calls_op", mm, 73) == set()

@@ -60,12 +60,13 @@ class AtenNames:
     methods: frozenset[str]
     tensor_returning: frozenset[str] = frozenset()
     generated: frozenset[str] = frozenset()  # methods torchgen writes into class Tensor (not manual_cpp_binding)
+    functions: frozenset[str] = frozenset()  # ops with a function variant: torchgen declares at::X (Functions.h)
 
     @property
     def digest(self) -> str:
         return hashlib.sha1("\n".join(sorted(self.ops) + ["--"] + sorted(self.methods) + ["--"]
                                       + sorted(self.tensor_returning) + ["--"] + sorted(self.generated)
-                                      ).encode()).hexdigest()
+                                      + ["--"] + sorted(self.functions)).encode()).hexdigest()
 
 
 EMPTY = AtenNames(frozenset(), frozenset())
@@ -100,14 +101,14 @@ def load_names(root: Path, cache_dir: Path | None = None) -> AtenNames:
     return names
 
 
-CACHE_VERSION = "3"
+CACHE_VERSION = "4"
 
 
 def _parse_names(root: Path, path: Path) -> AtenNames:
     from extractors.ops_yaml import Signature, entries, load_yaml
 
     rel = path.relative_to(root).as_posix()
-    ops, methods, not_tensor, generated = set(), set(), set(), set()
+    ops, methods, not_tensor, generated, functions = set(), set(), set(), set(), set()
     for entry in entries(load_yaml(path, rel), rel, "native function"):
         func = str(entry.get("func", ""))
         try:
@@ -115,13 +116,17 @@ def _parse_names(root: Path, path: Path) -> AtenNames:
         except ValueError:
             continue
         ops.add(sig.name)
-        if "method" in str(entry.get("variants", "function")):
+        variants = str(entry.get("variants", "function"))
+        if "function" in variants:
+            functions.add(sig.name)
+        if "method" in variants:
             methods.add(sig.name)
             if not entry.get("manual_cpp_binding"):
                 generated.add(sig.name)
         if not _ONE_TENSOR_RE.fullmatch(func.rpartition("->")[2].strip()):
             not_tensor.add(sig.name)
-    return AtenNames(frozenset(ops), frozenset(methods), frozenset(ops - not_tensor), frozenset(generated))
+    return AtenNames(frozenset(ops), frozenset(methods), frozenset(ops - not_tensor), frozenset(generated),
+                     frozenset(functions))
 
 
 _ONE_TENSOR_RE = re.compile(r"Tensor(?:\([a-z]!?\))?")

@@ -53,6 +53,7 @@ from extractors.cpp.overloads import Overloads
 from extractors.cpp.scan import (
     ARG,
     FREE,
+    GLOBAL,
     IN_MACRO,
     KERNEL,
     LAUNCH,
@@ -76,7 +77,7 @@ LAUNCH_HELPERS = frozenset({
     "opmath_jitted_gpu_kernel_with_scalars", "launch_kernel", "launch_legacy_kernel",
     "launch_vectorized_kernel", "launch_unrolled_kernel",
 })
-RESOLVE_VERSION = "resolve-28"  # bump when resolution changes (keys the resolved-rows cache)
+RESOLVE_VERSION = "resolve-33"  # bump when resolution changes (keys the resolved-rows cache)
 _HELPER_DEPTH = 8
 # Method names of the standard library's containers, strings, smart pointers,
 # optionals, atomics and streams (Note [Call resolution], step 5).
@@ -218,6 +219,7 @@ class Index:
                 self.namespaces.add(k)
                 k = k.rpartition("::")[0]
         self.tparam_uses = {k: dict(v) for k, v in self.tparam_uses.items()}  # plain dicts: it pickles
+        self.api_arity = _api_arity(facts)
         self.aliases = Aliases(global_rows, self, None)
         for key, quals in self.aliases.fn.items():  # a header's using-declarations are everyone's
             self.by_key[key] |= quals
@@ -666,6 +668,19 @@ class Resolver:
         cands = self._free_candidates(self.unalias_ns(parts, scope_of), scope_of)[0] or set()
         return cands if len({self.ix.key(c) for c in cands}) == 1 else set()
 
+    def global_function(self, parts: tuple[str, ...]) -> tuple[str, int, str]:
+        """(callee, candidate count, via) of a call written `::parts(...)`:
+        only the global namespace's (and its using-declarations') `parts` is
+        named, never a function of the same name in another namespace
+        (`::exp(x)` is the C library's, not at::exp)."""
+        return _pick(self._by_scope([""], "::".join(parts)) or set(), "qualified")
+
+    def directed_inside(self, parts: tuple[str, ...], scope_of: str) -> bool:
+        """Some definition of `parts` is reached through a `using namespace`
+        written in a namespace enclosing `scope_of` (not the global one)."""
+        scopes = _scopes(scope_of, self.ix.key)[:-1]
+        return bool(self._directed(scopes, parts, lambda k: self._seen(self.ix.by_key.get(k))))
+
     def _by_scope(self, scopes: list[str], name: str) -> set[str] | None:
         """_by_scope on the tree's definitions the current file sees: another
         source file's internal `f` is no declaration of the scope."""
@@ -795,6 +810,21 @@ class Resolver:
         if not hit:
             hit = self._seen(_suffix(by_name.get(parts[-1], set()), written, self.ix.key))
         return next(iter(hit)) if hit and len(hit) == 1 else ""
+
+
+def _api_arity(facts: list[FileFacts]) -> dict[str, frozenset[tuple[int, int]]]:
+    """{plain id: its definitions' (fewest, most or -1) arguments} of the
+    tree's functions in the namespaces of the generated API (`at`, `at::cpu`,
+    ...: Note [Generated API beside the tree's]); (0, -1) when a definition's
+    parameter list is unknown."""
+    spaces = {"at", *(f"at::{ns}" for ns in _aten.BACKEND_NS)}
+    out: dict[str, set[tuple[int, int]]] = defaultdict(set)
+    for f in facts:
+        for (qual, _n, _l, _fl), sig in zip(f.defs, f.sigs or ((),) * len(f.defs), strict=True):
+            plain = split_sig(qual)[0]
+            if plain.rpartition("::")[0] in spaces:
+                out[plain].add((sig[1], sig[2]) if sig else (0, -1))
+    return {k: frozenset(v) for k, v in out.items()}
 
 
 def _pick(cands: set[str], via: str) -> tuple[str, int, str]:
@@ -1024,11 +1054,19 @@ def _calls_rows(f: FileFacts, rv: Resolver, rows, stats, helper_sites) -> None:
             rows["launches"].extend((caller, k, f.file, line, "<<<>>>") for k in kernels)
         if member == RECV:
             callee, n, via = rv.receiver_call(name, recv, caller)
+        elif flags & GLOBAL:
+            callee, n, via = rv.global_function(parts)
         else:
             callee, n, via = rv.function(parts, member, caller)
         if callee and not _visible(ix, callee, f.file):
             callee, n = "", 0  # another source file's static / anonymous-namespace function
-        op, op_via = _aten_op(rv, parts, member, callee, n, via, recv, caller)
+        if callee and member == FREE and not flags & GLOBAL:
+            op, op_via = _generated_beside(rv, parts, callee, nargs, caller)
+            if op_via == "qualified":
+                callee, n = "", 0  # the tree's function is hidden or takes no such count
+        else:
+            scope = "" if flags & GLOBAL else caller  # `::f(...)` is not looked up in the caller's namespaces
+            op, op_via = _aten_op(rv, parts, member, callee, n, via, recv, scope)
         if op:
             if op_via == "typed+tree":  # the op, and the tree's own overload of it (Tensor::to(TypeMeta))
                 op_via, callee_too = "typed", True
@@ -1089,6 +1127,64 @@ def _aten_op(rv: Resolver, parts: tuple[str, ...], member: int, callee: str, n: 
     if op is None and len(parts) == 1 and n == 0 and member == FREE and caller.startswith("at::"):
         op = base_name(parts[0], rv.aten)  # `aminmax(self)` in namespace at: no tree function, so at::aminmax
     return op, "qualified"
+
+
+# Note [Generated API beside the tree's]: torchgen declares `at::X` for every
+# op X with a function variant (Functions.h), so a free call that names X
+# and resolves to a function of the tree may still call the op:
+#   - `at::X(...)` (or `at::cpu::X(...)`, ...) naming a tree function in that
+#     same namespace (NumericUtils.h's `at::exp(T)`, Functions.h's
+#     `at::var(const Tensor&, int)`) calls one of an overload set holding
+#     both. When no tree definition takes the call's argument count, it is
+#     the op's (calls_op "qualified", no calls row: at::var(self, dim,
+#     unbiased, keepdim)); else which one is up to the argument types: the op
+#     is a "guess" beside the tree's calls row (at::exp(target)).
+#   - `X(...)` unqualified inside namespace at, resolved to a function outside
+#     namespace at (the global `rsqrt` of a test header): C++'s lookup stops
+#     at the innermost scope declaring X, and at::X is declared before the
+#     global namespace is reached, so the call is the op's ("qualified"),
+#     unless a `using namespace` of an enclosing namespace reaches another X,
+#     which C++ sees beside at::X (GridSamplerKernel.cpp's `using namespace
+#     at::vec` and clamp_min(Vec(0), in)): then a "guess", the tree's X kept.
+#     A tree function found in `at` itself is the overload set above; one in
+#     a scope inside `at` (at::native::X) hides at::X and stays the callee;
+#     one of another namespace (a using-declaration) is a "guess".
+
+
+def _generated_beside(rv: Resolver, parts: tuple[str, ...], callee: str, nargs: int | None,
+                      caller: str) -> tuple[str | None, str]:
+    """(op X, "qualified" when the call is the op's alone, "guess" when it
+    may be the op's or the tree's `callee`), or (None, "") when the call is
+    the tree's (Note [Generated API beside the tree's])."""
+    plain = split_sig(callee)[0]
+    if len(parts) == 1:
+        op = base_name(parts[0], rv.aten)
+        if op not in rv.aten.functions or not rv.ix.key(caller).startswith("at::"):
+            return None, ""
+        scope = rv.ix.key(plain).rpartition("::")[0]
+        if scope == "at":
+            return _by_arity(rv, op, plain, nargs)
+        if scope.split("::")[0] == "at":
+            return None, ""
+        if scope:  # another namespace: a using-declaration in at?
+            return op, "guess"
+        return op, "guess" if rv.directed_inside(parts, caller) else "qualified"
+    op = op_of_call(parts, rv.aten)
+    if op not in rv.aten.functions:
+        return None, ""
+    return _by_arity(rv, op, plain, nargs)
+
+
+def _by_arity(rv: Resolver, op: str, plain: str, nargs: int | None) -> tuple[str | None, str]:
+    """(op, "qualified") when no tree definition of `plain` takes `nargs`
+    arguments, else (op, "guess"); (None, "") when `plain` is no function of
+    the generated API's namespaces."""
+    arities = rv.ix.api_arity.get(plain)
+    if arities is None:
+        return None, ""
+    if nargs is not None and not any(lo <= nargs and (hi < 0 or nargs <= hi) for lo, hi in arities):
+        return op, "qualified"
+    return op, "guess"
 
 
 def _visible(ix: Index, fn: str, file: str) -> bool:

@@ -65,8 +65,9 @@ ARG, OBJ = 6, 7
 #   ("o", op, lhs enc, rhs enc)         `lhs op rhs` / `op lhs` (Tensor operators)
 # and the resolver types it through the callees' declared return types.
 # FileFacts.calls flag bits; above NARGS_SHIFT, 1 + the number of arguments
-# of a call f(...) (0: not counted), which picks an overload (Note [Overload ids])
-IN_MACRO, LAUNCH = 1, 2
+# of a call f(...) (0: not counted), which picks an overload (Note [Overload ids]);
+# GLOBAL: a free call written `::f(...)`, looked up in the global namespace only
+IN_MACRO, LAUNCH, GLOBAL = 1, 2, 4
 NARGS_SHIFT = 4
 
 _LANG = ts.Language(tsc.language())
@@ -618,7 +619,7 @@ class _Scanner:
                 continue
             if block is None or block[2] < 0:
                 continue
-            flags = IN_MACRO if macro_ends else 0
+            flags = (IN_MACRO if macro_ends else 0) | (GLOBAL if fn.text.startswith(b"::") else 0)
             args = call.child_by_field_name("arguments")
             if args is not None:
                 flags |= (1 + sum(1 for a in args.named_children if a.type != "comment")) << NARGS_SHIFT
@@ -627,7 +628,7 @@ class _Scanner:
                 if args is not None and j < len(launches) and launches[j] < args.start_byte:
                     flags |= LAUNCH
             idx, line = block[2], fn.start_point[0] + 1
-            if len(parts) == 1 and parts[0] in self.locals.get(idx, ()):
+            if len(parts) == 1 and not flags & GLOBAL and parts[0] in self.locals.get(idx, ()):
                 self._local_call(idx, parts[0], line, flags)
                 continue
             self.calls.append((idx, parts, FREE, line, flags, None))
