@@ -140,3 +140,23 @@ def test_a_symint_method_spelling_is_its_op():
         "}"))
     assert ops_at(rows, 4) == {("mm", "typed")}
     assert ops_at(rows, 5) == set()
+
+
+def test_the_type_of_an_op_call_by_its_argument_count():
+    """max() returns one Tensor, max.dim two: `t.max() < 1` is lt on a Tensor,
+    `t.max(0) < 1` nothing known; at::max(t) alike (Note [Op call resolution])."""
+    names = AtenNames(NAMES.ops | {"lt"}, NAMES.methods | {"lt"}, NAMES.tensor_returning | {"lt"}, NAMES.generated,
+                      frozenset({"max"}), frozenset({("max", 1, 1, True), ("max", 2, 3, False)}))
+    src = native(
+        "void f(const Tensor& t) {\n"          # 3
+        "  auto a = t.max() < 1;\n"             # 4 typed
+        "  auto b = t.max(0) < 1;\n"            # 5 a tuple: no op
+        "  auto c = at::max(t);\n  c.sum();\n"  # 6, 7 typed
+        "  auto d = at::max(t, 0);\n  d.sum();\n"  # 8, 9 unknown: a guess
+        "}")
+    facts = [scan_file(rel, text.encode()) for rel, text in sorted(src.items())]
+    rows = resolve(facts, aten=names)[0]
+    assert ops_at(rows, 4) == {("max", "typed"), ("lt", "typed")}
+    assert ops_at(rows, 5) == {("max", "typed")}
+    assert ops_at(rows, 7) == {("sum", "typed")}
+    assert ops_at(rows, 9) == {("sum", "guess")}

@@ -171,3 +171,17 @@ def test_global_qualified_calls(real: cpp.Run, tree: Path):
     mm = "aten/src/ATen/native/cuda/MaxMinElementwiseKernel.cu"
     assert "return ::fmax(a, b);" in _line(tree, mm, 73)
     assert at(real, "calls_op", mm, 73) == set()
+
+
+def test_op_calls_typed_by_their_argument_count(real: cpp.Run, tree: Path):
+    """`self.max()` takes no argument: max(Tensor) -> Tensor, not max.dim's
+    pair, so `<`, `>=` and `&` on it are Tensor operators (Distributions.cpp:589);
+    at::where(c, a, b) with 3 arguments is a Tensor, unlike where(c) (Loss.cpp:195)."""
+    dist = "aten/src/ATen/native/Distributions.cpp"
+    assert "auto is_valid = ((self.max() < INFINITY) & (self.min() >= 0));" in _line(tree, dist, 589)
+    mo = "at::native::multinomial_out"
+    assert at(real, "calls_op", dist, 589) == {(mo, "max", "typed"), (mo, "min", "typed"), (mo, "lt", "typed"),
+                                               (mo, "ge", "typed"), (mo, "bitwise_and", "typed")}
+    loss = "aten/src/ATen/native/Loss.cpp"
+    assert "auto output_margin = at::where(target != 1, margin_clamp, zeros);" in _line(tree, loss, 193)
+    assert at(real, "calls_op", loss, 195) == {("at::native::hinge_embedding_loss", "add", "typed")}

@@ -19,7 +19,10 @@ Note [Op call resolution]: how a call is known to be an op call (`via`):
                an element of a container of Tensors, `auto x = <expr>` of such
                a type, or an expression whose type is known: the declared
                return type of a tree function, a generated op returning one
-               Tensor (`at::empty(...)`, `t.mul(2)`), a Tensor operator. On a
+               Tensor (`at::empty(...)`, `t.mul(2)`; of an op some overload of
+               which returns another type, when every overload taking that
+               many arguments returns one: `t.max()`, not `t.max(0)`), a
+               Tensor operator. On a
                Tensor, a method torchgen generates (`variants: method`, not
                `manual_cpp_binding`) hides TensorBase's own (TensorBase::fill_)
                unless class Tensor brings it in (`using TensorBase::size;`);
@@ -37,6 +40,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from dataclasses import dataclass
@@ -61,12 +65,34 @@ class AtenNames:
     tensor_returning: frozenset[str] = frozenset()
     generated: frozenset[str] = frozenset()  # methods torchgen writes into class Tensor (not manual_cpp_binding)
     functions: frozenset[str] = frozenset()  # ops with a function variant: torchgen declares at::X (Functions.h)
+    # (op, fewest, most C++ arguments, returns one Tensor) of each overload but
+    # the out= ones of the ops not in tensor_returning (Note [Op call resolution])
+    arity: frozenset[tuple[str, int, int, bool]] = frozenset()
 
     @property
     def digest(self) -> str:
         return hashlib.sha1("\n".join(sorted(self.ops) + ["--"] + sorted(self.methods) + ["--"]
                                       + sorted(self.tensor_returning) + ["--"] + sorted(self.generated)
-                                      + ["--"] + sorted(self.functions)).encode()).hexdigest()
+                                      + ["--"] + sorted(self.functions) + ["--"] + sorted(map(str, self.arity))
+                                      ).encode()).hexdigest()
+
+    @functools.cached_property
+    def _by_op(self) -> dict[str, list[tuple[int, int, bool]]]:
+        out: dict[str, list[tuple[int, int, bool]]] = {}
+        for op, lo, hi, one in self.arity:
+            out.setdefault(op, []).append((lo, hi, one))
+        return out
+
+    def one_tensor(self, name: str, nargs: int | None) -> bool:
+        """A C++ call of op `name` (`at::X(...)`, or `t.X(...)` with self
+        counted) with `nargs` arguments (None: unknown) returns one Tensor:
+        every overload does, or every non-out= overload that takes that many
+        arguments does, and one does (`t.max()` is max(Tensor), while
+        max.dim returns two)."""
+        if name in self.tensor_returning:
+            return True
+        fits = [one for lo, hi, one in self._by_op.get(name, ()) if nargs is not None and lo <= nargs <= hi]
+        return bool(fits) and all(fits)
 
 
 EMPTY = AtenNames(frozenset(), frozenset())
@@ -101,7 +127,7 @@ def load_names(root: Path, cache_dir: Path | None = None) -> AtenNames:
     return names
 
 
-CACHE_VERSION = "4"
+CACHE_VERSION = "5"
 
 
 def _parse_names(root: Path, path: Path) -> AtenNames:
@@ -109,6 +135,7 @@ def _parse_names(root: Path, path: Path) -> AtenNames:
 
     rel = path.relative_to(root).as_posix()
     ops, methods, not_tensor, generated, functions = set(), set(), set(), set(), set()
+    arity: set[tuple[str, int, int, bool]] = set()
     for entry in entries(load_yaml(path, rel), rel, "native function"):
         func = str(entry.get("func", ""))
         try:
@@ -123,10 +150,26 @@ def _parse_names(root: Path, path: Path) -> AtenNames:
             methods.add(sig.name)
             if not entry.get("manual_cpp_binding"):
                 generated.add(sig.name)
-        if not _ONE_TENSOR_RE.fullmatch(func.rpartition("->")[2].strip()):
+        one = bool(_ONE_TENSOR_RE.fullmatch(func.rpartition("->")[2].strip()))
+        if not one:
             not_tensor.add(sig.name)
+        if not sig.is_out_fn:
+            arity.add((sig.name, *_arg_counts(func), one))
     return AtenNames(frozenset(ops), frozenset(methods), frozenset(ops - not_tensor), frozenset(generated),
-                     frozenset(functions))
+                     frozenset(functions), frozenset(a for a in arity if a[0] in not_tensor))
+
+
+def _arg_counts(func: str) -> tuple[int, int]:
+    """(fewest, most) arguments of a C++ call of schema `func`: those without
+    a default, all of them (the TensorOptions form of a factory takes fewer)."""
+    from extractors.ops_yaml import split_top
+
+    m = _SCHEMA_RE.fullmatch(func)
+    params = [p for p in split_top(m.group(1)) if p != "*"] if m else []
+    return sum(1 for p in params if "=" not in p), len(params)
+
+
+_SCHEMA_RE = re.compile(r"\s*[\w:.]+\s*\((.*)\)\s*->.*", re.S)
 
 
 _ONE_TENSOR_RE = re.compile(r"Tensor(?:\([a-z]!?\))?")

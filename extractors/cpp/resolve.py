@@ -77,7 +77,7 @@ LAUNCH_HELPERS = frozenset({
     "opmath_jitted_gpu_kernel_with_scalars", "launch_kernel", "launch_legacy_kernel",
     "launch_vectorized_kernel", "launch_unrolled_kernel",
 })
-RESOLVE_VERSION = "resolve-33"  # bump when resolution changes (keys the resolved-rows cache)
+RESOLVE_VERSION = "resolve-34"  # bump when resolution changes (keys the resolved-rows cache)
 _HELPER_DEPTH = 8
 # Method names of the standard library's containers, strings, smart pointers,
 # optionals, atomics and streams (Note [Call resolution], step 5).
@@ -757,7 +757,7 @@ class Resolver:
             return _TENSOR if "tensor" in kinds else None
         if kind != "c":
             return None
-        _c, parts, code, sub = enc
+        _c, parts, code, sub, nargs = enc
         if code == FREE:
             fn, _n, _via = self.function(parts, FREE, caller)
             if not fn:  # `Foo(...)`: a constructor call gives a Foo; `at::empty(...)` a Tensor
@@ -765,12 +765,14 @@ class Resolver:
                 if cls:
                     return tuple(cls.split("::")), (), ""
                 op = op_of_call(parts, self.aten)
-                return _TENSOR if op in self.aten.tensor_returning else None
+                spelled = op == parts[-1]  # at::max(...), not at::max_out(...): no out= overload
+                return _TENSOR if op and self.aten.one_tensor(op, nargs if spelled else None) else None
         else:
             typed = self.recv_type(sub, caller, depth + 1)
             cls = self.cls(typed[0], typed[2]) if typed else None
             fn = self.method_of(cls, parts[-1])[0] if cls else ""
-            if cls and parts[-1] in self.aten.tensor_returning and self.is_tensor(cls) and (
+            n = nargs + 1 if nargs is not None else None  # self counted
+            if cls and self.aten.one_tensor(parts[-1], n) and self.is_tensor(cls) and (
                     not fn or self.generated_call(cls, parts[-1]) in ("op", "both")):
                 return _TENSOR  # t.mul(2): a generated Tensor method
         rets = self.ix.returns.get(fn, set()) if fn else set()

@@ -54,8 +54,9 @@ ARG, OBJ = 6, 7
 # Note [Receiver expressions]: a RECV call `e.f()` carries (arrow, enc) where enc
 # describes the receiver `e` for the resolver to type:
 #   ("v", type parts, pointee parts)    a variable declared with that type
-#   ("c", callee parts, code, sub)      the result of a call (code FREE, or RECV
-#                                       with sub = (arrow, enc) of its receiver)
+#   ("c", callee parts, code, sub, n)   the result of a call with n arguments
+#                                       (None: unknown; code FREE, or RECV with
+#                                       sub = (arrow, enc) of its receiver)
 #   ("this",)                           the caller's own class
 #   ("m", enc, name)                    field `name` of enc's class (a bare
 #                                       name: ("m", ("this",), name))
@@ -577,7 +578,7 @@ class _Scanner:
             if not name.isidentifier():
                 return None
             self.names.add(name)
-            return ("c", (name,), RECV, (_is_arrow(fn), sub))
+            return ("c", (name,), RECV, (_is_arrow(fn), sub), _nargs(node))
         if fn.type in ("identifier", "qualified_identifier", "template_function"):
             text = fn.text.decode(errors="replace")
             parts = name_parts(text)
@@ -588,7 +589,7 @@ class _Scanner:
                 self.names.update((*inner, _MAKERS[parts[-1]]))
                 return ("v", (_MAKERS[parts[-1]],), inner) if inner else None
             self.names.update(parts)
-            return ("c", parts, FREE, None)
+            return ("c", parts, FREE, None, _nargs(node))
         return None
 
     def _collect_calls(self, calls: list[ts.Node]) -> None:
@@ -978,6 +979,12 @@ _PARAM_NAME_HOLDERS = frozenset({
     "reference_declarator", "pointer_declarator", "array_declarator", "function_declarator",
     "parenthesized_declarator", "variadic_declarator", "attributed_declarator",
 })
+
+
+def _nargs(call: ts.Node) -> int | None:
+    """The number of arguments of call expression `call`, None when unknown."""
+    args = call.child_by_field_name("arguments")
+    return sum(1 for a in args.named_children if a.type != "comment") if args is not None else None
 
 
 def _signature(defn: ts.Node) -> tuple:
