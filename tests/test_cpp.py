@@ -608,3 +608,25 @@ Tensor g(const Tensor& self) { return self; }
         ("at::native::f", "relu", "a.cpp", 5, "qualified"),
     ]
     assert rows["calls"] == [("at::native::f", "at::native::g", "a.cpp", 8, "qualified")]
+
+
+def test_unqualified_calls_in_a_method_find_base_class_methods():
+    """C++ class scope lookup: `build()` / `this->build()` in D::f is Base::build
+    when D derives from Base; a structured kernel's generated class derives
+    from its yaml `structured_inherits` (Note [Structured kernel classes])."""
+    from extractors.cpp.aten import AtenNames
+    from extractors.cpp.resolve import resolve
+    from extractors.cpp.scan import scan_file
+
+    src = b"""namespace at { struct Base { void build(); }; void Base::build() {}
+struct D : public Base { void f(); }; void D::f() {
+  build(); }
+struct TensorIteratorBase { void build_unary_op(); }; void TensorIteratorBase::build_unary_op() {}
+namespace meta { TORCH_META_FUNC(relu)(const Tensor& self) {
+  build_unary_op(); } }
+}"""
+    names = AtenNames(frozenset({"relu"}), frozenset(), structured=frozenset(
+        {("at::meta::structured_relu", ("at", "TensorIteratorBase"))}))
+    rows, _stats, _ = resolve([scan_file("a.cpp", src)], aten=names)
+    assert sorted(rows["calls"]) == [("at::D::f", "at::Base::build", "a.cpp", 3, "scope"),
+                                     ("at::meta::structured_relu::meta", "at::TensorIteratorBase::build_unary_op", "a.cpp", 6, "scope")]

@@ -267,3 +267,33 @@ def test_calls_of_aten_ops_through_the_generated_api(real: cpp.Run):
             ("bmm", 2161), ("_unsafe_view", 2161)} <= rows
     # generated-API names never leak as call edges to unrelated tree classes
     assert not [r for r in real.rows["calls"] if r[0] == "at::native::(static:aten/src/ATen/native/LinearAlgebra.cpp)::_matmul_impl" and r[1].endswith("::mm")]
+
+
+def test_unqualified_calls_reach_base_class_methods(real: cpp.Run, tree: Path):
+    """C++ class scope lookup searches the bases: `refresh_numel();` in a
+    method of FunctionalTensorWrapper (a c10::TensorImpl) is
+    TensorImpl::refresh_numel, and `dtype()` TensorImpl::dtype, not c10::dtype()."""
+    f = "aten/src/ATen/FunctionalTensorWrapper.cpp"
+    assert line_of(tree, f, 30).strip() == "refresh_numel();"
+    assert where(real, "calls", c2=f, c3=30) == [
+        ("at::FunctionalTensorWrapper::set_constructor_metadata", "c10::TensorImpl::refresh_numel", f, 30, "scope")]
+    assert line_of(tree, f, 230).strip().startswith("if (dtype() != value_.unsafeGetTensorImpl()->dtype()")
+    assert {r[1] for r in where(real, "calls", c2=f, c3=230, c4="scope")} == {"c10::TensorImpl::dtype", "c10::TensorImpl::layout"}
+
+
+def test_structured_kernel_classes_have_their_generated_bases(real: cpp.Run, tree: Path):
+    """Note [Structured kernel classes]: the meta function of eq.Tensor (in the
+    CREATE_COMPARISON_SCALAR_TENSOR_META_FUNC expansion, BinaryOps.cpp:365) is
+    a method of at::meta::structured_eq_Tensor, a TensorIteratorBase
+    (`structured_inherits`), so its build_borrowing_comparison_op(...) and
+    maybe_get_output() are those of TensorIteratorBase and MetaBase; threshold's
+    `build(...)` (Activation.cpp:88) is TensorIteratorBase::build, not torch::jit::build."""
+    f = "aten/src/ATen/native/BinaryOps.cpp"
+    assert line_of(tree, f, 365) == "CREATE_COMPARISON_SCALAR_TENSOR_META_FUNC(eq)"
+    assert [r[1:] for r in where(real, "calls", c0="at::meta::structured_eq_Tensor::meta")] == [
+        ("at::TensorIteratorBase::build_borrowing_comparison_op", f, 365, "scope"),
+        ("at::impl::MetaBase::maybe_get_output", f, 365, "scope")]
+    a = "aten/src/ATen/native/Activation.cpp"
+    assert line_of(tree, a, 88).strip() == "build(TensorIteratorConfig()"
+    assert where(real, "calls", c2=a, c3=88) == [
+        ("at::meta::structured_threshold::meta", "at::TensorIteratorBase::build", a, 88, "scope")]

@@ -68,13 +68,24 @@ class AtenNames:
     # (op, fewest, most C++ arguments, returns one Tensor) of each overload but
     # the out= ones of the ops not in tensor_returning (Note [Op call resolution])
     arity: frozenset[tuple[str, int, int, bool]] = frozenset()
+    # (class, base parts) of the classes torchgen generates for structured
+    # kernels (Note [Structured kernel classes])
+    structured: frozenset[tuple[str, tuple[str, ...]]] = frozenset()
 
     @property
     def digest(self) -> str:
         return hashlib.sha1("\n".join(sorted(self.ops) + ["--"] + sorted(self.methods) + ["--"]
                                       + sorted(self.tensor_returning) + ["--"] + sorted(self.generated)
                                       + ["--"] + sorted(self.functions) + ["--"] + sorted(map(str, self.arity))
-                                      ).encode()).hexdigest()
+                                      + ["--"] + sorted(map(str, self.structured))).encode()).hexdigest()
+
+    @functools.cached_property
+    def class_bases(self) -> dict[str, set[tuple[str, ...]]]:
+        """{generated structured class: its base classes' parts}."""
+        out: dict[str, set[tuple[str, ...]]] = {}
+        for cls, base in self.structured:
+            out.setdefault(cls, set()).add(base)
+        return out
 
     @functools.cached_property
     def _by_op(self) -> dict[str, list[tuple[int, int, bool]]]:
@@ -127,7 +138,7 @@ def load_names(root: Path, cache_dir: Path | None = None) -> AtenNames:
     return names
 
 
-CACHE_VERSION = "5"
+CACHE_VERSION = "6"
 
 
 def _parse_names(root: Path, path: Path) -> AtenNames:
@@ -136,6 +147,8 @@ def _parse_names(root: Path, path: Path) -> AtenNames:
     rel = path.relative_to(root).as_posix()
     ops, methods, not_tensor, generated, functions = set(), set(), set(), set(), set()
     arity: set[tuple[str, int, int, bool]] = set()
+    structured: dict[str, tuple[str, set[str]]] = {}  # out op -> (structured_inherits, its impl kernels)
+    functional: dict[str, str] = {}  # out op -> the functional op delegating to it
     for entry in entries(load_yaml(path, rel), rel, "native function"):
         func = str(entry.get("func", ""))
         try:
@@ -155,8 +168,43 @@ def _parse_names(root: Path, path: Path) -> AtenNames:
             not_tensor.add(sig.name)
         if not sig.is_out_fn:
             arity.add((sig.name, *_arg_counts(func), one))
+        _structured_entry(entry, sig, structured, functional)
+    classes = frozenset(pair for out, (base, kernels) in structured.items() if out in functional
+                        for pair in _structured_classes(functional[out], base, kernels))
     return AtenNames(frozenset(ops), frozenset(methods), frozenset(ops - not_tensor), frozenset(generated),
-                     frozenset(functions), frozenset(a for a in arity if a[0] in not_tensor))
+                     frozenset(functions), frozenset(a for a in arity if a[0] in not_tensor), classes)
+
+
+# Note [Structured kernel classes]: torchgen generates, for a structured out=
+# op (`structured: True`), the class of its meta function,
+# at::meta::structured_<functional op, "." as "_"> (TORCH_META_FUNC2(eq,
+# Tensor)), deriving from the op's `structured_inherits` (TensorIteratorBase)
+# or at::impl::MetaBase, and per kernel name of a structured dispatch key
+# (CPU, CUDA, MPS, XPU, MTIA) the class of its TORCH_IMPL_FUNC,
+# at::native::structured_<kernel>, deriving from the meta class. No
+# definition of them is in the tree; the resolver looks up an unqualified
+# call in a meta or impl body (`build_borrowing_comparison_op(...)`,
+# `maybe_get_output()`) in their bases as in any class's.
+_STRUCTURED_KEYS = frozenset({"CPU", "CUDA", "MPS", "XPU", "MTIA"})
+
+
+def _structured_entry(entry: dict, sig, structured: dict, functional: dict) -> None:
+    """Record a structured out= op's base and impl kernels, or the functional
+    op of a structured_delegate."""
+    if entry.get("structured") is True:
+        kernels = {str(k).strip() for keys, k in (entry.get("dispatch") or {}).items()
+                   if _STRUCTURED_KEYS & {x.strip() for x in str(keys).split(",")}}
+        structured[sig.op] = (str(entry.get("structured_inherits") or "at::impl::MetaBase"), kernels)
+    delegate = entry.get("structured_delegate")
+    if delegate and not sig.name.endswith("_"):
+        functional[str(delegate)] = sig.op
+
+
+def _structured_classes(op: str, base: str, kernels: set[str]) -> list[tuple[str, tuple[str, ...]]]:
+    """(class, base parts) of the meta class of functional op `op` and of its impl kernels' classes."""
+    meta = "at::meta::structured_" + op.replace(".", "_")
+    parts = tuple(base.split("::")) if "::" in base else ("at", base)
+    return [(meta, parts), *((f"at::native::structured_{k}", tuple(meta.split("::"))) for k in sorted(kernels))]
 
 
 def _arg_counts(func: str) -> tuple[int, int]:

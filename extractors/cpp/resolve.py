@@ -77,7 +77,7 @@ LAUNCH_HELPERS = frozenset({
     "opmath_jitted_gpu_kernel_with_scalars", "launch_kernel", "launch_legacy_kernel",
     "launch_vectorized_kernel", "launch_unrolled_kernel",
 })
-RESOLVE_VERSION = "resolve-34"  # bump when resolution changes (keys the resolved-rows cache)
+RESOLVE_VERSION = "resolve-36"  # bump when resolution changes (keys the resolved-rows cache)
 _HELPER_DEPTH = 8
 # Method names of the standard library's containers, strings, smart pointers,
 # optionals, atomics and streams (Note [Call resolution], step 5).
@@ -609,7 +609,7 @@ class Resolver:
                 hit = probe(c)
                 if hit:
                     found.append(hit)
-                for base in sorted(self.ix.bases.get(c, ())):
+                for base in sorted(self.ix.bases.get(c) or self.aten.class_bases.get(c, ())):
                     b = self.cls(base, f"{c}::_")
                     if b:
                         nxt.append(b)
@@ -683,9 +683,18 @@ class Resolver:
 
     def _by_scope(self, scopes: list[str], name: str) -> set[str] | None:
         """_by_scope on the tree's definitions the current file sees: another
-        source file's internal `f` is no declaration of the scope."""
+        source file's internal `f` is no declaration of the scope. An
+        unqualified name in a class's scope is found in its bases too (C++
+        class scope lookup: `build()` in a method of a TensorIteratorBase
+        subclass is TensorIteratorBase::build), the bases of the classes
+        torchgen generates for structured kernels included."""
+        unqualified = "::" not in name
         for s in scopes:
-            hit = self._seen(self.ix.by_key.get(f"{s}::{name}" if s else name))
+            if unqualified and (s in self.ix.classes or s in self.aten.class_bases):  # Note [Structured kernel classes]
+                hits = self._in_class_graph(s, lambda c: self._seen(self.ix.by_key.get(f"{c}::{name}")))
+                hit = set().union(*hits) if hits else None
+            else:
+                hit = self._seen(self.ix.by_key.get(f"{s}::{name}" if s else name))
             if hit:
                 return hit
         return None
