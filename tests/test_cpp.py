@@ -630,3 +630,26 @@ namespace meta { TORCH_META_FUNC(relu)(const Tensor& self) {
     rows, _stats, _ = resolve([scan_file("a.cpp", src)], aten=names)
     assert sorted(rows["calls"]) == [("at::D::f", "at::Base::build", "a.cpp", 3, "scope"),
                                      ("at::meta::structured_relu::meta", "at::TensorIteratorBase::build_unary_op", "a.cpp", 6, "scope")]
+
+
+def test_a_files_internal_function_hides_a_same_signature_one_elsewhere():
+    """Note [Internal linkage]: k.cpp's anonymous `kern(Tensor&)` and another
+    file's public at::native::kern(Tensor&) cannot both be seen by k.cpp (a
+    call would be ambiguous), so k.cpp's calls name its own; a public overload
+    of other parameters (`g(int)` beside the static `g(Block*)`) stays a candidate."""
+    from extractors.cpp.resolve import resolve
+    from extractors.cpp.scan import scan_file
+
+    k = b"""namespace at::native {
+namespace { void kern(Tensor& v) {} }
+static void g(Block* b) {}
+void f(Tensor& t) {
+  kern(t);
+  g(b); }
+}"""
+    other = b"namespace at::native { void kern(Tensor& v) {} void g(int x) {} }"
+    rows, _stats, _ = resolve([scan_file("aten/k.cpp", k), scan_file("aten/cuda/m.cpp", other)])
+    assert sorted(r for r in rows["calls"] if r[0] == "at::native::f") == [
+        ("at::native::f", "at::native::(anonymous:aten/k.cpp)::kern", "aten/k.cpp", 5, "scope"),
+        ("at::native::f", "at::native::(static:aten/k.cpp)::g", "aten/k.cpp", 6, "overload"),
+        ("at::native::f", "at::native::g", "aten/k.cpp", 6, "overload")]

@@ -297,3 +297,25 @@ def test_structured_kernel_classes_have_their_generated_bases(real: cpp.Run, tre
     assert line_of(tree, a, 88).strip() == "build(TensorIteratorConfig()"
     assert where(real, "calls", c2=a, c3=88) == [
         ("at::meta::structured_threshold::meta", "at::TensorIteratorBase::build", a, 88, "scope")]
+
+
+def test_stub_registrations_name_the_files_own_kernels(real: cpp.Run, tree: Path):
+    """A REGISTER_DISPATCH names the registering file's own function: mode_stub's
+    CPU `mode_kernel_impl` (TensorCompareKernel.cpp:409) is that file's
+    anonymous-namespace one, not cuda/TensorModeKernel.cpp's at::native one of
+    the same parameters; `CPU_CAPABILITY::abs_kernel` (UnaryOpsKernel.cpp:817)
+    is written through CPU_CAPABILITY, an inline namespace elsewhere. Every
+    registration but one then names a definition of the tree."""
+    tc = "aten/src/ATen/native/cpu/TensorCompareKernel.cpp"
+    assert line_of(tree, tc, 409).strip() == "REGISTER_DISPATCH(mode_stub, &mode_kernel_impl)"
+    assert where(real, "stub_register", c2=f"at::native::(anonymous:{tc})::mode_kernel_impl") == [
+        ("at::native::mode_stub", "CPU", f"at::native::(anonymous:{tc})::mode_kernel_impl", tc, 409)]
+    un = "aten/src/ATen/native/cpu/UnaryOpsKernel.cpp"
+    assert line_of(tree, un, 817) == "REGISTER_DISPATCH(abs_stub, &CPU_CAPABILITY::abs_kernel)"
+    assert where(real, "stub_register", c0="at::native::abs_stub", c3=un) == [
+        ("at::native::abs_stub", "CPU", f"at::native::CPU_CAPABILITY::(static:{un})::abs_kernel", un, 817)]
+    defined = {split_sig(r[0])[0] for r in real.rows["func"]}
+    unlinked = [r for r in real.rows["stub_register"] if r[2] != "nullptr" and split_sig(r[2])[0] not in defined]
+    # Activation.cpp's anonymous glu_backward_kernel(TensorIterator&) beside the
+    # __global__ at::native::glu_backward_kernel of ActivationGluKernel.cu (other parameters)
+    assert [(r[0], r[2], r[4]) for r in unlinked] == [("at::native::glu_backward_stub", "glu_backward_kernel", 1363)]

@@ -77,7 +77,7 @@ LAUNCH_HELPERS = frozenset({
     "opmath_jitted_gpu_kernel_with_scalars", "launch_kernel", "launch_legacy_kernel",
     "launch_vectorized_kernel", "launch_unrolled_kernel",
 })
-RESOLVE_VERSION = "resolve-36"  # bump when resolution changes (keys the resolved-rows cache)
+RESOLVE_VERSION = "resolve-38"  # bump when resolution changes (keys the resolved-rows cache)
 _HELPER_DEPTH = 8
 # Method names of the standard library's containers, strings, smart pointers,
 # optionals, atomics and streams (Note [Call resolution], step 5).
@@ -210,6 +210,7 @@ class Index:
         for key in public & self.internal_cls.keys():
             del self.internal_cls[key]
         self.internal = dict(self.internal)
+        self.twin_sigs = _twin_sigs(facts, self.by_key, self.internal, _lookup_key)
         self.header_only = {q: frozenset(fs) for q, fs in def_files.items() if all(x.endswith(HEADERS) for x in fs)}
         self.internal_cls = dict(self.internal_cls)
         self.namespaces: set[str] = set()  # every scope that holds a definition or class
@@ -394,7 +395,20 @@ class Resolver:
             return self._included(quals) if len(quals) > 1 else quals
         self._file_bound = True
         seen = {q for q in quals if q not in internal or self.file in internal[q]}
+        own = {q for q in seen if q in internal}
+        if own and own != seen and self._hides(own, seen - own):
+            return own
         return self._included(seen) if len(seen) > 1 else seen
+
+    def _hides(self, own: set[str], others: set[str]) -> bool:
+        """The file's own internal definitions `own` take every parameter list
+        `others` take: C++ would find such a pair ambiguous, so the file sees
+        only its own (mode_kernel_impl in TensorCompareKernel.cpp's anonymous
+        namespace, not cuda/TensorModeKernel.cpp's at::native one); an
+        overload of another parameter list stays a candidate."""
+        sigs = self.ix.twin_sigs
+        mine = set().union(*(sigs.get(q, {"?"}) for q in own))
+        return "?" in mine or all(sigs.get(q, {"?"}) <= mine | {"?"} for q in others)
 
     def _included(self, quals: set[str]) -> set[str]:
         """Of several candidates, those defined in headers only when the
@@ -693,8 +707,8 @@ class Resolver:
             if unqualified and (s in self.ix.classes or s in self.aten.class_bases):  # Note [Structured kernel classes]
                 hits = self._in_class_graph(s, lambda c: self._seen(self.ix.by_key.get(f"{c}::{name}")))
                 hit = set().union(*hits) if hits else None
-            else:
-                hit = self._seen(self.ix.by_key.get(f"{s}::{name}" if s else name))
+            else:  # a written inline namespace is transparent as in the keys (`CPU_CAPABILITY::abs_kernel`)
+                hit = self._seen(self.ix.by_key.get(self.ix.key(f"{s}::{name}" if s else name)))
             if hit:
                 return hit
         return None
@@ -821,6 +835,22 @@ class Resolver:
         if not hit:
             hit = self._seen(_suffix(by_name.get(parts[-1], set()), written, self.ix.key))
         return next(iter(hit)) if hit and len(hit) == 1 else ""
+
+
+def _twin_sigs(facts: list[FileFacts], by_key: dict[str, set[str]], internal: dict[str, set[str]],
+               key: LookupKey) -> dict[str, frozenset[str]]:
+    """{plain id: its definitions' parameter lists ("?" unknown)} of the
+    functions that share a lookup key with a source file's internal one
+    (Note [Internal linkage]: which of them the file sees)."""
+    keys = {key(q) for q in internal}
+    wanted = {q for k in keys for q in by_key.get(k, ()) if len(by_key[k]) > 1}
+    out: dict[str, set[str]] = defaultdict(set)
+    for f in facts:
+        for (qual, _n, _l, _fl), sig in zip(f.defs, f.sigs or ((),) * len(f.defs), strict=True):
+            plain = split_sig(qual)[0]
+            if plain in wanted:
+                out[plain].add(sig[0] if sig else "?")
+    return {q: frozenset(v) for q, v in out.items()}
 
 
 def _api_arity(facts: list[FileFacts]) -> dict[str, frozenset[tuple[int, int]]]:
