@@ -653,3 +653,28 @@ void f(Tensor& t) {
         ("at::native::f", "at::native::(anonymous:aten/k.cpp)::kern", "aten/k.cpp", 5, "scope"),
         ("at::native::f", "at::native::(static:aten/k.cpp)::g", "aten/k.cpp", 6, "overload"),
         ("at::native::f", "at::native::g", "aten/k.cpp", 6, "overload")]
+
+
+def test_explicit_template_arguments_pass_functors():
+    """`impl_<Stub, Generator>(...)` where impl_'s body calls `K<RNG>()(...)` on
+    its template parameter K: Stub::operator() (functor); Generator, never
+    called, adds nothing; K itself is no function."""
+    from extractors.cpp.resolve import resolve
+    from extractors.cpp.scan import scan_file
+
+    t = b"""namespace at::native::templates {
+template<template<typename> class K, typename RNG>
+Tensor& impl_(Tensor& self, std::optional<Generator> gen) {
+  K<RNG>()(self, gen);
+  return self; }
+}"""
+    d = b"""namespace at::native {
+void K(Tensor& s) {}
+template<typename RNG> struct Stub { void operator()(Tensor& s, std::optional<Generator> g) {} };
+struct Generator { void operator()() {} };
+Tensor& f(Tensor& self, std::optional<Generator> gen) {
+  return templates::impl_<Stub, Generator>(self, gen); }
+}"""
+    rows, _stats, _ = resolve([scan_file("aten/t.h", t), scan_file("aten/d.cpp", d)])
+    assert sorted(rows["calls"]) == [("at::native::f", "at::native::Stub::operator()", "aten/d.cpp", 6, "functor"),
+                                     ("at::native::f", "at::native::templates::impl_", "aten/d.cpp", 6, "qualified")]

@@ -319,3 +319,20 @@ def test_stub_registrations_name_the_files_own_kernels(real: cpp.Run, tree: Path
     # Activation.cpp's anonymous glu_backward_kernel(TensorIterator&) beside the
     # __global__ at::native::glu_backward_kernel of ActivationGluKernel.cu (other parameters)
     assert [(r[0], r[2], r[4]) for r in unlinked] == [("at::native::glu_backward_stub", "glu_backward_kernel", 1363)]
+
+
+def test_template_arguments_pass_functors(real: cpp.Run, tree: Path):
+    """Note [Functor arguments], template arguments: `normal_impl_<NormalStub,
+    Generator>(...)` (Distributions.cpp:276) runs NormalStub::operator(), which
+    normal_impl_ calls as `normal_kernel<RNG>()(...)`; inside the template
+    that name is its template parameter, never at::native::random_kernel (the
+    CUDA kernel of that name): DistributionTemplates.h:87 has no calls row."""
+    d = "aten/src/ATen/native/Distributions.cpp"
+    assert line_of(tree, d, 276).strip() == (
+        "return at::native::templates::normal_impl_<NormalStub, Generator>(self, mean, std, std::move(gen));")
+    assert where(real, "calls", c2=d, c3=276) == [
+        ("at::native::normal_", "at::native::NormalStub::operator()", d, 276, "functor"),
+        ("at::native::normal_", "at::native::templates::normal_impl_", d, 276, "qualified")]
+    t = "aten/src/ATen/native/DistributionTemplates.h"
+    assert line_of(tree, t, 87).strip() == "random_kernel<RNG>()(iter, generator);"
+    assert where(real, "calls", c2=t, c3=87) == []

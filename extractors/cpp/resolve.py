@@ -77,7 +77,7 @@ LAUNCH_HELPERS = frozenset({
     "opmath_jitted_gpu_kernel_with_scalars", "launch_kernel", "launch_legacy_kernel",
     "launch_vectorized_kernel", "launch_unrolled_kernel",
 })
-RESOLVE_VERSION = "resolve-38"  # bump when resolution changes (keys the resolved-rows cache)
+RESOLVE_VERSION = "resolve-39"  # bump when resolution changes (keys the resolved-rows cache)
 _HELPER_DEPTH = 8
 # Method names of the standard library's containers, strings, smart pointers,
 # optionals, atomics and streams (Note [Call resolution], step 5).
@@ -1242,7 +1242,10 @@ def _functor_calls(rv: Resolver, callee: tuple[str, ...], obj: tuple, caller: st
     methods f's body calls on that parameter when f is a function template
     whose parameter has a template parameter's type (sortCommon(Sorter sorter)
     calls `sorter.sort(...)`: C::sort), else C::operator() (gpu_kernel(iter,
-    Functor()), std::sort(b, e, Less{})). One calls row per method, via "functor"."""
+    Functor()), std::sort(b, e, Less{})). One calls row per method, via "functor".
+    An explicit template argument `f<C, RNG>(...)` (index < 0, scan.py's
+    _TARG) counts only through f's uses of that template parameter
+    (`K<RNG>()(self, p, gen)` in bernoulli_impl_: BernoulliStub::operator())."""
     index, parts, braced = obj
     cls = rv.cls(parts, caller)
     if cls is None:
@@ -1253,7 +1256,7 @@ def _functor_calls(rv: Resolver, callee: tuple[str, ...], obj: tuple, caller: st
             return set()
     target, _n, _via = rv.function(callee, FREE, caller)
     uses = rv.ix.tparam_uses[target].get(index, ()) if target and target in rv.ix.tparam_uses else ()
-    found = {rv.method_of(cls, m)[0] for m in uses or ("operator()",)}
+    found = {rv.method_of(cls, m)[0] for m in uses or (("operator()",) if index >= 0 else ())}
     return {fn for fn in found if fn and _visible(rv.ix, fn, rv.file)}
 
 

@@ -252,6 +252,7 @@ class _Scanner:
         self.locals: dict[int, set[str]] = {}  # def idx -> every parameter and local it declares
         self.local_types: dict[int, dict[str, tuple]] = {}  # def idx -> `using Vec = ...` in its body
         self.tparams: dict[int, dict[str, int]] = {}  # def idx -> its parameters of a template parameter's type
+        self.ttypes: dict[int, dict[str, int]] = {}  # def idx -> its template type parameters (Note [Functor arguments])
         self.tparam_uses: dict[tuple[int, int], set[str]] = {}
         self.names: set[str] = set()  # the names of the receivers built (FileFacts.mentions)
         self.obj_callees: dict[int, tuple[str, ...]] = {}
@@ -378,6 +379,9 @@ class _Scanner:
             params = _template_params(body.parent)
             if params:
                 self.tparams[idx] = params
+            ttypes = _template_type_params(body.parent)
+            if ttypes:
+                self.ttypes[idx] = ttypes
         self.blocks.append((self._def_start(body), body.end_byte, idx, info))
         return idx
 
@@ -632,10 +636,28 @@ class _Scanner:
             if len(parts) == 1 and not flags & GLOBAL and parts[0] in self.locals.get(idx, ()):
                 self._local_call(idx, parts[0], line, flags)
                 continue
+            if len(parts) == 1 and parts[0] in self.ttypes.get(idx, ()):  # `K<RNG>()(...)`: K is a template parameter
+                if call.parent is not None and call.parent.type == "call_expression" and (
+                        call.parent.child_by_field_name("function") == call):
+                    self.tparam_uses.setdefault((idx, _TARG - self.ttypes[idx][parts[0]]), set()).add("operator()")
+                continue
             self.calls.append((idx, parts, FREE, line, flags, None))
+            self._template_args(idx, parts, fn, line)
             if call.parent is not None and call.parent.type == "argument_list":
                 objs.append((call, parts, idx))
         self._collect_objs(objs, idx_known=True)
+
+    def _template_args(self, idx: int, parts: tuple[str, ...], fn: ts.Node, line: int) -> None:
+        """`f<C, RNG>(...)`: OBJ calls for the explicit template arguments that
+        name a type, at index _TARG - k (Note [Functor arguments])."""
+        while fn is not None and fn.type == "qualified_identifier":  # a::b::f<C>: the name's template_function
+            fn = fn.child_by_field_name("name")
+        targs = fn.child_by_field_name("arguments") if fn is not None and fn.type == "template_function" else None
+        for k, a in enumerate(targs.named_children if targs is not None else ()):
+            tparts = name_parts(a.text.decode(errors="replace")) if a.type == "type_descriptor" else ()
+            if tparts and not any(_builtin_type(p) for p in tparts):
+                self.names.update(tparts)
+                self.calls.append((idx, parts, OBJ, line, 0, (_TARG - k, tparts, True)))
 
     def _local_call(self, idx: int, name: str, line: int, flags: int) -> None:
         """Note [Calls through locals]: `kernel<<<...>>>(...)` / `fn(...)` where
@@ -1095,6 +1117,34 @@ _NAME_NODES = frozenset({"identifier", "qualified_identifier", "template_functio
 _NO_RECV = frozenset({"number_literal", "string_literal", "char_literal", "true", "false", "nullptr",
                       "sizeof_expression", "concatenated_string", "raw_string_literal", "initializer_list",
                       "lambda_expression", "update_expression"})
+
+
+# Note [Functor arguments], template arguments: the index of a function
+# template's k-th template parameter in tparam_uses / OBJ calls is _TARG - k
+# (its function parameters' are 0, 1, ...).
+_TARG = -1
+
+
+def _builtin_type(name: str) -> bool:
+    return name in ("int", "long", "short", "char", "bool", "float", "double", "unsigned", "signed", "void",
+                    "size_t", "auto") or (name.endswith("_t") and name.lstrip("u").startswith("int"))
+
+
+def _template_type_params(defn: ts.Node) -> dict[str, int]:
+    """{name: index in the template parameter list} of a function template's
+    type and template template parameters (`template <template <typename>
+    class K, typename RNG>`: {"K": 0, "RNG": 1})."""
+    tlist = defn.parent.child_by_field_name("parameters")
+    out = {}
+    for k, p in enumerate(tlist.named_children if tlist is not None else ()):
+        if p.type in ("type_parameter_declaration", "template_template_parameter_declaration"):
+            decl = next((c for c in p.named_children if c.type == "type_parameter_declaration"), p) \
+                if p.type == "template_template_parameter_declaration" else p
+            n = decl.child_by_field_name("name") or next(
+                (c for c in decl.named_children if c.type == "type_identifier"), None)
+            if n is not None:
+                out[n.text.decode(errors="replace")] = k
+    return out
 
 
 def _template_params(defn: ts.Node) -> dict[str, int]:
