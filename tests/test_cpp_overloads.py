@@ -1,7 +1,8 @@
 """Note [Overload ids]: each parameter list of an overloaded C++ name is a node
 of its own, spelled alike by both tiers; calls pick one by their argument count
-or reach each, labelled a guess (fixtures; the real tree is in test_cpp_real.py
-and test_query_real.py)."""
+and types (Note [Typed overloads]: test_cpp_typed_overloads.py) or reach each,
+labelled a guess (fixtures; the real tree is in test_cpp_real.py and
+test_query_real.py)."""
 
 from __future__ import annotations
 
@@ -24,12 +25,12 @@ void user(const Tensor& c, const Tensor& a, const Tensor& b, double* v) {
   where(c, a, b);
   where(c);
   fill(c);
-  fill(c, v, 3);
+  fill(c, v, 3); fill(c, g(), 3);
   size();
 }
 template <typename... Args> void pack(Args&&... args) {}
 void pack(int a, int b, int c, int d) {}
-void use_pack() { pack(1); pack(1, 2, 3, 4); }
+void use_pack() { pack(1); pack(1, 2, 3, 4); pack(h(), 2, 3, 4); }
 }}
 """
 
@@ -65,7 +66,9 @@ def test_overload_facts_name_the_base_and_the_parameters(rows):
 def test_calls_pick_the_overload_by_argument_count(rows):
     calls = {(r[1], r[3], r[4]) for r in rows["calls"] if r[0] == "at::native::user"}
     assert calls == {(W3, 11, "scope"), (W1, 12, "scope"), (F3, 13, "scope"),
-                     (FP, 14, "overload"), (F3, 14, "overload"),  # three arguments fit both: defaults
+                     # three arguments fit both (defaults): the pointer `v` picks one,
+                     # an argument of unknown type (`g()`) none
+                     (FP, 14, "typed"), (FP, 14, "overload"), (F3, 14, "overload"),
                      ("at::native::size", 15, "scope")}
 
 
@@ -73,8 +76,9 @@ def test_a_count_that_fits_several_reaches_each_as_a_guess(rows):
     calls = sorted((r[1], r[3], r[4]) for r in rows["calls"] if r[0] == "at::native::use_pack")
     pack4 = "at::native::pack(int, int, int, int)"
     packs = "at::native::pack(Args&&...)"
-    # pack(1): the pack only; pack(1, 2, 3, 4): either
-    assert calls == [(packs, 19, "overload"), (packs, 19, "scope"), (pack4, 19, "overload")]
+    # pack(1): the pack only; pack(1, 2, 3, 4): either, and four ints make the
+    # non-template the better (Note [Typed overloads]); pack(h(), 2, 3, 4): either
+    assert calls == [(packs, 19, "overload"), (packs, 19, "scope"), (pack4, 19, "overload"), (pack4, 19, "typed")]
 
 
 @pytest.mark.parametrize(("written", "spelled"), [

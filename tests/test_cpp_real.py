@@ -109,6 +109,50 @@ def test_the_gemm_overloads_are_distinct_nodes(real: cpp.Run, tree: Path):
     assert ("at::native::cpublas::gemm", 13) in {(r[1], r[2]) for r in real.rows["overload"]}
 
 
+def test_typed_gemm_calls_on_the_real_tree(real: cpp.Run, tree: Path):
+    """Note [Typed overloads]: each of CPUBlas.cpp's three brgemm fallbacks calls
+    gemm(..., B, ld_b, A, ld_a, beta, C, ld_c) with its own `const T* A, *B`
+    and `float* C` parameters: exactly the one gemm of those pointer types
+    (not the template of CPUBlas.h, which C++ ranks below it), typed."""
+    blas = "aten/src/ATen/native/CPUBlas.cpp"
+    tail = "TransposeType, TransposeType, int64_t, int64_t, int64_t, float, const {0}*, int64_t, const {0}*, int64_t, float, float*, int64_t)"
+    for call, brgemm, elem, written in ((1215, 1190, "float", "const float* A,"),
+                                        (1246, 1223, "BFloat16", "const at::BFloat16* A,"),
+                                        (1277, 1254, "Half", "const at::Half* A,")):
+        assert line_of(tree, blas, call).strip() == "gemm("
+        assert line_of(tree, blas, brgemm) == "void brgemm("
+        assert line_of(tree, blas, brgemm + 8).strip() == written and line_of(tree, blas, brgemm + 10).strip() == "float* C,"
+        rows = [r for r in real.rows["calls"] if r[2:4] == (blas, call)]
+        assert [(r[1], r[4]) for r in rows] == [(f"{GEMM}({tail.format(elem)}", "typed")]
+        assert rows[0][0].startswith("at::native::cpublas::brgemm(") and f"const {elem}*, const {elem}*, float*" in rows[0][0]
+    # the gemm each of them names is defined at its own line of CPUBlas.cpp
+    defs = {r[0]: r[3] for r in real.rows["func"] if r[2] == blas}
+    assert [defs[f"{GEMM}({tail.format(e)}"] for e in ("float", "BFloat16", "Half")] == [182, 396, 447]
+
+
+def test_untyped_gemm_calls_stay_guesses(real: cpp.Run, tree: Path):
+    """gemm_batched_generic (a template) passes `a[batch]` of `const scalar_t**
+    a`: no type known, so the call lists the ten overloads, each a guess."""
+    blas = "aten/src/ATen/native/CPUBlas.cpp"
+    assert "gemm(transa, transb, m, n, k, alpha, a[batch], lda, b[batch], ldb, beta, c[batch], ldc);" in line_of(tree, blas, 560)
+    rows = [r for r in real.rows["calls"] if r[2:4] == (blas, 560)]
+    assert len(rows) == 10 and {r[4] for r in rows} == {"overload"}
+    assert {split_sig(r[1])[0] for r in rows} == {GEMM}
+
+
+def test_typed_overloads_by_tensor_and_pointer_arguments(real: cpp.Run, tree: Path):
+    """A Tensor argument against a ScalarType parameter, and a `Stack*` against
+    a `Stack&` one (Note [Typed overloads])."""
+    la, fb = "aten/src/ATen/native/LinearAlgebra.cpp", "aten/src/ATen/LegacyBatchedFallback.cpp"
+    assert 'checkLinalgCompatibleDtype("tensorinv", result, self);' in line_of(tree, la, 3312)
+    assert [(r[1], r[4]) for r in real.rows["calls"] if r[2:4] == (la, 3312)] == [
+        ("at::native::checkLinalgCompatibleDtype(const string&, Tensor, Tensor, const string&)", "typed")]
+    assert "torch::jit::push(stack, argument);" in line_of(tree, fb, 334)
+    assert "torch::jit::Stack* stack" in line_of(tree, fb, 250)
+    assert [(r[1], r[4]) for r in real.rows["calls"] if r[2:4] == (fb, 334)] == [
+        ("torch::jit::push(Stack*, Types&&...)", "typed")]
+
+
 def test_add_stub_and_scatter_add_stub_registrations(real: cpp.Run, tree: Path):
     assert where(real, "stub_decl", c0="at::native::add_stub") == [
         ("at::native::add_stub", "aten/src/ATen/native/BinaryOps.h", 56)]

@@ -12,6 +12,9 @@ Example:
     >>> ov = Overloads.of([scan_file("a.cpp", b"void f(int){} void f(int, int){} void g(){}")])
     >>> sorted(ov.ids), ov.pick("f", 1)
     (['f(int)', 'f(int, int)'], (('f(int)',), True))
+    >>> ov = Overloads.of([scan_file("a.cpp", b"void f(int){} void f(float*){}")])
+    >>> ov.pick("f", 1), ov.by_types(("f(float*)", "f(int)"), ("double",))
+    ((('f(float*)', 'f(int)'), False), (('f(int)',), True))
 """
 
 from __future__ import annotations
@@ -20,26 +23,28 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import replace
 
+from extractors.cpp.argtypes import param_types, pick_typed
 from extractors.cpp.names import split_sig
 from extractors.cpp.scan import FileFacts
 
 
 class Overloads:
-    """plain id -> {overload id: (fewest arguments, most or -1)} of the
-    names defined with more than one parameter list."""
+    """plain id -> {overload id: (fewest arguments, most or -1, its template
+    type parameters, its classes' (FileFacts.sigs))} of the names defined
+    with more than one parameter list."""
 
-    def __init__(self, table: dict[str, dict[str, tuple[int, int]]]) -> None:
+    def __init__(self, table: dict[str, dict[str, tuple]]) -> None:
         self.table = table
         self.ids = {i: plain for plain, ov in table.items() for i in ov}
 
     @classmethod
     def of(cls, facts: Iterable[FileFacts]) -> Overloads:
         """The overloaded names of the definitions in `facts` (unrenamed)."""
-        sigs: dict[str, dict[str, tuple[int, int]]] = defaultdict(dict)
+        sigs: dict[str, dict[str, tuple]] = defaultdict(dict)
         for f in facts:
             for (qual, _n, _l, _fl), sig in zip(f.defs, f.sigs or ((),) * len(f.defs), strict=True):
                 if sig:
-                    sigs[qual].setdefault(qual + sig[0], (sig[1], sig[2]))
+                    sigs[qual].setdefault(qual + sig[0], (*sig[1:3], *(sig[3:5] if len(sig) > 4 else ((), ()))))
         return cls({q: ov for q, ov in sigs.items() if len(ov) > 1})
 
     def rename(self, f: FileFacts) -> FileFacts:
@@ -60,10 +65,21 @@ class Overloads:
         if ov is None:
             return (plain,), True
         if nargs is not None:
-            fit = tuple(sorted(i for i, (lo, hi) in ov.items() if lo <= nargs and (hi < 0 or nargs <= hi)))
+            fit = tuple(sorted(i for i, (lo, hi, *_t) in ov.items() if lo <= nargs and (hi < 0 or nargs <= hi)))
             if fit:
                 return fit, len(fit) == 1
         return tuple(sorted(ov)), False
+
+    def by_types(self, ids: tuple[str, ...], args: tuple[str, ...]) -> tuple[tuple[str, ...], bool]:
+        """(the overloads among `ids` a call with argument types `args` may
+        reach, whether that is exactly one by the types: Note [Typed overloads])."""
+        cands = []
+        for i in ids:
+            plain = self.ids.get(i)
+            if plain is None:  # not an overload: nothing to choose by
+                return ids, False
+            cands.append((i, param_types(i[len(plain):]), *self.table[plain][i][2:4]))
+        return pick_typed(cands, args)
 
     def final(self, fn: str) -> str:
         """A compiler-tier name (always with its suffix) as the fact DB

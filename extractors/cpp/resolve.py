@@ -29,7 +29,10 @@ call sits inside a macro argument (an AT_DISPATCH_* lambda, TORCH_CHECK...).
 Note [Overload edges]: several candidates that are all one name (one lookup
 key) are overloads the fast tier cannot choose between: the call gets an edge
 to each, `via` "overload" (a guess, rules/graph.dl's resolution), instead of
-a `call_ambiguous` row.
+a `call_ambiguous` row. Overloads that the argument count leaves are told
+apart by the argument types where the source shows them (Note [Typed
+overloads], extractors/cpp/argtypes.py): one left is `via` "typed" (the
+lookup's `via` when that was by name alone, "unique" or "member").
 
 Example:
     >>> rows, stats, _ = resolve([scan_file("a.cpp", b"namespace at { void g(){} void f(){ g(); } }")])
@@ -77,8 +80,11 @@ LAUNCH_HELPERS = frozenset({
     "opmath_jitted_gpu_kernel_with_scalars", "launch_kernel", "launch_legacy_kernel",
     "launch_vectorized_kernel", "launch_unrolled_kernel",
 })
-RESOLVE_VERSION = "resolve-39"  # bump when resolution changes (keys the resolved-rows cache)
+RESOLVE_VERSION = "resolve-40"  # bump when resolution changes (keys the resolved-rows cache)
 _HELPER_DEPTH = 8
+# Lookups by name alone (a guess, rules/graph.dl): an overload the argument
+# types pick keeps their `via` (Note [Typed overloads]).
+_GUESSED_LOOKUPS = frozenset({"unique", "member"})
 # Method names of the standard library's containers, strings, smart pointers,
 # optionals, atomics and streams (Note [Call resolution], step 5).
 STD_METHODS = frozenset("""
@@ -881,7 +887,7 @@ def interface_of(facts: list[FileFacts], aten: AtenNames = EMPTY) -> str:
     h = hashlib.sha1((RESOLVE_VERSION + aten.digest).encode())
     for f in facts:
         h.update(pickle.dumps((f.file, f.defs, f.returns, f.classes, f.stub_decls, f.stub_defines, f.inline_ns,
-                               f.aliases, f.tparam_uses, f.includes), 4))
+                               f.aliases, f.tparam_uses, f.includes, f.sigs), 4))
     return h.hexdigest()
 
 
@@ -897,8 +903,10 @@ def _shape_of(facts: list[FileFacts], aten: AtenNames) -> str:
 
 def _defs_of(facts: list[FileFacts]) -> frozenset:
     """What resolution reads of each definition: name, flags, return type,
-    and what a template's body calls on its parameters (Note [Functor arguments])."""
-    return frozenset([(d[0], d[1], d[3], r) for f in facts for d, r in zip(f.defs, f.returns, strict=True)]
+    whether it is a template (Note [Typed overloads]), and what a template's
+    body calls on its parameters (Note [Functor arguments])."""
+    return frozenset([(d[0], d[1], d[3], r, s[3:]) for f in facts
+                      for d, r, s in zip(f.defs, f.returns, f.sigs or ((),) * len(f.defs), strict=True)]
                      + [(f.defs[i][0], f.defs[i][1], -1, (p, n)) for f in facts for i, p, n in f.tparam_uses])
 
 
@@ -1062,7 +1070,7 @@ def _defs_rows(f: FileFacts, rows) -> None:
 
 def _calls_rows(f: FileFacts, rv: Resolver, rows, stats, helper_sites) -> None:
     ix = rv.ix
-    for idx, parts, member, line, flags, recv in f.calls:
+    for idx, parts, member, line, flags, recv, argt in f.calls:
         caller = f.defs[idx][0]
         if member == OPER:
             for op in _operator_ops(rv, parts[0], recv, caller):
@@ -1119,7 +1127,13 @@ def _calls_rows(f: FileFacts, rv: Resolver, rows, stats, helper_sites) -> None:
         if callee or n > 1:
             same = {callee} if callee else rv.overloads(parts, member, caller)  # Note [Overload edges]
             ids = sorted({i for c in same for i in rv.ov.pick(c, nargs)[0]})
-            if len(ids) > 1 or not callee:  # Note [Overload ids]: the count did not choose
+            if len(ids) > 1 and argt:  # Note [Typed overloads]: the argument types may
+                typed, one = rv.ov.by_types(tuple(ids), argt)
+                ids = list(typed)
+                if one:
+                    stats["typed_overload_calls"] += 1
+                    via = via if via in _GUESSED_LOOKUPS else "typed"
+            if len(ids) > 1 or not callee and via != "typed":  # Note [Overload ids]: the count did not choose
                 via = "overload"
             if flags & IN_MACRO:
                 via = "macro-" + via

@@ -1,0 +1,256 @@
+"""Argument types of a call, as far as the source shows them without a compiler,
+and the overloads they rule out (Note [Typed overloads]).
+
+Note [Typed overloads]: the fast tier first keeps the overloads of a callee
+that take as many arguments as the call passes (Note [Overload ids]). When
+several remain, the scanner's argument types choose between them. An
+argument's type is known when it is a literal (integer, floating, character,
+bool, string, nullptr; `0` is not: it is also a null pointer), a cast
+(`static_cast<T>(e)`, `(T)e`), `sizeof`, or a name declared in the calling
+function (a parameter or a local, the innermost declaration in scope at the
+call: tree-sitter gives declarations); anything else (a call, a member, an
+`auto` local, a name declared elsewhere) is unknown. Types are classified,
+after Note [Overload ids]'s normalization and without top-level const or
+reference, as pointers (with their pointee; an array is a pointer),
+arithmetic types (builtins and the fixed-width aliases), Tensors (`Tensor`,
+`TensorBase`), nullptr, or unknown (every other name: classes, aliases,
+template parameters such as `scalar_t`). An overload stays when every known
+argument is compatible with its parameter, conservatively:
+  - anything is compatible with an unknown type, either way;
+  - arithmetic types convert to one another; a pointer converts to `bool`;
+  - a pointer to a known pointee converts to a pointer to the same pointee
+    (const aside) or to `void`; a pointee that is not known (`scalar_t*`,
+    `Foo*`) is compatible with every pointer;
+  - a string literal is a `const char*`; nullptr converts to a pointer;
+  - otherwise pointer, arithmetic, Tensor and nullptr are incompatible.
+One overload left: the call resolves to it (calls' `via` "typed", Note [Call
+resolution]). Several left: the one at least as good as each other for
+every argument, if exactly one is, as C++ overload resolution would pick
+it: `s` is at least as good as `t` when, at each position where their
+parameter types differ, the argument's type is known and `s` takes it
+without conversion (the same arithmetic type, pointee or Tensor class, or
+the same spelling of a type that names no template parameter: `ScalarType`
+for a `ScalarType` local), or `s` is no function template and `t` is one
+whose parameter there is computed from its template parameters
+(`opmath_type<scalar_t>`, taken to be what the non-template declares there,
+which C++ prefers on a tie): `cpublas::gemm(..., const float*, ...)` over
+`template <typename scalar_t> gemm(..., const scalar_t*, ...)` for `const
+float*` arguments. Otherwise every overload left gets an edge labelled
+"overload" (a guess), and when none is left, every overload of that arity
+does (the types we read were wrong, or the one called is declared but not
+defined in the tree). In the calling function, the names of its (and its
+classes') template parameters and of its local type aliases are unknown
+(`?`: `const scalar_t* a` is a pointer to an unknown type).
+
+Example:
+    >>> pick_typed([("f(int)", ("int",), (), ()), ("f(float*)", ("float*",), (), ())], ("double",))
+    (('f(int)',), True)
+    >>> pick_typed([("f(int)", ("int",), (), ()), ("f(float*)", ("float*",), (), ())], ("",))
+    (('f(float*)', 'f(int)'), False)
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+
+from extractors.cpp.names import normalize_type
+
+# Note [Typed overloads]: arithmetic types, by their canonical name on an LP64
+# target (two spellings of one type make a pointer to either the same pointer).
+_ARITH = {
+    "bool": "bool", "char": "char", "signed char": "signed char", "unsigned char": "unsigned char",
+    "short": "short", "short int": "short", "unsigned short": "unsigned short", "int": "int",
+    "signed": "int", "signed int": "int", "unsigned": "unsigned", "unsigned int": "unsigned",
+    "long": "long", "long int": "long", "unsigned long": "unsigned long", "long long": "long long",
+    "unsigned long long": "unsigned long long", "float": "float", "double": "double",
+    "long double": "long double", "int8_t": "signed char", "uint8_t": "unsigned char", "int16_t": "short",
+    "uint16_t": "unsigned short", "int32_t": "int", "uint32_t": "unsigned", "int64_t": "long",
+    "uint64_t": "unsigned long", "size_t": "unsigned long", "ssize_t": "long", "ptrdiff_t": "long",
+    "intptr_t": "long", "uintptr_t": "unsigned long",
+}
+# Class types that are element types of known pointers (at::Half* vs at::BFloat16*).
+_SCALARS = frozenset({"Half", "BFloat16", "complex<float>", "complex<double>", "complex<Half>",
+                      "Float8_e4m3fn", "Float8_e5m2", "Float8_e4m3fnuz", "Float8_e5m2fnuz", "qint8",
+                      "quint8", "qint32", "quint4x2", "quint2x4"})
+_TENSORS = frozenset({"Tensor", "TensorBase"})
+PTR, ARITH, TENSOR, NULL, UNKNOWN = "ptr", "arith", "tensor", "null", "?"
+
+
+def classify(t: str) -> tuple[str, str]:
+    """(kind, core) of a normalized type: kind PTR (core: the canonical
+    pointee, "" when not known), ARITH (the canonical name), TENSOR, NULL, or
+    UNKNOWN; top-level const and references do not count.
+
+    >>> classify("const float*"), classify("int64_t&"), classify("const Tensor&"), classify("scalar_t*")
+    (('ptr', 'float'), ('arith', 'long'), ('tensor', 'Tensor'), ('ptr', ''))
+    """
+    t = _bare(t)
+    if not t:
+        return UNKNOWN, ""
+    if t.endswith("*"):
+        pointee = _bare(t[:-1])
+        return PTR, (_ARITH.get(pointee) or (pointee if pointee in _SCALARS or _known_ptr(pointee) else ""))
+    if t in _ARITH:
+        return ARITH, _ARITH[t]
+    if t in _TENSORS:
+        return TENSOR, t
+    if t == "nullptr_t":
+        return NULL, ""
+    return UNKNOWN, ""
+
+
+def _known_ptr(t: str) -> bool:
+    """`t` is a pointer whose pointee is known (`float*` as a pointee of `float**`)."""
+    kind, core = classify(t) if t.endswith("*") else (UNKNOWN, "")
+    return kind == PTR and bool(core)
+
+
+def _bare(t: str) -> str:
+    """`t` without references and top-level const."""
+    t = t.strip()
+    while t.endswith(("&", " ")):
+        t = t.rstrip("& ")
+    if t.startswith("const ") and not t.endswith("*"):
+        t = t[len("const "):]
+    if t.endswith(" const"):
+        t = t[: -len(" const")]
+    return t
+
+
+def compatible(arg: str, param: str) -> bool:
+    """Whether an argument of (normalized) type `arg` ("" unknown) may be
+    passed as a parameter of type `param` (Note [Typed overloads])."""
+    (ak, ac), (pk, pc) = classify(arg), classify(param)
+    if ak == UNKNOWN or pk == UNKNOWN:
+        return True
+    if ak == PTR:
+        if pk == PTR:
+            return not ac or not pc or ac == pc or pc == "void"
+        return pk == ARITH and pc == "bool"
+    if ak == NULL:
+        return pk == PTR
+    return ak == pk  # arithmetic to arithmetic, Tensor to Tensor
+
+
+def exact(arg: str, param: str, tnames: Iterable[str] = ()) -> bool:
+    """`arg` is known and `param` takes it without conversion (const,
+    references and pointer qualification aside): the same arithmetic type,
+    pointee or Tensor class, or the same spelling of a type naming neither
+    an unknown (`?`) nor one of the callee's template parameters `tnames`."""
+    (ak, ac), (pk, pc) = classify(arg), classify(param)
+    if ak in (ARITH, TENSOR) or ak == PTR and ac:
+        return ak == pk and ac == pc
+    a, p = _bare(arg), _bare(param)
+    return bool(a) and a == p and "?" not in a and not _words(p) & set(tnames)
+
+
+def mask(t: str, names: Iterable[str]) -> str:
+    """Type `t` with each of `names` (types we do not know) as `?`.
+
+    >>> mask("const scalar_t*", {"scalar_t"}), mask("Vectorized<T>", {"T"})
+    ('const ?*', 'Vectorized<?>')
+    """
+    names = set(names)
+    if not names or not _words(t) & names:
+        return t
+    return re.sub(r"[A-Za-z_]\w*", lambda m: "?" if m.group(0) in names else m.group(0), t)
+
+
+def _words(t: str) -> set[str]:
+    return set(re.findall(r"[A-Za-z_]\w*", t))
+
+
+def pick_typed(cands: Sequence[tuple[str, tuple[str, ...], tuple[str, ...], tuple[str, ...]]],
+               args: Sequence[str]) -> tuple[tuple[str, ...], bool]:
+    """(the overloads a call with argument types `args` ("" unknown) may reach,
+    whether that is one by the types): `cands` are (id, parameter types, its
+    template type parameters, its classes' template type parameters) of the
+    overloads that take that many arguments (Note [Typed overloads])."""
+    ids = tuple(sorted(c[0] for c in cands))
+    if not any(args):
+        return ids, False
+    fit = [c for c in cands if all(not a or compatible(a, p) for a, p in zip(args, c[1], strict=False))]
+    if len(fit) == 1:
+        return (fit[0][0],), True
+    if not fit:
+        return ids, False
+    best = [s for s in fit if all(_dominates(s, t, args) for t in fit if t is not s)]
+    if len(best) == 1:
+        return (best[0][0],), True
+    return tuple(sorted(c[0] for c in fit)), False
+
+
+def _dominates(s: tuple, t: tuple, args: Sequence[str]) -> bool:
+    """Overload `s` is at least as good as `t` for every argument: where
+    their parameters differ, `s` takes the argument without conversion, or
+    `s` is no template and `t`'s parameter is computed from its template
+    parameters (Note [Typed overloads])."""
+    tnames = (*s[2], *s[3])
+    computed = not s[2] and t[2]
+    return all(ps == pt or (a and exact(a, ps, tnames)) or (computed and _computed(pt, t[2]))
+               for a, ps, pt in zip(args, s[1], t[1], strict=False))
+
+
+def _computed(param: str, tnames: tuple[str, ...]) -> bool:
+    """`param` names a template parameter only inside a template's arguments
+    (`opmath_type<scalar_t>`): a type computed from the deduced ones."""
+    if not _words(param) & set(tnames):
+        return False
+    return not _words(re.sub(r"<.*>", "", param)) & set(tnames)
+
+
+def param_types(suffix: str) -> tuple[str, ...]:
+    """The parameter types of an overload id's suffix, split at the commas
+    outside any <...> or (...).
+
+    >>> param_types("(map<int, int>, const float*)"), param_types("()")
+    (('map<int, int>', 'const float*'), ())
+    """
+    inner = suffix[1:-1]
+    out, depth, start = [], 0, 0
+    for i, ch in enumerate(inner):
+        if ch in "<([":
+            depth += 1
+        elif ch in ">)]":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            out.append(inner[start:i].strip())
+            start = i + 1
+    if inner.strip():
+        out.append(inner[start:].strip())
+    return tuple(out)
+
+
+def literal_type(kind: str, text: str) -> str:
+    """The type of a literal node of tree-sitter type `kind` ("" for `0`,
+    which is also a null pointer constant, and for anything else)."""
+    if kind == "number_literal":
+        return _number_type(text.lower().replace("'", "").lstrip("-+ "))
+    return {"true": "bool", "false": "bool", "nullptr": "nullptr_t", "char_literal": "char",
+            "string_literal": "const char*", "concatenated_string": "const char*",
+            "raw_string_literal": "const char*", "sizeof_expression": "size_t"}.get(kind, "")
+
+
+def _number_type(t: str) -> str:
+    """The type of a numeric literal (lower case, unsigned): `1` int, `1ul`
+    unsigned long, `1.0` double, `1.f` float; "" for `0`."""
+    body = t.rstrip("ul")
+    if body in ("0", "0x0", "00", "0b0"):
+        return ""
+    if not t.startswith(("0x", "0b")) and ("." in t or "e" in t or t.endswith("f")):
+        return "float" if t.endswith("f") else "long double" if t.endswith("l") else "double"
+    suffix = t[len(body):]
+    longs = "long long" if "ll" in suffix else "long" if "l" in suffix else ""
+    try:
+        big = int(body, 0) > 0x7FFFFFFF if not body.startswith("0") or body[:2] in ("0x", "0b") else False
+    except ValueError:
+        return ""
+    base = longs or ("long" if big else "int")
+    return ("unsigned " + base if "u" in suffix else base).replace("unsigned int", "unsigned")
+
+
+def declared(type_text: str) -> str:
+    """A declared type as an argument type: normalized, "" for `auto`."""
+    t = normalize_type(type_text)
+    return "" if re.search(r"\bauto\b|\bdecltype\b", t) else t
