@@ -53,8 +53,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from extractors.cpp.names import normalize_type
+
+if TYPE_CHECKING:
+    from tree_sitter import Node
 
 # Note [Typed overloads]: arithmetic types, by their canonical name on an LP64
 # target (two spellings of one type make a pointer to either the same pointer).
@@ -254,3 +258,134 @@ def declared(type_text: str) -> str:
     """A declared type as an argument type: normalized, "" for `auto`."""
     t = normalize_type(type_text)
     return "" if re.search(r"\bauto\b|\bdecltype\b", t) else t
+
+
+class DeclaredTypes:
+    """The declared types of one file's parameters and locals, by def, with
+    where each is in scope, and the argument types of its calls (Note [Typed
+    overloads]); the scanner (extractors/cpp/scan.py) fills and asks it."""
+
+    def __init__(self) -> None:
+        self.decls: dict[int, list[tuple[int, int, str, str]]] = {}  # def idx -> (scope start, end, name, type)
+
+    def declare(self, node: Node, d: Node, name: str, idx: int, param: str | None, unknown: set[str]) -> None:
+        """Record the type declarator `d` of declaration `node` gives `name`
+        in def `idx` (`param`: the type of a parameter declaration as written),
+        the names in `unknown` as `?`."""
+        vtype = mask(declared(param) if param is not None else declared_type(node, d), unknown)
+        if not vtype:
+            return
+        scope = node.parent
+        while scope is not None and scope.type not in _SCOPES:
+            scope = scope.parent
+        if scope is not None:
+            start = scope.start_byte if param is not None else node.start_byte
+            self.decls.setdefault(idx, []).append((start, scope.end_byte, name, vtype))
+
+    def type_at(self, idx: int, name: str, pos: int) -> str:
+        """The declared type of `name` at byte `pos` of def `idx`: its
+        innermost declaration in scope there, or ""."""
+        best, out = -1, ""
+        for start, end, n, t in self.decls.get(idx, ()):
+            if n == name and start <= pos < end and start > best:
+                best, out = start, t
+        return out
+
+    def arg_types(self, args: Node, idx: int, unknown: set[str]) -> tuple[str, ...] | None:
+        """The types of the arguments `args` (an argument_list) of a call in
+        def `idx`, "" where unknown; None when none is known."""
+        out = tuple(self.expr_type(a, idx, unknown) for a in args.named_children if a.type != "comment")
+        return out if any(out) else None
+
+    def expr_type(self, node: Node, idx: int, unknown: set[str], depth: int = 0) -> str:
+        """The type of expression `node` where the source shows it, else ""."""
+        t = node.type
+        if t == "identifier":
+            return self.type_at(idx, node.text.decode(errors="replace"), node.start_byte)
+        if t == "null":  # nullptr, or NULL (also an integer)
+            return "nullptr_t" if node.text == b"nullptr" else ""
+        if t in ("true", "false", "sizeof_expression") or t.endswith(("_literal", "_string")):
+            return literal_type(t, node.text.decode(errors="replace"))
+        if t == "parenthesized_expression" and node.named_child_count == 1 and depth < 4:
+            return self.expr_type(node.named_children[0], idx, unknown, depth + 1)
+        if t == "cast_expression":
+            tnode = node.child_by_field_name("type")
+            return mask(declared(tnode.text.decode(errors="replace")), unknown) if tnode is not None else ""
+        if t == "call_expression":  # static_cast<T>(e) and friends
+            fn = node.child_by_field_name("function")
+            name = fn.child_by_field_name("name") if fn is not None and fn.type == "template_function" else None
+            targs = fn.child_by_field_name("arguments") if name is not None else None
+            if name is not None and name.text in _CASTS and targs is not None and targs.named_child_count == 1:
+                return mask(declared(targs.named_children[0].text.decode(errors="replace")), unknown)
+        return ""
+
+
+_WRAPPERS = frozenset({"pointer_declarator", "reference_declarator", "attributed_declarator",
+                       "parenthesized_declarator"})
+
+
+# Where a declaration's name is in scope (Note [Typed overloads]).
+_SCOPES = frozenset({"compound_statement", "for_statement", "for_range_loop", "if_statement", "while_statement",
+                     "switch_statement", "catch_clause", "lambda_expression", "function_definition"})
+_CASTS = frozenset({b"static_cast", b"reinterpret_cast", b"const_cast", b"bit_cast", b"c10::bit_cast",
+                    b"std::bit_cast"})
+
+
+def declared_type(node: Node, d: Node) -> str:
+    """The type declaration `node` gives its declarator `d` (Note [Typed
+    overloads]): the written type, `const`, and a `*` per pointer or array
+    declarator, `&` for a reference; "" for `auto` or a function."""
+    tnode = node.child_by_field_name("type")
+    if tnode is None or tnode.type == "placeholder_type_specifier":
+        return ""
+    const = any(c.type == "type_qualifier" and c.text == b"const" for c in node.children)
+    suffix = ""
+    while d is not None and d.type not in ("identifier", "field_identifier"):
+        if d.type in ("pointer_declarator", "array_declarator"):
+            suffix += "*"
+        elif d.type == "reference_declarator":
+            suffix += "&"
+        elif d.type not in ("init_declarator", "attributed_declarator", "parenthesized_declarator"):
+            return ""
+        d = d.child_by_field_name("declarator") or (d.named_children[-1] if d.type in _WRAPPERS
+                                                    and d.named_children else None)
+    return declared(("const " if const else "") + tnode.text.decode(errors="replace") + suffix)
+
+
+def template_names(defn: Node) -> tuple[str, ...]:
+    """The names of the template type parameters of function template
+    `defn` (each enclosing `template <...>`): () when it is no template,
+    ("",) for a template of none."""
+    out: list[str] = []
+    t = defn.parent
+    templ = False
+    while t is not None and t.type == "template_declaration":
+        templ = True
+        out.extend(_type_params(t))
+        t = t.parent
+    return tuple(out) or (("",) if templ else ())
+
+
+def class_template_names(defn: Node) -> tuple[str, ...]:
+    """The names of the template type parameters of the class templates
+    whose bodies hold `defn`."""
+    out: list[str] = []
+    p = defn.parent
+    while p is not None and p.type not in ("translation_unit", "namespace_definition"):
+        if p.type == "template_declaration" and p is not defn.parent:
+            out.extend(_type_params(p))
+        p = p.parent
+    return tuple(out)
+
+
+def _type_params(t: Node) -> list[str]:
+    """The names of the type parameters of template declaration `t`."""
+    params = t.child_by_field_name("parameters")
+    out = []
+    for p in params.named_children if params is not None else ():
+        if p.type in ("type_parameter_declaration", "variadic_type_parameter_declaration",
+                      "optional_type_parameter_declaration"):
+            n = p.child_by_field_name("name") or next((c for c in p.named_children if c.type == "type_identifier"), None)
+            if n is not None:
+                out.append(n.text.decode(errors="replace"))
+    return out

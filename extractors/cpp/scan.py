@@ -264,7 +264,7 @@ class _Scanner:
         self.free_defs: set[int] = set()  # defs that are free functions (unqualified, not in a class)
         self.aliases: list[tuple] = []
         self.calls: list[tuple[int, tuple[str, ...], int, int, int, tuple | None, tuple | None]] = []
-        self.decl_types: dict[int, list[tuple[int, int, str, str]]] = {}  # def idx -> (scope start, end, name, type)
+        self.types = argtypes.DeclaredTypes()  # Note [Typed overloads]
         self.blocks: list[tuple[int, int, int, tuple]] = []  # (start, end, def idx, block info)
         self.out = constructs.Constructs()
 
@@ -479,72 +479,22 @@ class _Scanner:
                 table[name] = vtype
 
     def _declare(self, node: ts.Node, d: ts.Node, name: str, idx: int) -> None:
-        """Record the type declarator `d` of declaration `node` gives `name`,
-        with where it is in scope (Note [Typed overloads])."""
-        if node.type in ("parameter_declaration", "optional_parameter_declaration"):
-            vtype = argtypes.declared(_param_type(node))
-        else:
-            vtype = _declared_type(node, d)
-        vtype = self._mask(vtype, idx)
-        if not vtype:
-            return
-        scope = node.parent
-        while scope is not None and scope.type not in _SCOPES:
-            scope = scope.parent
-        if scope is None:
-            return
-        start = scope.start_byte if node.type.endswith("parameter_declaration") else node.start_byte
-        self.decl_types.setdefault(idx, []).append((start, scope.end_byte, name, vtype))
+        """Record the type declarator `d` of declaration `node` gives `name`
+        in def `idx` (Note [Typed overloads])."""
+        param = _param_type(node) if node.type in ("parameter_declaration", "optional_parameter_declaration") else None
+        self.types.declare(node, d, name, idx, param, self._unknown_names(idx))
 
-    def _mask(self, vtype: str, idx: int) -> str:
-        """`vtype` with the names that are no type of the tree as written
-        here (def `idx`'s template parameters, its classes', its local type
-        aliases, and `auto`) as `?`, a type we do not know (Note [Typed overloads])."""
-        if not vtype:
-            return vtype
+    def _unknown_names(self, idx: int) -> set[str]:
+        """The names def `idx` writes that are no type of the tree as written
+        there: its and its classes' template parameters, its local type aliases."""
         sig = self.sigs[idx] if idx < len(self.sigs) else ()
         names = {*(sig[3] if len(sig) > 3 else ()), *(sig[4] if len(sig) > 4 else ()), *self.local_types.get(idx, ())}
         names.discard("")
-        return argtypes.mask(vtype, names)
-
-    def _type_at(self, idx: int, name: str, pos: int) -> str:
-        """The declared type of `name` at byte `pos` of def `idx`: its
-        innermost declaration in scope there, or ""."""
-        best, out = -1, ""
-        for start, end, n, t in self.decl_types.get(idx, ()):
-            if n == name and start <= pos < end and start > best:
-                best, out = start, t
-        return out
+        return names
 
     def _arg_types(self, args: ts.Node | None, idx: int) -> tuple[str, ...] | None:
-        """The types of a call's arguments (Note [Typed overloads]), "" where
-        unknown; None when none is known."""
-        if args is None or not args.named_children:
-            return None
-        out = tuple(self._expr_type(a, idx) for a in args.named_children if a.type != "comment")
-        return out if any(out) else None
-
-    def _expr_type(self, node: ts.Node, idx: int, depth: int = 0) -> str:
-        """The type of expression `node` where the source shows it, else ""."""
-        t = node.type
-        if t == "identifier":
-            return self._type_at(idx, node.text.decode(errors="replace"), node.start_byte)
-        if t == "null" or t in ("true", "false", "sizeof_expression") or t.endswith(("_literal", "_string")):
-            return argtypes.literal_type(node.named_children[0].type if t == "null" and node.named_children
-                                         else ("nullptr" if t == "null" else t), node.text.decode(errors="replace"))
-        if t == "parenthesized_expression" and node.named_child_count == 1 and depth < 4:
-            return self._expr_type(node.named_children[0], idx, depth + 1)
-        if t == "cast_expression":
-            tnode = node.child_by_field_name("type")
-            return self._mask(argtypes.declared(tnode.text.decode(errors="replace")), idx) if tnode is not None else ""
-        if t == "call_expression":  # static_cast<T>(e) and friends
-            fn = node.child_by_field_name("function")
-            if fn is not None and fn.type == "template_function":
-                name = fn.child_by_field_name("name")
-                targs = fn.child_by_field_name("arguments")
-                if name is not None and name.text in _CASTS and targs is not None and targs.named_child_count == 1:
-                    return self._mask(argtypes.declared(targs.named_children[0].text.decode(errors="replace")), idx)
-        return ""
+        """The types of a call's arguments (Note [Typed overloads])."""
+        return self.types.arg_types(args, idx, self._unknown_names(idx)) if args is not None else None
 
     def _auto_vars(self, node: ts.Node, idx: int) -> None:
         """`auto x = <expr>;` (`auto& x`, `const auto* x` too): x has the
@@ -1110,7 +1060,8 @@ def _signature(defn: ts.Node) -> tuple:
     if types == ["void"]:
         types = []
         least = 0
-    return sig_text(types), least, (len(types) if most == 0 else -1), _template_names(defn), _class_template_names(defn)
+    return (sig_text(types), least, (len(types) if most == 0 else -1), argtypes.template_names(defn),
+            argtypes.class_template_names(defn))
 
 
 def _param_type(p: ts.Node) -> str:
@@ -1219,73 +1170,6 @@ def _template_type_params(defn: ts.Node) -> dict[str, int]:
                 (c for c in decl.named_children if c.type == "type_identifier"), None)
             if n is not None:
                 out[n.text.decode(errors="replace")] = k
-    return out
-
-
-# Where a declaration's name is in scope (Note [Typed overloads]).
-_SCOPES = frozenset({"compound_statement", "for_statement", "for_range_loop", "if_statement", "while_statement",
-                     "switch_statement", "catch_clause", "lambda_expression", "function_definition"})
-_CASTS = frozenset({b"static_cast", b"reinterpret_cast", b"const_cast", b"bit_cast", b"c10::bit_cast",
-                    b"std::bit_cast"})
-
-
-def _declared_type(node: ts.Node, d: ts.Node) -> str:
-    """The type declaration `node` gives its declarator `d` (Note [Typed
-    overloads]): the written type, `const`, and a `*` per pointer or array
-    declarator, `&` for a reference; "" for `auto` or a function."""
-    tnode = node.child_by_field_name("type")
-    if tnode is None or tnode.type == "placeholder_type_specifier":
-        return ""
-    const = any(c.type == "type_qualifier" and c.text == b"const" for c in node.children)
-    suffix = ""
-    while d is not None and d.type not in ("identifier", "field_identifier"):
-        if d.type in ("pointer_declarator", "array_declarator"):
-            suffix += "*"
-        elif d.type == "reference_declarator":
-            suffix += "&"
-        elif d.type not in ("init_declarator", "attributed_declarator", "parenthesized_declarator"):
-            return ""
-        d = d.child_by_field_name("declarator") or (d.named_children[-1] if d.type in _DECLARATOR_WRAPPERS
-                                                    and d.named_children else None)
-    return argtypes.declared(("const " if const else "") + tnode.text.decode(errors="replace") + suffix)
-
-
-def _template_names(defn: ts.Node) -> tuple[str, ...]:
-    """The names of the template type parameters of function template
-    `defn` (each enclosing `template <...>`): () when it is no template,
-    ("",) for a template of none."""
-    out: list[str] = []
-    t = defn.parent
-    templ = False
-    while t is not None and t.type == "template_declaration":
-        templ = True
-        out.extend(_type_params(t))
-        t = t.parent
-    return tuple(out) or (("",) if templ else ())
-
-
-def _class_template_names(defn: ts.Node) -> tuple[str, ...]:
-    """The names of the template type parameters of the class templates
-    whose bodies hold `defn`."""
-    out: list[str] = []
-    p = defn.parent
-    while p is not None and p.type not in ("translation_unit", "namespace_definition"):
-        if p.type == "template_declaration" and p is not defn.parent:
-            out.extend(_type_params(p))
-        p = p.parent
-    return tuple(out)
-
-
-def _type_params(t: ts.Node) -> list[str]:
-    """The names of the type parameters of template declaration `t`."""
-    params = t.child_by_field_name("parameters")
-    out = []
-    for p in params.named_children if params is not None else ():
-        if p.type in ("type_parameter_declaration", "variadic_type_parameter_declaration",
-                      "optional_type_parameter_declaration"):
-            n = p.child_by_field_name("name") or next((c for c in p.named_children if c.type == "type_identifier"), None)
-            if n is not None:
-                out.append(n.text.decode(errors="replace"))
     return out
 
 
