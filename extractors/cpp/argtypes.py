@@ -38,7 +38,10 @@ which C++ prefers on a tie): `cpublas::gemm(..., const float*, ...)` over
 float*` arguments. Otherwise every overload left gets an edge labelled
 "overload" (a guess), and when none is left, every overload of that arity
 does (the types we read were wrong, or the one called is declared but not
-defined in the tree). In the calling function, the names of its (and its
+defined in the tree). A call that may also be one of the generated ATen API
+(Note [Generated API beside the tree's]: `at::exp(target)` beside
+NumericUtils.h's `at::exp(T)`) is not typed: the overloads it may reach are
+not all in the tree. In the calling function, the names of its (and its
 classes') template parameters and of its local type aliases are unknown
 (`?`: `const scalar_t* a` is a pointer to an unknown type).
 

@@ -1127,7 +1127,7 @@ def _calls_rows(f: FileFacts, rv: Resolver, rows, stats, helper_sites) -> None:
         if callee or n > 1:
             same = {callee} if callee else rv.overloads(parts, member, caller)  # Note [Overload edges]
             ids = sorted({i for c in same for i in rv.ov.pick(c, nargs)[0]})
-            if len(ids) > 1 and argt:  # Note [Typed overloads]: the argument types may
+            if len(ids) > 1 and argt and not op:  # Note [Typed overloads]: the argument types may
                 typed, one = rv.ov.by_types(tuple(ids), argt)
                 ids = list(typed)
                 if one:
