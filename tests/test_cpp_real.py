@@ -380,3 +380,18 @@ def test_template_arguments_pass_functors(real: cpp.Run, tree: Path):
     t = "aten/src/ATen/native/DistributionTemplates.h"
     assert line_of(tree, t, 87).strip() == "random_kernel<RNG>()(iter, generator);"
     assert where(real, "calls", c2=t, c3=87) == []
+
+
+def test_template_arguments_reach_static_methods(real: cpp.Run, tree: Path):
+    """`upsample_generic_Nd_kernel_impl<1, scale_t, HelperInterpNearest>(...)`
+    (UpSampleKernel.cpp:1666) runs HelperInterpNearest::compute_indices_weights,
+    which the template calls as `F::compute_indices_weights(...)` on its third
+    template parameter (line 1457: no function of the tree, no row there)."""
+    u = "aten/src/ATen/native/cpu/UpSampleKernel.cpp"
+    anon = f"at::native::(anonymous:{u})"
+    assert line_of(tree, u, 1666).strip() == "upsample_generic_Nd_kernel_impl<1, scale_t, HelperInterpNearest>("
+    assert where(real, "calls", c2=u, c3=1666) == [
+        (f"{anon}::upsample_nearest1d_kernel_impl", f"{anon}::HelperInterpNearest::compute_indices_weights", u, 1666, "functor"),
+        (f"{anon}::upsample_nearest1d_kernel_impl", f"{anon}::upsample_generic_Nd_kernel_impl", u, 1666, "scope")]
+    assert line_of(tree, u, 1457).strip() == "F::compute_indices_weights("
+    assert where(real, "calls", c2=u, c3=1457) == []

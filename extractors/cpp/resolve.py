@@ -1259,7 +1259,9 @@ def _functor_calls(rv: Resolver, callee: tuple[str, ...], obj: tuple, caller: st
     Functor()), std::sort(b, e, Less{})). One calls row per method, via "functor".
     An explicit template argument `f<C, RNG>(...)` (index < 0, scan.py's
     _TARG) counts only through f's uses of that template parameter
-    (`K<RNG>()(self, p, gen)` in bernoulli_impl_: BernoulliStub::operator())."""
+    (`K<RNG>()(self, p, gen)` in bernoulli_impl_: BernoulliStub::operator();
+    `F::compute_indices_weights(...)` in upsample_generic_Nd_kernel_impl:
+    HelperInterpNearest::compute_indices_weights)."""
     index, parts, braced = obj
     cls = rv.cls(parts, caller)
     if cls is None:

@@ -660,10 +660,11 @@ class _Scanner:
             if len(parts) == 1 and not flags & GLOBAL and parts[0] in self.locals.get(idx, ()):
                 self._local_call(idx, parts[0], line, flags)
                 continue
-            if len(parts) == 1 and parts[0] in self.ttypes.get(idx, ()):  # `K<RNG>()(...)`: K is a template parameter
-                if call.parent is not None and call.parent.type == "call_expression" and (
-                        call.parent.child_by_field_name("function") == call):
-                    self.tparam_uses.setdefault((idx, _TARG - self.ttypes[idx][parts[0]]), set()).add("operator()")
+            if len(parts) <= 2 and parts[0] in self.ttypes.get(idx, ()):  # K is a template parameter: no function
+                use = parts[1] if len(parts) == 2 else "operator()"  # `F::compute(...)`, `K<RNG>()(...)`
+                if len(parts) == 2 or (call.parent is not None and call.parent.type == "call_expression" and (
+                        call.parent.child_by_field_name("function") == call)):
+                    self.tparam_uses.setdefault((idx, _TARG - self.ttypes[idx][parts[0]]), set()).add(use)
                 continue
             self.calls.append((idx, parts, FREE, line, flags, None, self._arg_types(args, idx)))
             self._template_args(idx, parts, fn, line)
