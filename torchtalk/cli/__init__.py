@@ -97,6 +97,8 @@ def main(argv: list[str] | None = None) -> int:
 def run() -> None:
     """The `torchtalk` program: `main`, then a quick exit (Note [Quick exit])."""
     code = main()
+    if not _all_done():
+        sys.exit(code)
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
@@ -105,14 +107,22 @@ def run() -> None:
     os._exit(code)
 
 
+def _all_done() -> bool:
+    """No thread but this one and no child process is alive: the normal exit
+    would only tear down (it joins children and runs their atexit handlers)."""
+    mp, threading = sys.modules.get("multiprocessing"), sys.modules.get("threading")
+    return not (mp is not None and mp.active_children()) and not (threading is not None and threading.active_count() > 1)
+
+
 # Note [Quick exit]: a process that imported DuckDB spends 15-30 ms after its
 # work is done tearing down the interpreter and DuckDB's instances, as long as
 # a Soufflé run of a small program takes in all. The program (`run`, behind
 # `python -m torchtalk` and the console script) leaves by os._exit once main
-# has returned: every command closes its connections, writes its files by
-# rename (torchtalk/atomic.py) and joins its workers before it returns, so
-# the teardown has nothing left to save. `main` itself returns normally, for
-# the tests and callers in the same process.
+# has returned and no other thread or child process is alive (else it exits
+# normally, which joins them): every command closes its connections, writes
+# its files by rename (torchtalk/atomic.py) and joins its workers before it
+# returns, so the teardown has nothing left to save. `main` itself returns
+# normally, for the tests and callers in the same process.
 
 if __name__ == "__main__":
     run()
