@@ -48,8 +48,9 @@ def assert_same_tables(db: Path, cold: Path) -> None:
     """`db` equals the cold index `cold`, table by table."""
     got, want = _tables(db), _tables(cold)
     assert got.keys() == want.keys()
-    for rel in want:
-        assert got[rel] == want[rel], rel
+    differ = [rel for rel in want if got[rel] != want[rel]]  # all of them: the first may only echo another
+    for rel in differ[:1]:
+        assert got[rel] == want[rel], f"{rel} (differing: {', '.join(differ)})"
 
 
 def _calls(db: Path, call: tuple) -> list[tuple]:

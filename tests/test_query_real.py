@@ -7,7 +7,6 @@ import pytest
 from _tree import line_of
 
 from extractors.cpp.names import split_sig
-
 from torchtalk.query.resolve import Ambiguous
 
 pytestmark = pytest.mark.real_tree

@@ -108,7 +108,7 @@ def test_each_edit_updates_in_place_to_a_cold_index(indexed, tmp_path):
     recomputed = _update(copy, db, ["cpp"])
     # lines moved, no call: the walks' nodes and edges stay, where they are written does not
     assert "step_at" in recomputed and "search_entity" in recomputed
-    assert not recomputed & {"node", "step_pair", "step_dev", "op_stub_impl"}
+    assert not recomputed & {"step_pair", "step_dev", "op_stub_impl"}
     after = _rows(db, "select line from func where file = ? and line > ? order by line limit 1", [BLAS, line])
     assert after == [(before[0][0] + 1,)]
     assert_same_tables(db, _cold(copy, tmp_path, "body"))
@@ -116,7 +116,8 @@ def test_each_edit_updates_in_place_to_a_cold_index(indexed, tmp_path):
     # a new C++ function, calling an op
     line = _edit(copy, BLAS, "namespace at::native::cpublas {",
                  "namespace at::native::cpublas {\nvoid tt_probe(const Tensor& t) { t.mm(t); }")
-    assert {"node", "step_pair", "step_at"} <= _update(copy, db, ["cpp"])  # a new node
+    assert {"step_pair", "step_at"} <= _update(copy, db, ["cpp"])  # a new node: numbered (Note [Node numbers])
+    assert _rows(db, "select count(*) from node where name = 'at::native::cpublas::tt_probe'", []) == [(1,)]
     assert _rows(db, "select fn, line from func where name = 'tt_probe'", []) == [
         ("at::native::cpublas::tt_probe", line + 1)]
     assert _rows(db, "select name, line from calls_op where caller = 'at::native::cpublas::tt_probe'", []) == [

@@ -19,11 +19,10 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from torchtalk.errors import InputError
-from dataclasses import dataclass
-
 from torchtalk.paths import PYTORCH_DEB_VERSION, PYTORCH_VERSION
 
 SOURCES_FILE = Path("/etc/apt/sources.list.d/torchtalk-pytorch-src.sources")

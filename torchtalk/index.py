@@ -37,6 +37,7 @@ from pathlib import Path
 from torchtalk import freshness, store, update
 from torchtalk.atomic import link_tree, replace_dir
 from torchtalk.errors import InputError, did_you_mean
+from torchtalk.nodes import number_nodes
 from torchtalk.sink import LayerSink  # noqa: F401 - the index's Sink (tests reach it here)
 
 Log = Callable[[str], None]
@@ -565,6 +566,7 @@ def _write_db(tmp_db: Path, src: store.Source, schema: Schema, facts: Path, fina
         store.create_tables(con, schema.decls)
         counts = [(name, store.load_facts(con, decl, facts / f"{name}.facts")) for name, decl in schema.decls.items()]
         con.executemany("insert into torchtalk_relations values (?, ?)", counts)
+        number_nodes(con, schema, facts)
         layers = [m for d in sorted((facts / "layers").glob("*")) if (m := read_layer_json(d))]
         fingerprint = hashlib.sha1("".join(m["input_fingerprint"] for m in layers).encode()).hexdigest()
         meta = {

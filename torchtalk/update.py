@@ -34,6 +34,8 @@ from pathlib import Path
 
 from torchtalk import store
 from torchtalk.atomic import link_tree
+from torchtalk.nodes import RELATION as NODES
+from torchtalk.nodes import node_columns, number_nodes
 from torchtalk.sink import fact_lines
 
 FACTS_ID = "facts_id"  # the file in the facts dir, and the meta key, that tie them together
@@ -118,6 +120,12 @@ def apply(tmp_db: Path, src: store.Source, schema, deltas: Deltas, tmp_facts: Pa
         con.execute("BEGIN TRANSACTION")
         temps = {rel: _apply_relation(con, schema.decls[rel], *deltas[rel], tmp_facts / ".delta", f"_{i}")
                  for i, rel in enumerate(sorted(changed))}
+        nodes = None  # Note [Node numbers]: the names that came or went
+        if changed & {rel for rel, _ in node_columns(schema)}:
+            nodes = number_nodes(con, schema, tmp_facts)
+        if nodes is not None:
+            temps[NODES] = nodes
+            changed |= {NODES}
         con.execute("DELETE FROM torchtalk_layers")
         con.executemany("insert into torchtalk_layers values (?, ?, ?, ?, ?, ?)", layer_rows(layers))
         con.execute("DELETE FROM torchtalk_warnings")

@@ -83,3 +83,24 @@ def test_the_docs_user_rule_file_runs_on_souffle(souffle_bin, tmp_path):
     proc = _souffle(souffle_bin, program, tmp_path)
     assert proc.returncode == 0 and "Error" not in proc.stderr, proc.stderr[:2000]
     assert (tmp_path / "cuda_callers.csv").exists()
+
+
+def test_the_library_numbers_nothing_by_an_engines_ord():
+    """ord() numbers differ between engines (Soufflé: its symbol table's
+    index; DuckDB: a hash), so the library's numbers come from the fact
+    `node` (Note [Node numbers] in torchtalk/nodes.py), never from ord()."""
+    from torchtalk.datalog import ast as A
+    from torchtalk.query.library import load_library
+
+    def ords(term) -> int:
+        here = isinstance(term, A.Functor) and term.name is A.FunctorName.ORD
+        return here + sum(ords(t) for t in A.subterms(term))
+
+    library = load_library(user=False)
+    used = [str(rule.loc) for rule in library.rules
+            for atom in [rule.head, *[lit for lit in rule.body if isinstance(lit, A.Atom)]]
+            if any(ords(t) for t in atom.args)]
+    used += [str(rule.loc) for rule in library.rules for lit in rule.body
+             if isinstance(lit, A.Comparison) and ords(lit.left) + ords(lit.right)]
+    assert used == []
+    assert "node" in library.inputs

@@ -617,13 +617,13 @@ def _assemble(select: str, from_: list[str], conds: list[str]) -> str:
 
 # Note [ord]: Soufflé's ord(s) is the index of s in its symbol table. DuckDB
 # keeps no symbol table, so here ord(s) is s's 64-bit hash, shifted right to
-# fit a BIGINT: the same in every evaluation of one DuckDB version, so a
-# relation stored at index time (Note [Derived at index time]) joins with
-# one computed by a query. The rule library numbers the code graph's nodes
-# this way because the walks then join and deduplicate numbers, not strings
-# (3x faster). Two symbols share a number with probability about n²/2⁶⁴
-# (6·10⁻¹¹ for the 34K nodes of PyTorch's graph); torchtalk/query/derived.py
-# checks that the stored numbering is one-to-one.
+# fit a BIGINT: the same in every evaluation of one DuckDB version, one number
+# per symbol (two share one with probability about n²/2⁶⁴), but not the
+# number Soufflé gives. A relation stored at index time that holds ord()
+# numbers is fingerprinted with the DuckDB version, and torchtalk/query/
+# derived.py checks that it numbers its symbols one-to-one. The rule library
+# itself numbers the code graph's nodes by a fact instead (Note [Node
+# numbers] in torchtalk/nodes.py), so both engines join the same numbers.
 
 _CMP = {A.CmpOp.EQ: "=", A.CmpOp.NE: "<>", A.CmpOp.LT: "<", A.CmpOp.LE: "<=", A.CmpOp.GT: ">", A.CmpOp.GE: ">="}
 # Soufflé's / truncates like C; DuckDB's // on integers does too.
