@@ -150,7 +150,29 @@ class Compare:
             "fast_only": dict(ec.most_common(top)),
             "examples_missed": {k: v for k, v in ex_m.items()},
             "examples_fast_only": {k: v for k, v in ex_e.items()},
+            "overloads": self.overloads(),
         }
+
+    def overloads(self) -> dict:
+        """At the call sites where libclang's callee is an overload (an id with
+        a parameter list, Note [Overload ids]): how many sites the fast tier
+        names that one overload of the name only, names it among others, or
+        misses; and its edges there to the name's overloads."""
+        from extractors.cpp.names import split_sig
+
+        fast_at = defaultdict(set)
+        for c, e, f, ln in self.fast:
+            fast_at[(c, f, ln, split_sig(e)[0])].add(e)
+        only = among = missed = edges = 0
+        sites = {(c, f, ln, split_sig(e)[0]): e for c, e, f, ln in self.precise if split_sig(e)[1]}
+        for key, callee in sites.items():
+            got = fast_at.get(key, set())
+            edges += len(got)
+            only += got == {callee}
+            among += callee in got and len(got) > 1
+            missed += callee not in got
+        return {"sites": len(sites), "fast_that_one_only": only, "fast_among_several": among,
+                "fast_missed": missed, "fast_edges_there": edges}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -177,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     t_precise = time.perf_counter() - t0
     bad = {rel for rel, _ in st.failed}
     ok_files = {f.relative_to(root).as_posix() for f in files} - bad
-    precise = {tuple(r) for r in sink.rows if r[2] in ok_files}
+    precise = {tuple(r) for r in sink.rows.get("calls_precise", ()) if r[2] in ok_files}
 
     t1 = time.perf_counter()
     fast_run = cpp.run(ExtractContext(root, args.fast_cache or tmp / "fast", jobs=args.jobs))
@@ -207,6 +229,10 @@ def main(argv: list[str] | None = None) -> int:
     print("  fast-tier edges libclang does not have:")
     for k, n in out["fast_only"].items():
         print(f"    {n:6d}  {k}   e.g. {out['examples_fast_only'][k][0]}")
+    ov = out["overloads"]
+    print(f"  overloads: at {ov['sites']} sites libclang calls an overload, the fast tier names that one only at"
+          f" {ov['fast_that_one_only']}, among others at {ov['fast_among_several']}, misses it at {ov['fast_missed']}"
+          f" ({ov['fast_edges_there']} fast edges there)")
     print(f"  time: precise {t_precise:.1f} s, fast (whole tree, for resolution) {t_fast:.1f} s")
     return 0
 
