@@ -70,6 +70,11 @@ class ExtractContext:
     generation: the generation of the rows this run writes, if they change
     memo:      a dict kept for this layer between runs by a long-running
                caller (`torchtalk watch`), or None (Note [Layer memo])
+    dirs:      the dirs of `root` to read (an extension's packages), or None
+               for the layer's own (aten, c10, torch/csrc; torch)
+    torch_root: for an extension indexed beside its torch tree, that tree
+               (its native_functions.yaml names the ATen ops), else None
+               (Note [Extensions] in torchtalk/extension.py)
 
     Note [Layer deltas]: a layer that keeps its last run's rows (the C++
     layer's resolved cache) may write, instead of all its rows, what changed
@@ -86,6 +91,8 @@ class ExtractContext:
     previous: str | None = None
     generation: str = ""
     memo: dict | None = field(default=None, compare=False, repr=False)
+    dirs: tuple[str, ...] | None = None
+    torch_root: Path | None = None
 
     # Note [Layer memo]: what a layer reads from its cache dir it may keep in
     # `memo` for its next run in the same process, keyed so that a stale

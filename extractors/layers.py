@@ -36,7 +36,7 @@ LAYERS: tuple[Layer, ...] = (
         "cpp",
         "extractors.cpp",
         (
-            "func", "calls", "call_ambiguous", "calls_op", "binds", "lib_def", "lib_impl", "lib_fallback",
+            "func", "calls", "call_ambiguous", "calls_op", "binds", "lib_def", "lib_impl", "lib_fallback", "lib_op",
             "impl_func", "stub_decl", "stub_define", "stub_register", "stub_call",
             "kernel", "launches", "overload", "overload_param",
         ),

@@ -26,15 +26,28 @@ def index(
     log: Callable[[str], None] | None = None,
     progress: bool = False,
     memo: dict | None = None,
+    with_torch: str | Path | None = None,
+    torch_db: str | Path | None = None,
 ):
     """Index the tree (or installed torch) at `source`; an `IndexReport`.
     `memo`: a dict a long-running caller keeps between calls (`torchtalk
     watch`), where layers keep what they read (Note [Layer memo]).
+    `with_torch`: `source` is an extension, indexed beside that torch tree
+    into one DB (Note [Extensions] in torchtalk/extension.py), reusing that
+    tree's DB `torch_db` (default: its default DB).
 
     Example:
         >>> index("~/pytorch", layers=["ops"]).db
         PosixPath('/root/.cache/torchtalk/db/pytorch-1a2b3c4d5e6f.duckdb')
     """
+    if with_torch is not None:
+        from torchtalk.errors import InputError
+        from torchtalk.extension import index_extension
+
+        if layers is not None or precise:
+            raise InputError("--with-torch indexes the extension's C++ and Python layers: no --layers or --precise")
+        return index_extension(source, with_torch, db, jobs=jobs, force=force, log=log, progress=progress,
+                               torch_db=torch_db)
     from torchtalk.index import index as _index
 
     return _index(source, db, layers, precise=precise, jobs=jobs, force=force, log=log, progress=progress,

@@ -506,17 +506,18 @@ def _build(src, db_path, schema, plans, prev, keep, jobs, log, progress, memo) -
 
 
 def _run_layer(src, db_path, schema, layer, mod, stamp, out: Path, jobs, bar,
-               previous: Path | None = None, memo: dict | None = None) -> LayerReport:
+               previous: Path | None = None, memo: dict | None = None, ctx_extra: dict | None = None) -> LayerReport:
     """Run `layer` into `out`; `stamp` = (input fingerprint, input_stats);
     with `previous` (its files in the current facts dir) the layer may write
-    deltas from them (Note [Layer deltas])."""
+    deltas from them (Note [Layer deltas]); `ctx_extra`: more fields of its
+    ExtractContext (an extension's dirs and torch_root, torchtalk/extension.py)."""
     from extractors.base import ExtractContext
 
     out.mkdir(parents=True)
     cache = store.ensure_writable_dir(db_path.with_name(db_path.stem + ".cache") / layer.name)
     prev_gen = (read_layer_json(previous) or {}).get("generation") if previous is not None else None
     ctx = ExtractContext(root=src.root, cache_dir=cache, jobs=jobs or min(4, os.cpu_count() or 1),
-                         previous=prev_gen, generation=uuid.uuid4().hex, memo=memo)
+                         previous=prev_gen, generation=uuid.uuid4().hex, memo=memo, **(ctx_extra or {}))
     sink = LayerSink(layer, schema, out, bar.task(layer.name), previous=previous if prev_gen else None)
     fp, stats = stamp
     freshness.write_inputs(out, src.root, code_digest(layer, schema), stats)

@@ -4,8 +4,10 @@ Note [DB layout]: the contract the Datalog engine and the query layer rely on.
   - one table per relation of facts/schema.dl, named as the relation, columns
     named as in its `.decl`, `symbol` -> VARCHAR, `number` -> BIGINT (every
     relation has a table, empty if no layer wrote it);
-  - `torchtalk_meta(key, value)`: source, kind ("tree" or "wheel"), version,
-    git_commit, fingerprint, schema_hash, indexed_at, torchtalk_version;
+  - `torchtalk_meta(key, value)`: source, kind ("tree", "wheel" or
+    "extension"), version, git_commit, fingerprint, schema_hash, indexed_at,
+    torchtalk_version; an extension's DB also with_torch, torch_facts_id and
+    extension_dirs (torchtalk/extension.py);
   - `torchtalk_layers(layer, indexed_at, seconds, rows, warnings, input_fingerprint)`;
   - `torchtalk_warnings(layer, file, line, message)`;
   - `torchtalk_relations(relation, rows)`: row count of every relation table.
@@ -42,16 +44,17 @@ QUERY_MEMORY = "2GB"
 
 @dataclass(frozen=True)
 class Source:
-    """A tree to index. `kind` is "tree" (a checkout) or "wheel" (site-packages of
-    an installed torch); `root` is what file paths are relative to."""
+    """A tree to index. `kind` is "tree" (a checkout), "wheel" (site-packages of
+    an installed torch) or "extension" (an extension's checkout indexed beside
+    its torch, torchtalk/extension.py); `root` is what file paths are relative to."""
 
     root: Path
     kind: str
 
     @property
     def version(self) -> str:
-        """The PyTorch version: version.txt of a tree, torch/version.py of a wheel."""
-        if self.kind == "tree":
+        """The version: version.txt of a tree or extension, torch/version.py of a wheel."""
+        if self.kind in ("tree", "extension"):
             try:
                 return (self.root / "version.txt").read_text().strip()
             except OSError:

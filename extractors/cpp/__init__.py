@@ -27,10 +27,10 @@ SKIP_DIRS = frozenset({"third_party", ".git"})
 _POOL_MIN = 32  # fewer files to scan than this: scan in-process
 
 
-def source_files(root: Path) -> list[str]:
-    """The C++/CUDA files of the tree (POSIX paths relative to `root`), sorted."""
+def source_files(root: Path, dirs: Iterable[str] = SOURCE_DIRS) -> list[str]:
+    """The C++/CUDA files of the tree under `dirs` (POSIX paths relative to `root`), sorted."""
     out: list[str] = []
-    for top in SOURCE_DIRS:
+    for top in dirs:
         base = root / top
         for dirpath, dirnames, filenames in os.walk(base):
             dirnames[:] = [d for d in dirnames if d not in SKIP_DIRS]
@@ -40,13 +40,14 @@ def source_files(root: Path) -> list[str]:
     return out
 
 
-def inputs(root: Path) -> Iterable[Path]:
-    """Every file the layer reads (absolute): the sources, and native_functions.yaml
-    for the names of ATen ops (Note [ATen API calls])."""
+def inputs(root: Path, dirs: Iterable[str] = SOURCE_DIRS, torch_root: Path | None = None) -> Iterable[Path]:
+    """Every file the layer reads (absolute): the sources under `dirs`, and
+    native_functions.yaml (of `torch_root` for an extension, Note [Library
+    ops]) for the names of ATen ops (Note [ATen API calls])."""
     from extractors.cpp.aten import yaml_path
 
-    yaml = yaml_path(root)
-    return [root / rel for rel in source_files(root)] + ([yaml] if yaml else [])
+    yaml = yaml_path(torch_root or root)
+    return [root / rel for rel in source_files(root, dirs)] + ([yaml] if yaml else [])
 
 
 @dataclass
@@ -81,14 +82,24 @@ def _scan_job(job: tuple[str, str, str]):
         return rel, "", None, f"cannot scan: {type(exc).__name__}: {exc}"
 
 
-def _current_digests(root: Path, rels: list[str], index: dict) -> tuple[dict, dict]:
+def _library_rows(rows: dict[str, list[tuple]], extension: bool) -> None:
+    """lib_op rows, and for an extension its library's `op` rows (Note [Library ops])."""
+    from extractors.cpp.library import lib_op_rows, library_op_rows
+
+    rows["lib_op"] = lib_op_rows(rows)
+    if extension:
+        rows["op"] = library_op_rows(rows)
+
+
+def _current_digests(root: Path, rels: list[str], index: dict,
+                     dirs: Iterable[str] = SOURCE_DIRS) -> tuple[dict, dict]:
     """(rel -> content digest, new index): files git reports unmodified take
     their blob id from git (Note [Git-aware digests]); otherwise an unchanged
     size and mtime reuse the last digest; anything else is read and hashed."""
     from extractors.cpp import cache
     from extractors.cpp.gitinfo import clean_blobs
 
-    git = clean_blobs(root, SOURCE_DIRS) or {}
+    git = clean_blobs(root, dirs) or {}
     digests, new_index = {}, {}
     for rel in rels:
         try:
@@ -125,13 +136,14 @@ def run(ctx: ExtractContext, sink: Sink | None = None) -> Run:
 
     t0 = time.perf_counter()
     root, cdir = Path(ctx.root), Path(ctx.cache_dir)
+    dirs, names_root = ctx.dirs or SOURCE_DIRS, ctx.torch_root or root
     memo = ctx.memo if ctx.memo is not None else {}
-    rels = source_files(root)
+    rels = source_files(root, dirs)
     stored = cache.read(cdir / "index.pkl")
     # the index maps stat -> digest; digests depend on the scanner VERSION
     index = stored[1] if isinstance(stored, tuple) and stored[0] == cache.VERSION else {}
-    digests, new_index = _current_digests(root, rels, index)
-    combined = _combined({**digests, **_yaml_stamp(root)})
+    digests, new_index = _current_digests(root, rels, index, dirs)
+    combined = _combined({**digests, **_yaml_stamp(names_root), "<library ops>": str(ctx.torch_root is not None)})
     timings = {"stat": time.perf_counter() - t0}
     resolved = _read_memo(memo, cdir / "resolved.pkl")
     kept = (resolved[4] if len(resolved) > 4 else None, resolved[1]) if resolved else None
@@ -150,7 +162,8 @@ def run(ctx: ExtractContext, sink: Sink | None = None) -> Run:
     previous = resolved[3] if resolved and len(resolved) > 3 else None
     from extractors.cpp.aten import load_names
 
-    rows, stats, per_file = resolve(facts, digests, previous, load_names(root, cdir), memo, index_cache=cdir)
+    rows, stats, per_file = resolve(facts, digests, previous, load_names(names_root, cdir), memo, index_cache=cdir)
+    _library_rows(rows, ctx.torch_root is not None)
     timings["resolve"] = time.perf_counter() - t1
     same = kept is not None and kept[0] is not None and kept[0] == ctx.previous and rows == kept[1]
     _write_memo(memo, cdir / "resolved.pkl", (combined, rows, stats, per_file,

@@ -29,18 +29,23 @@ TOPS = ("torch",)
 _PUBLIC_LEAF_SKIP = ("torch._C._VariableFunctions.", "torch._C.TensorBase.")
 
 
-def inputs(root: Path) -> Iterable[Path]:
-    """Every `.py` under torch/ plus native_functions.yaml."""
+def inputs(root: Path, dirs: Iterable[str] = TOPS, torch_root: Path | None = None) -> Iterable[Path]:
+    """Every `.py` under torch/ (or `dirs`) plus native_functions.yaml (of
+    `torch_root` for an extension, Note [Extensions] in torchtalk/extension.py)."""
     from extractors.ops import find_inputs
 
-    layout = find_inputs(root)
-    yield root / (layout.native if layout else NATIVE_YAML)
-    for rel in python_files(root, TOPS):
+    yaml_root = torch_root or root
+    layout = find_inputs(yaml_root)
+    yield yaml_root / (layout.native if layout else NATIVE_YAML)
+    for rel in python_files(root, dirs):
         yield root / rel
 
 
 def load_model(ctx: ExtractContext, sink: Sink, tops: Iterable[str] = TOPS) -> tuple[Model, list[FileSummary]]:
-    """Summaries of `tops` (cached) and the global model; parse failures warned."""
+    """Summaries of `tops` (cached) and the global model; parse failures
+    warned. For an extension (`ctx.torch_root`), `tops` are its packages,
+    its APIs those of their files, and its `torch.ops.NS.X` calls op calls."""
+    tops = tuple(tops)
     files = python_files(ctx.root, tops)
     sink.progress(0, total=len(files), what="python files")
     summaries = summarize_tree(
@@ -50,13 +55,15 @@ def load_model(ctx: ExtractContext, sink: Sink, tops: Iterable[str] = TOPS) -> t
     for s in summaries:
         if s.error is not None:
             sink.warn(s.file, s.error[0], f"Python file does not parse: {s.error[1]}")
-    return Model(summaries, load_native(ctx.root)), summaries
+    if ctx.torch_root is None:
+        return Model(summaries, load_native(ctx.root)), summaries
+    return Model(summaries, load_native(ctx.torch_root), tuple(f"{t}/" for t in tops), extension=True), summaries
 
 
 def extract(ctx: ExtractContext, sink: Sink) -> None:
     """Write the python layer's rows for `ctx.root`."""
     with _no_cycle_collection():
-        model, _ = load_model(ctx, sink)
+        model, _ = load_model(ctx, sink, ctx.dirs or TOPS)
         _defs(model, sink)
         _calls_and_binds(model, sink)
         _apis(model, sink)
@@ -109,7 +116,7 @@ def _calls_and_binds(model: Model, sink: Sink) -> None:
 def _apis(model: Model, sink: Sink) -> None:
     native = model.native
     for leaf, ops in native.leaves.items():
-        if leaf.startswith(_PUBLIC_LEAF_SKIP):
+        if leaf.startswith(_PUBLIC_LEAF_SKIP) or model.extension:  # an extension's torch has them
             continue
         how = native.leaf_how(leaf)
         for op in ops:
@@ -175,7 +182,7 @@ def _module_aliases(model: Model, sink: Sink) -> None:
     modules = {s.module for s in model.summaries}
     found: dict[tuple[str, str], list] = {}  # (alias, module) -> [files, file, line]
     for s in sorted(model.summaries, key=lambda s: s.file):
-        if not s.file.startswith("torch/"):
+        if not s.file.startswith(model.edge_prefix):
             continue
         binds = list(s.imports) + [(n, ir[1], ln) for n, ln, ir in s.assigns if ir and ir[0] == "ref"]
         mine: dict[tuple[str, str], int] = {}

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 from extractors.python.localtypes import CALL, NONE, UNKNOWN, is_plain
 from extractors.python.names import Index, rename
-from extractors.python.native import NativeOps, aten_ref_ops
+from extractors.python.native import NativeOps, aten_ref_ops, library_ref_op
 from extractors.python.summary import META_MAKER, Def, FileSummary
 
 # Tensor methods that read metadata: no op edge even on a typed Tensor.
@@ -86,9 +86,15 @@ class Edge:
 class Model:
     """Everything the python layer derives globally."""
 
-    def __init__(self, summaries: list[FileSummary], native: NativeOps, edge_prefix: str = "torch/") -> None:
+    def __init__(self, summaries: list[FileSummary], native: NativeOps, edge_prefix: str | tuple[str, ...] = "torch/",
+                 extension: bool = False) -> None:
+        """`edge_prefix`: the files whose functions are APIs with call edges;
+        `extension`: the model of an extension indexed beside its torch (Note
+        [Extensions] in torchtalk/extension.py), where a `torch.ops.NS.X` call
+        of another namespace than aten is an op call (Note [Library ops])."""
         self.summaries = [s for s in summaries if s.error is None]
         self.native = native
+        self.edge_prefix, self.extension = edge_prefix, extension
         self.idx = Index(self.summaries)
         self._classified: dict[str, tuple[str, str] | None] = {}
         self.aliases: dict[str, tuple[list[str], str, int]] = {}  # internal → (raw targets, file, line)
@@ -154,6 +160,8 @@ class Model:
             return out, "leaf"
         if aten_ref_ops(self.native, out):
             return "torch.ops.aten." + out.split(".aten.", 1)[1], "leaf"
+        if self.extension and library_ref_op(out):
+            return out, "leaf"
         return None
 
     def _def_edges(self, s: FileSummary, d: Def) -> Iterator[Edge]:
@@ -339,7 +347,7 @@ class Model:
             e, depth, guessed, hop = queue.popleft()
             if e.kind in ("leaf", "guess"):
                 how = "method_guess" if guessed else ("alias" if api in self.aliases and depth == 1 else "wrapper")
-                for op in self.native.leaves.get(e.callee, ()):
+                for op in self.native.leaves.get(e.callee, ()) or self._library_ops(e.callee):
                     if op not in out or (out[op][0] == "method_guess" and how != "method_guess"):
                         out[op] = (how, hop.file, hop.line)
                 continue
@@ -350,29 +358,36 @@ class Model:
                 queue.append((nxt, depth + 1, guessed or nxt.kind == "guess", hop))
         return out
 
+    def _library_ops(self, leaf: str) -> tuple[str, ...]:
+        op = library_ref_op(leaf) if self.extension else None
+        return (op,) if op else ()
+
     def public_apis(self) -> Iterator[tuple[str, str, int]]:
-        """(internal name, file, line) of every public function, method and alias in torch/."""
+        """(internal name, file, line) of every public function, method and alias
+        in torch/ (or the files of `edge_prefix`)."""
         for s in self.summaries:
-            if not s.file.startswith("torch/"):
+            if not s.file.startswith(self.edge_prefix):
                 continue
             for d in s.defs:
                 if d.kind != "class" and is_public(rename(f"{s.module}.{d.qual}")):
                     yield f"{s.module}.{d.qual}", s.file, d.line
         for name, (_, file, line) in self.aliases.items():
-            if file.startswith("torch/") and is_public(rename(name)):
+            if file.startswith(self.edge_prefix) and is_public(rename(name)):
                 yield name, file, line
 
     def public_reexports(self) -> Iterator[tuple[str, str]]:
         """(public name, internal name) for a public package's `__init__.py` importing a
-        function defined in a private module: `torch.masked.amax` is torch.masked._ops.amax."""
+        function defined in a private module: `torch.masked.amax` is torch.masked._ops.amax;
+        in an extension any function it defines (`torchvision.ops.nms` is
+        torchvision.ops.boxes.nms: the name its docs give)."""
         for s in self.summaries:
-            if not (s.file.startswith("torch/") and s.file.endswith("__init__.py") and is_public(s.module)):
+            if not (s.file.startswith(self.edge_prefix) and s.file.endswith("__init__.py") and is_public(s.module)):
                 continue
             for local, target, _line in s.imports:
                 if local.startswith("_"):
                     continue
                 internal, found = self.idx.resolve(target)
-                if found and not is_public(rename(internal)) and internal in self._edge_src:
+                if found and (self.extension or not is_public(rename(internal))) and internal in self._edge_src:
                     yield f"{s.module}.{local}", internal
 
     # ---------------------------------------------------------------- registrations

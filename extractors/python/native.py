@@ -148,3 +148,20 @@ def aten_ref_ops(native: NativeOps, dotted: str) -> list[str]:
         if dotted.startswith(prefix):
             return list(native.leaves.get("torch.ops.aten." + dotted[len(prefix):], ()))
     return []
+
+
+def library_ref_op(dotted: str) -> str | None:
+    """The op id a `torch.ops.NS.X` / `torch.ops.NS.X.overload` reference of a
+    namespace other than aten names (Note [Library ops] in
+    extractors/cpp/library.py): the op the dispatcher registered under that
+    name; a packet means its default overload. None for any other name.
+
+    Example:
+        >>> library_ref_op("torch.ops.torchvision.nms"), library_ref_op("torch.ops.ns.f.out")
+        ('torchvision::nms', 'ns::f.out')
+    """
+    parts = dotted.split(".")
+    if parts[:2] != ["torch", "ops"] or len(parts) not in (4, 5) or parts[2] == "aten" or not all(parts):
+        return None
+    overload = parts[4] if len(parts) == 5 and parts[4] != "default" else ""
+    return f"{parts[2]}::{parts[3]}" + (f".{overload}" if overload else "")

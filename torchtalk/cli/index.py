@@ -13,6 +13,8 @@ HELP = "extract facts from a PyTorch tree (or installed torch) into its fact dat
 def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--source", type=Path, help="PyTorch tree or installed torch package (default: the fetched 2.6.0 tree)")
     p.add_argument("--db", type=Path, help="database file (default: in the user cache dir, keyed by the tree)")
+    p.add_argument("--with-torch", type=Path, metavar="PYTORCH_TREE",
+                   help="--source is a PyTorch extension (torchvision, ...): index it beside this torch tree, into one DB")
     p.add_argument("--layers", help="comma-separated layers to (re)index: ops,cpp,python,tests,precise")
     p.add_argument("--precise", action="store_true", help="also run the precise (libclang) layer")
     p.add_argument("--jobs", type=int, help="worker processes for the layers that use them")
@@ -30,6 +32,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.jobs is not None and args.jobs < 1:
         raise InputError(f"--jobs must be at least 1, got {args.jobs}")
+    if args.with_torch is not None and args.source is None:
+        raise InputError("--with-torch needs --source EXT, the extension's checkout")
     source = args.source or default_source()
     if args.source is None and not source.exists():
         raise InputError(f"no PyTorch tree at {source}", hint="run `torchtalk fetch` or pass --source PATH")
@@ -43,6 +47,7 @@ def run(args: argparse.Namespace) -> int:
         force=args.force,
         log=log,
         progress=not args.quiet,
+        with_torch=args.with_torch,
     )
     if args.json:
         print(json.dumps(report.to_json(), indent=2))

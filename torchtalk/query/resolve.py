@@ -429,6 +429,11 @@ class Resolver:
         yield "c10", False, lambda: self._q(
             "SELECT 'key', key, file, line FROM dispatch_key_def WHERE lower(key) = lower(?)", [t],
             "dispatch_key_def")
+        # a key a TORCH_LIBRARY_IMPL block names (an extension's "Autocast"), at its first block
+        yield "registered", False, lambda: self._q(
+            "SELECT 'key', key, arg_min(file, (file, line)), min(line) FILTER (WHERE file = "
+            "(SELECT min(file) FROM lib_impl WHERE lower(key) = lower(?))) FROM lib_impl "
+            "WHERE lower(key) = lower(?) GROUP BY key", [t, t], "lib_impl")
 
     def _kernel_tiers(self, t: str):
         last = t.rsplit("::", 1)[-1]
@@ -491,7 +496,7 @@ class Resolver:
             "node": [("func", "fn", "name"), ("py_api", "api", "api")],
             "subject": [("op", "op", "op"), ("func", "fn", "name")],
             "test": [("test", "test", "test")],
-            "key": [("dispatch", "key", "key"), ("dispatch_key_def", "key", "key")],
+            "key": [("dispatch", "key", "key"), ("dispatch_key_def", "key", "key"), ("lib_impl", "key", "key")],
             "module_class": [("module_class", "cls", "regexp_extract(cls, '[^.]+$')")],
         }.get(ns, [])
         scored: list[tuple[float, str]] = []
@@ -537,11 +542,14 @@ def _typed_forms(fn: str) -> tuple[str, ...]:
 def _op_id(t: str, py: str) -> str | None:
     """The op id or name `t` spells, if it spells one: "aten::add.Tensor",
     "torch.ops.aten.add.Tensor" (`py`: `t` with its module alias written out),
-    or `t` itself when it is no C++ name."""
+    or `t` itself when it is no C++ name; an op of another namespace keeps
+    it ("torchvision::nms", Note [Library ops] in extractors/cpp/library.py)."""
     if t.startswith("aten::"):
         return t[len("aten::"):]
     if py.startswith("torch.ops.aten."):
         return py[len("torch.ops.aten."):]
+    if re.fullmatch(r"\w+::[\w.]+", t):
+        return t
     return None if "::" in t else t
 
 

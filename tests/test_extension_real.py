@@ -1,0 +1,145 @@
+"""An extension indexed beside its torch (issue 17, deliverables 4 and 5):
+torchvision 0.21.0, the release built against torch 2.6 (Debian's
+pytorch-vision source package, fetched by scripts/setup with `torchtalk
+fetch torchvision`), indexed with `--with-torch` the real 2.6.0 tree into one
+DB (Note [Extensions] in torchtalk/extension.py)."""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+from _tree import line_of
+from conftest import _missing
+
+pytestmark = pytest.mark.real_tree
+
+NMS_CPU = "torchvision/csrc/ops/cpu/nms_kernel.cpp"
+NMS_CUDA = "torchvision/csrc/ops/cuda/nms_kernel.cu"
+
+
+@pytest.fixture(scope="module")
+def vision() -> Path:
+    """The torchvision 0.21.0 tree `torchtalk fetch torchvision` unpacks."""
+    from torchtalk.fetch import TREES, default_dest
+
+    path = default_dest("torchvision")
+    if not (path / TREES["torchvision"].marker).is_file():
+        _missing(f"torchvision 0.21.0 not found at {path}; run `torchtalk fetch torchvision`")
+    return path
+
+
+@pytest.fixture(scope="module")
+def vision_db(vision, tree, real_db, tmp_path_factory) -> Path:
+    """torchvision indexed beside the real tree's DB (reused, not re-indexed)."""
+    from torchtalk import api
+
+    db = tmp_path_factory.mktemp("vision") / "vision.duckdb"
+    report = api.index(vision, db=db, with_torch=tree, torch_db=real_db)
+    assert [lr.name for lr in report.layers][-2:] == ["ext-cpp", "ext-python"]
+    return db
+
+
+@pytest.fixture(scope="module")
+def con(vision_db):
+    from torchtalk import api
+
+    con = api.open_db(db=vision_db)
+    yield con
+    con.close()
+
+
+def q(con, text, **kw):
+    from torchtalk import api
+
+    return api.query(text, con=con, **kw)
+
+
+def test_trace_nms_reaches_its_op_kernels_and_cuda_kernel(con, vision):
+    rows = q(con, "trace(torchvision.ops.nms)", limit=None).rows
+    schema = line_of(vision, "torchvision/csrc/ops/nms.cpp", "  m.def(TORCH_SELECTIVE_SCHEMA(")  # the m.def line
+    assert ("torchvision::nms", "op", "torchvision::nms",
+            "torchvision::nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor",
+            "torchvision/csrc/ops/nms.cpp", schema) in rows
+    cpu = "vision::ops::(anonymous:torchvision/csrc/ops/cpu/nms_kernel.cpp)::nms_kernel"
+    cuda = "vision::ops::(anonymous:torchvision/csrc/ops/cuda/nms_kernel.cu)::nms_kernel"
+    assert ("torchvision::nms", "kernel", cpu, "CPU", NMS_CPU, line_of(vision, NMS_CPU, "at::Tensor nms_kernel(")) in rows
+    assert ("torchvision::nms", "kernel", cuda, "CUDA", NMS_CUDA, line_of(vision, NMS_CUDA, "at::Tensor nms_kernel(")) in rows
+    # the registrations themselves, at their m.impl lines
+    assert ("torchvision::nms", "registration", cuda, "CUDA", NMS_CUDA,
+            line_of(vision, NMS_CUDA, '  m.impl(TORCH_SELECTIVE_NAME("torchvision::nms")')) in rows
+    # the __global__ kernel, at its <<<>>> launch
+    impl = "vision::ops::(anonymous:torchvision/csrc/ops/cuda/nms_kernel.cu)::nms_kernel_impl"
+    launch = line_of(vision, NMS_CUDA, "        nms_kernel_impl<scalar_t><<<")
+    assert ("torchvision::nms", "cuda_kernel", impl, cuda, NMS_CUDA, launch) in rows
+    # and the Python wrapper that calls torch.ops.torchvision.nms
+    assert ("torchvision::nms", "python", "torchvision.ops.boxes.nms", "wrapper", "torchvision/ops/boxes.py",
+            line_of(vision, "torchvision/ops/boxes.py", "    return torch.ops.torchvision.nms(")) in rows
+
+
+def test_nms_kernels_are_torchvision_files_and_its_calls_reach_aten(con):
+    """Paths tell the trees apart; the CUDA kernel's at:: calls walk into the torch index."""
+    rows = q(con, "trace(torchvision::nms)", limit=None).rows
+    files = {r[4] for r in rows if r[1] in ("kernel", "registration")}
+    assert files and all(f.startswith("torchvision/csrc/ops/") for f in files)
+    assert any(r[1] == "stub_impl" and r[4].startswith("aten/src/ATen/native/") for r in rows)
+
+
+_IMPL_BLOCK = re.compile(r"TORCH_LIBRARY_IMPL\((\w+),\s*(\w+),\s*m\)\s*\{(.*?)\n\}", re.S)
+_IMPL_NAME = re.compile(r'm\.impl\(\s*TORCH_SELECTIVE_NAME\("(\w+)::(\w+)"\)')
+
+
+def _impl_blocks(vision: Path) -> dict[str, set[str]]:
+    """key -> the torchvision ops m.impl'd in TORCH_LIBRARY_IMPL(torchvision, key, m)
+    blocks, read off the sources with a regex (not the extractor's tree-sitter)."""
+    out: dict[str, set[str]] = defaultdict(set)
+    for path in sorted((vision / "torchvision/csrc").rglob("*")):
+        if path.suffix not in (".cpp", ".cu", ".mm"):
+            continue
+        for ns, key, body in _IMPL_BLOCK.findall(path.read_text(errors="replace")):
+            if ns == "torchvision":
+                out[key] |= {f"{n}::{name}" for n, name in _IMPL_NAME.findall(body)}
+    return out
+
+
+def test_coverage_of_torchvision_ops_per_key_is_its_impl_blocks(con, vision):
+    blocks = _impl_blocks(vision)
+    # read off the files: 6 CPU blocks (nms, roi_align, roi_pool, ps_roi_align,
+    # ps_roi_pool, deform_conv2d and their backwards), 6 CUDA, 5 MPS (no deform_conv2d)
+    assert {k: len(v) for k, v in blocks.items()} == {
+        "CPU": 11, "CUDA": 11, "MPS": 9, "Autograd": 10, "Autocast": 6, "AutocastCPU": 2, "AutocastXPU": 2,
+        "QuantizedCPU": 2}
+    for key, ops in blocks.items():
+        rows = q(con, f"coverage({key})", limit=None).rows
+        registered = {r[1] for r in rows if r[1].startswith("torchvision::") and r[3] == "registered"}
+        assert registered == ops, key
+        # every other torchvision op with a schema (none has a kernel of its own) is not covered by a kernel
+        others = {r[1] for r in rows if r[1].startswith("torchvision::") and r[1] not in ops and r[2] == "covered"}
+        assert all(r[3] == "catchall" for r in rows if r[1] in others), key
+
+
+def test_paths_from_a_cuda_kernel_reach_torchvision_ops(con):
+    kernel = "vision::ops::(anonymous:torchvision/csrc/ops/cuda/roi_align_kernel.cu)::roi_align_forward_kernel_impl"
+    rows = q(con, f'paths("{kernel}" -> python)', limit=None).rows
+    apis = {r[1] for r in rows}
+    assert {"torchvision.ops.roi_align", "torchvision.ops.roi_align.roi_align"} <= apis
+    assert {r[2] for r in rows} == {"torchvision::roi_align"}
+
+
+def test_torch_answers_gain_only_the_extensions_callers(con, real_con):
+    """The torch layers are the torch DB's: trace(torch.matmul) beside torchvision
+    is the torch tree's answer plus torchvision's Python callers of matmul."""
+    alone = set(q(real_con, "trace(torch.matmul)", limit=None).rows)
+    beside = set(q(con, "trace(torch.matmul)", limit=None).rows)
+    assert alone <= beside
+    extra = beside - alone
+    assert extra and all(r[1] == "python" and r[4].startswith("torchvision/") for r in extra)
+
+
+def test_reindex_is_a_no_op(vision, tree, vision_db, real_db):
+    from torchtalk import api
+
+    report = api.index(vision, db=vision_db, with_torch=tree, torch_db=real_db)
+    assert report.up_to_date and report.mode == "current"
