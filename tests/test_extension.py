@@ -1,0 +1,136 @@
+"""An extension indexed beside its torch, on small trees (issue 17,
+deliverable 4; Note [Extensions] in torchtalk/extension.py): its library's
+ops, their kernels per key, its Python wrappers, and the CLI's errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from extractors.cpp.library import lib_op_rows, library_op_rows, op_id
+from extractors.python.native import library_ref_op
+from torchtalk import api, store
+from torchtalk.cli import main
+
+NF = "aten/src/ATen/native/native_functions.yaml"
+NATIVE = "- func: mul.Tensor(Tensor self, Tensor other) -> Tensor\n  dispatch:\n    CPU: mul_cpu\n"
+LIB = 'TORCH_LIBRARY(myext, m) {\n  m.def("myext::scale(Tensor x, float s) -> Tensor");\n' \
+      '  m.def("myext::scale.out(Tensor x, float s, *, Tensor(a!) out) -> Tensor(a!)");\n}\n'
+CPU = ('#include <torch/library.h>\nnamespace myext {\n'
+       'at::Tensor scale_cpu(const at::Tensor& x, double s) {\n  return at::mul(x, s);\n}\n'
+       'TORCH_LIBRARY_IMPL(myext, CPU, m) {\n  m.impl("myext::scale", TORCH_FN(scale_cpu));\n}\n}\n')
+CUDA = ('namespace myext {\n__global__ void scale_kernel(float* x, float s) {}\n'
+        'at::Tensor scale_cuda(const at::Tensor& x, double s) {\n'
+        '  scale_kernel<<<1, 1>>>(nullptr, s);\n  return x;\n}\n'
+        'TORCH_LIBRARY_IMPL(myext, CUDA, m) {\n  m.impl("scale", TORCH_FN(scale_cuda));\n}\n}\n')
+PY = 'import torch\n\n\ndef scale(x, s):\n    """Scale x."""\n    return torch.ops.myext.scale(x, s)\n'
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch) -> Path:
+    path = tmp_path / "cache"
+    monkeypatch.setenv("TORCHTALK_CACHE_DIR", str(path))
+    return path
+
+
+@pytest.fixture
+def torch_tree(tmp_path) -> Path:
+    root = tmp_path / "pytorch"
+    (root / "aten/src/ATen/native").mkdir(parents=True)
+    (root / NF).write_text(NATIVE)
+    (root / "torch").mkdir()
+    (root / "torch/__init__.py").write_text("")
+    return root
+
+
+@pytest.fixture
+def ext(tmp_path) -> Path:
+    root = tmp_path / "myext-1.0"
+    for rel, text in {"myext/__init__.py": "from .ops import scale\n", "myext/ops.py": PY,
+                      "myext/csrc/scale.cpp": LIB, "myext/csrc/cpu/scale_kernel.cpp": CPU,
+                      "myext/csrc/cuda/scale_kernel.cu": CUDA, "test/test_scale.py": "import myext\n",
+                      "version.txt": "1.0\n"}.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return root
+
+
+def cli(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err
+    return code, out, err
+
+
+def test_op_ids_of_libraries_and_torch_ops_references():
+    assert (op_id("myext", "scale.out"), op_id("aten", "mul.Tensor")) == ("myext::scale.out", "mul.Tensor")
+    rows = {"lib_def": [("myext", "scale", "myext::scale(Tensor x) -> Tensor", "a.cpp", 2),
+                        ("aten", "foo", "foo(Tensor x) -> Tensor", "a.cpp", 3)],
+            "lib_impl": [("myext", "scale", "CPU", "f", "b.cpp", 7), ("aten", "mul.Tensor", "CPU", "g", "b.cpp", 8)]}
+    assert lib_op_rows(rows) == [("aten", "foo", "foo"), ("aten", "mul.Tensor", "mul.Tensor"),
+                                 ("myext", "scale", "myext::scale")]
+    assert library_op_rows(rows) == [("myext::scale", "myext::scale", "", "myext::scale(Tensor x) -> Tensor",
+                                      "a.cpp", 2)]
+    assert [library_ref_op(s) for s in ("torch.ops.myext.scale", "torch.ops.myext.scale.default",
+                                        "torch.ops.myext.scale.out", "torch.ops.aten.mul", "torch.ops.load_library",
+                                        "torch.nn.functional.relu")] == [
+        "myext::scale", "myext::scale", "myext::scale.out", None, None, None]
+
+
+def test_extension_beside_its_torch(torch_tree, ext, cache, capsys):
+    code, out, _ = cli(capsys, "index", "--source", str(ext), "--with-torch", str(torch_tree), "--quiet")
+    assert code == 0 and "indexed in" in out
+    con = api.open_db(source=ext)
+    try:
+        ops = con.execute("SELECT op, file, line FROM op ORDER BY op").fetchall()
+        assert ops == [("mul.Tensor", NF, 1), ("myext::scale", "myext/csrc/scale.cpp", 2),
+                       ("myext::scale.out", "myext/csrc/scale.cpp", 3)]
+        trace = set(api.query("trace(myext.scale)", con=con, limit=None).rows)
+        cov = set(api.query("coverage(CUDA)", con=con, limit=None).rows)
+        meta = dict(con.execute("SELECT key, value FROM torchtalk_meta").fetchall())
+        calls_op = con.execute("SELECT caller, name, file, line FROM calls_op").fetchall()
+    finally:
+        con.close()
+    assert {("myext::scale", "kernel", "myext::scale_cpu", "CPU", "myext/csrc/cpu/scale_kernel.cpp", 3),
+            ("myext::scale", "kernel", "myext::scale_cuda", "CUDA", "myext/csrc/cuda/scale_kernel.cu", 3),
+            ("myext::scale", "cuda_kernel", "myext::scale_kernel", "myext::scale_cuda",
+             "myext/csrc/cuda/scale_kernel.cu", 4),
+            ("myext::scale", "python", "myext.ops.scale", "wrapper", "myext/ops.py", 6)} <= trace
+    # the CPU kernel's at::mul is a call of the torch tree's op (its names come from torch's yaml)
+    assert calls_op == [("myext::scale_cpu", "mul", "myext/csrc/cpu/scale_kernel.cpp", 4)]
+    assert {r[1:4] for r in cov if r[1].startswith("myext::")} == {
+        ("myext::scale", "covered", "registered"), ("myext::scale.out", "missing", "")}
+    assert (meta["kind"], meta["with_torch"], meta["extension_dirs"]) == ("extension", str(torch_tree), "myext")
+    # unchanged trees: a no-op; an edit of the extension re-runs its layers
+    code, out, _ = cli(capsys, "index", "--source", str(ext), "--with-torch", str(torch_tree), "--quiet")
+    assert out.endswith("up to date\n")
+    (ext / "myext/ops.py").write_text(PY + "\n\ndef twice(x):\n    return scale(x, 2.0)\n")
+    code, out, _ = cli(capsys, "index", "--source", str(ext), "--with-torch", str(torch_tree), "--quiet")
+    assert "indexed in" in out
+    con = api.open_db(source=ext)
+    try:
+        assert ("myext.ops.twice", "myext::scale") in con.execute("SELECT api, op FROM py_api").fetchall()
+    finally:
+        con.close()
+
+
+def test_errors(torch_tree, ext, cache, capsys, tmp_path):
+    code, _, err = cli(capsys, "index", "--with-torch", str(torch_tree))
+    assert (code, err) == (1, "torchtalk: error: --with-torch needs --source EXT, the extension's checkout\n")
+    code, _, err = cli(capsys, "index", "--source", str(ext), "--with-torch", str(ext))
+    assert code == 1 and err.startswith(f"torchtalk: error: not a PyTorch tree: {ext}")
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    code, _, err = cli(capsys, "index", "--source", str(bare), "--with-torch", str(torch_tree))
+    assert (code, err) == (1, f"torchtalk: error: no Python package at the top of {bare} (a directory with "
+                              "__init__.py) (pass the root of the extension's checkout)\n")
+    clash = tmp_path / "clash"
+    (clash / "torch").mkdir(parents=True)
+    (clash / "torch/__init__.py").write_text("")
+    code, _, err = cli(capsys, "index", "--source", str(clash), "--with-torch", str(torch_tree))
+    assert (code, err) == (1, f"torchtalk: error: the extension's package torch/ is also a directory of the torch "
+                              f"tree {torch_tree} (their files would share paths)\n")
+    code, _, err = cli(capsys, "index", "--source", str(ext), "--with-torch", str(torch_tree), "--layers", "cpp")
+    assert code == 1 and "no --layers or --precise" in err
+    assert not store.default_db(ext).exists()
