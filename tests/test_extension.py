@@ -134,3 +134,51 @@ def test_errors(torch_tree, ext, cache, capsys, tmp_path):
     code, _, err = cli(capsys, "index", "--source", str(ext), "--with-torch", str(torch_tree), "--layers", "cpp")
     assert code == 1 and "no --layers or --precise" in err
     assert not store.default_db(ext).exists()
+
+
+VLLM_REG = '#define TORCH_LIBRARY_EXPAND(NAME, MODULE) TORCH_LIBRARY(NAME, MODULE)\n'
+VLLM_OPS = ('#include "core/registration.h"\n'
+            'void rms_norm(at::Tensor& out, at::Tensor& input) {}\n'
+            'TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {\n'
+            '  ops.def("rms_norm(Tensor! out, Tensor input) -> ()");\n'
+            '  ops.impl("rms_norm", torch::kCUDA, &rms_norm);\n'
+            '}\n')
+VLLM_PY = 'import torch\n\n\ndef rms_norm(out, x):\n    torch.ops._C.rms_norm(out, x)\n'
+TOML = '[cpp.macros]\nTORCH_LIBRARY_EXPAND = "TORCH_LIBRARY"\nTORCH_EXTENSION_NAME = "_C"\n'
+
+
+def test_project_macros_name_an_extensions_own_registration_macros(torch_tree, tmp_path, cache, capsys):
+    """Note [Project macros]: `.torchtalk.toml` says what TORCH_LIBRARY_EXPAND (defined
+    in a header, as vLLM's csrc/core/registration.h does) and TORCH_EXTENSION_NAME (a
+    build flag) mean; without it the library is not seen."""
+    root = tmp_path / "vllm"
+    for rel, text in {"vllm/__init__.py": "", "vllm/custom_ops.py": VLLM_PY,
+                      "vllm/csrc/core/registration.h": VLLM_REG, "vllm/csrc/torch_bindings.cpp": VLLM_OPS}.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+
+    def ops_and_kernels():
+        assert cli(capsys, "index", "--source", str(root), "--with-torch", str(torch_tree), "--quiet")[0] == 0
+        con = api.open_db(source=root)
+        try:
+            return (con.execute("SELECT op, file, line FROM op WHERE op LIKE '%::%'").fetchall(),
+                    set(api.query("trace(vllm.custom_ops.rms_norm)", con=con, limit=None).rows)
+                    if con.execute("SELECT 1 FROM op WHERE op = '_C::rms_norm'").fetchall() else set())
+        finally:
+            con.close()
+
+    assert ops_and_kernels() == ([], set())
+    (root / ".torchtalk.toml").write_text(TOML)
+    ops, trace = ops_and_kernels()
+    assert ops == [("_C::rms_norm", "vllm/csrc/torch_bindings.cpp", 4)]
+    assert ("_C::rms_norm", "registration", "rms_norm", "CUDA", "vllm/csrc/torch_bindings.cpp", 5) in trace
+    assert ("_C::rms_norm", "python", "vllm.custom_ops.rms_norm", "wrapper", "vllm/custom_ops.py", 5) in trace
+    # a bad entry is a warning at its line, not an error
+    (root / ".torchtalk.toml").write_text(TOML + 'BAD = 3\n')
+    cli(capsys, "index", "--source", str(root), "--with-torch", str(torch_tree), "--quiet")
+    con = api.open_db(source=root)
+    try:
+        assert con.execute("SELECT file, line, message FROM torchtalk_warnings WHERE layer = 'ext-cpp'").fetchall() == [
+            (".torchtalk.toml", 4, '[cpp.macros] BAD: want an identifier = "one line"')]
+    finally:
+        con.close()

@@ -41,13 +41,17 @@ def source_files(root: Path, dirs: Iterable[str] = SOURCE_DIRS) -> list[str]:
 
 
 def inputs(root: Path, dirs: Iterable[str] = SOURCE_DIRS, torch_root: Path | None = None) -> Iterable[Path]:
-    """Every file the layer reads (absolute): the sources under `dirs`, and
+    """Every file the layer reads (absolute): the sources under `dirs`,
     native_functions.yaml (of `torch_root` for an extension, Note [Library
-    ops]) for the names of ATen ops (Note [ATen API calls])."""
+    ops]) for the names of ATen ops (Note [ATen API calls]), and the tree's
+    `.torchtalk.toml` when it has one (Note [Project macros])."""
     from extractors.cpp.aten import yaml_path
 
+    from extractors.cpp.project import FILE
+
     yaml = yaml_path(torch_root or root)
-    return [root / rel for rel in source_files(root, dirs)] + ([yaml] if yaml else [])
+    project = [root / FILE] if (root / FILE).is_file() else []  # Note [Project macros]
+    return [root / rel for rel in source_files(root, dirs)] + ([yaml] if yaml else []) + project
 
 
 @dataclass
@@ -63,19 +67,21 @@ class Run:
     kept: tuple[str | None, dict[str, list[tuple]]] | None = None
 
 
-def _scan_job(job: tuple[str, str, str]):
-    """Worker: read, hash, scan one file and cache its FileFacts."""
+def _scan_job(job: tuple[str, str, str, dict[str, str]]):
+    """Worker: read, hash, scan one file (after the project's macros, Note
+    [Project macros]) and cache its FileFacts."""
     from extractors.cpp import cache
+    from extractors.cpp.project import apply_macros, macros_digest
     from extractors.cpp.scan import scan_file
 
-    root, rel, cache_dir = job
+    root, rel, cache_dir, macros = job
     try:
         data = (Path(root) / rel).read_bytes()
-        digest = cache.digest_of(data, rel)
+        digest = macros_digest(cache.digest_of(data, rel), macros)
         path = cache.entry_path(Path(cache_dir), digest)
         facts = cache.read(path)
         if facts is None:
-            facts = scan_file(rel, data)
+            facts = scan_file(rel, apply_macros(data, macros))
             cache.write_atomic(path, facts)
         return rel, digest, facts, None
     except Exception as exc:  # one bad file must not stop indexing
@@ -91,13 +97,14 @@ def _library_rows(rows: dict[str, list[tuple]], extension: bool) -> None:
         rows["op"] = library_op_rows(rows)
 
 
-def _current_digests(root: Path, rels: list[str], index: dict,
-                     dirs: Iterable[str] = SOURCE_DIRS) -> tuple[dict, dict]:
+def _current_digests(root: Path, rels: list[str], index: dict, dirs: Iterable[str] = SOURCE_DIRS,
+                     macros: dict[str, str] | None = None) -> tuple[dict, dict]:
     """(rel -> content digest, new index): files git reports unmodified take
     their blob id from git (Note [Git-aware digests]); otherwise an unchanged
     size and mtime reuse the last digest; anything else is read and hashed."""
     from extractors.cpp import cache
     from extractors.cpp.gitinfo import clean_blobs
+    from extractors.cpp.project import macros_digest
 
     git = clean_blobs(root, dirs) or {}
     digests, new_index = {}, {}
@@ -116,7 +123,7 @@ def _current_digests(root: Path, rels: list[str], index: dict,
                 digest = cache.digest_of((root / rel).read_bytes(), rel)
             except OSError:
                 continue
-        digests[rel] = digest
+        digests[rel] = macros_digest(digest, macros or {})  # Note [Project macros]
         new_index[rel] = (st.st_size, st.st_mtime_ns, digest)
     return digests, new_index
 
@@ -142,7 +149,10 @@ def run(ctx: ExtractContext, sink: Sink | None = None) -> Run:
     stored = cache.read(cdir / "index.pkl")
     # the index maps stat -> digest; digests depend on the scanner VERSION
     index = stored[1] if isinstance(stored, tuple) and stored[0] == cache.VERSION else {}
-    digests, new_index = _current_digests(root, rels, index, dirs)
+    from extractors.cpp.project import load_macros
+
+    macros, macro_warnings = load_macros(root)
+    digests, new_index = _current_digests(root, rels, index, dirs, macros)
     combined = _combined({**digests, **_yaml_stamp(names_root), "<library ops>": str(ctx.torch_root is not None)})
     timings = {"stat": time.perf_counter() - t0}
     resolved = _read_memo(memo, cdir / "resolved.pkl")
@@ -153,8 +163,9 @@ def run(ctx: ExtractContext, sink: Sink | None = None) -> Run:
         if new_index != index:
             cache.write_atomic(cdir / "index.pkl", (cache.VERSION, new_index))
         timings["total"] = time.perf_counter() - t0
-        return Run(resolved[1], resolved[2], timings, kept=kept)
-    facts, scanned, warnings = _load_facts(root, cdir, digests, ctx.jobs, sink, memo)
+        return Run(resolved[1], resolved[2], timings, warnings=macro_warnings, kept=kept)
+    facts, scanned, warnings = _load_facts(root, cdir, digests, ctx.jobs, sink, memo, macros)
+    warnings = macro_warnings + warnings
     timings["scan"] = time.perf_counter() - t0 - timings["stat"]
     from extractors.cpp.resolve import resolve
 
@@ -232,7 +243,7 @@ def _identity(path: Path) -> tuple[int, int, int] | None:
 
 
 def _load_facts(root: Path, cdir: Path, digests: dict[str, str], jobs: int, sink: Sink | None,
-                memo: dict | None = None):
+                memo: dict | None = None, macros: dict[str, str] | None = None):
     """FileFacts of every file: cached entries (kept in `memo` by digest,
     Note [Layer memo]), the rest scanned in parallel."""
     from extractors.cpp import cache
@@ -247,7 +258,7 @@ def _load_facts(root: Path, cdir: Path, digests: dict[str, str], jobs: int, sink
             facts.append(f)
     if sink is not None:
         sink.progress(0, total=len(todo), what="C++/CUDA files")
-    jobs_in = [(str(root), rel, str(cdir)) for rel in todo]
+    jobs_in = [(str(root), rel, str(cdir), macros or {}) for rel in todo]
     if jobs > 1 and len(todo) >= _POOL_MIN:
         import multiprocessing as mp
 

@@ -206,6 +206,18 @@ def _dispatch_key(node: ts.Node) -> str | None:
         args.named_children[0].text.decode(errors="replace")) else None
 
 
+def _device_key(node: ts.Node) -> str | None:
+    """`m.impl("op", torch::kCUDA, fn)`'s device: `torch::kCUDA`,
+    `c10::DeviceType::CUDA` -> "CUDA" (the device's backend key)."""
+    parts = name_parts(node.text.decode(errors="replace"))
+    if not parts or node.type not in ("qualified_identifier", "identifier"):
+        return None
+    last = parts[-1]
+    if len(parts) >= 2 and parts[-2] == "DeviceType":
+        return last
+    return last[1:] if re.fullmatch(r"k[A-Z]\w*", last) else None
+
+
 def member_construct(scanner, call: ts.Node, fn: ts.Node, name: str, block, scope: str | None) -> None:
     """Record `m.def` / `m.impl` of TORCH_LIBRARY blocks and pybind11 `.def`."""
     args = call.child_by_field_name("arguments")
@@ -246,9 +258,10 @@ def _lib_construct(info: tuple, name: str, argv: list, line: int, scope: str, ou
             out.lib_impls.append((ns, op, "CatchAll", target, line, scope))
     elif name == "impl" and len(argv) > 1:
         key = info[2] if macro == "TORCH_LIBRARY_IMPL" and len(info) > 3 else "CatchAll"
-        key = _dispatch_key(argv[1]) or key
+        device = _device_key(argv[1]) if len(argv) > 2 else None
+        key = device or _dispatch_key(argv[1]) or key
         op = text.split("::", 1)[1] if "::" in text else text
-        target = target_parts(argv[1])
+        target = target_parts(argv[2] if device else argv[1])
         if target:
             out.lib_impls.append((ns, op, key, target, line, scope))
 
