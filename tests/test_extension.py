@@ -182,3 +182,22 @@ def test_project_macros_name_an_extensions_own_registration_macros(torch_tree, t
             (".torchtalk.toml", 4, '[cpp.macros] BAD: want an identifier = "one line"')]
     finally:
         con.close()
+
+
+def test_src_layout_paths_are_relative_to_src(torch_tree, ext, tmp_path, cache, capsys):
+    """A package under src/ (torchaudio's layout) wins over a top-level one (its tools/)."""
+    root = tmp_path / "srcext"
+    (root / "src").mkdir(parents=True)
+    ext.rename(root / "src" / "pkg")
+    (root / "src/pkg/myext").rename(root / "src/myext")
+    (root / "tools").mkdir()
+    (root / "tools/__init__.py").write_text("")
+    assert cli(capsys, "index", "--source", str(root), "--with-torch", str(torch_tree), "--quiet")[0] == 0
+    con = api.open_db(source=root)
+    try:
+        assert con.execute("SELECT op, file FROM op WHERE op = 'myext::scale'").fetchall() == [
+            ("myext::scale", "myext/csrc/scale.cpp")]
+        meta = dict(con.execute("SELECT key, value FROM torchtalk_meta").fetchall())
+    finally:
+        con.close()
+    assert (meta["source"], meta["extension_dirs"]) == (str(root / "src"), "myext,pkg")

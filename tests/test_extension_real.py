@@ -20,26 +20,41 @@ NMS_CPU = "torchvision/csrc/ops/cpu/nms_kernel.cpp"
 NMS_CUDA = "torchvision/csrc/ops/cuda/nms_kernel.cu"
 
 
-@pytest.fixture(scope="module")
-def vision() -> Path:
-    """The torchvision 0.21.0 tree `torchtalk fetch torchvision` unpacks."""
+def _fetched(name: str) -> Path:
+    """The tree `torchtalk fetch NAME` unpacks (scripts/setup fetches it)."""
     from torchtalk.fetch import TREES, default_dest
 
-    path = default_dest("torchvision")
-    if not (path / TREES["torchvision"].marker).is_file():
-        _missing(f"torchvision 0.21.0 not found at {path}; run `torchtalk fetch torchvision`")
+    path = default_dest(name)
+    if not (path / TREES[name].marker).is_file():
+        _missing(f"{name} not found at {path}; run `torchtalk fetch {name}`")
     return path
+
+
+def _index_beside(ext: Path, tree: Path, real_db: Path, tmp_path_factory) -> Path:
+    """The extension indexed beside the real tree's DB (reused, not re-indexed)."""
+    from torchtalk import api
+
+    db = tmp_path_factory.mktemp(ext.name) / "ext.duckdb"
+    report = api.index(ext, db=db, with_torch=tree, torch_db=real_db)
+    assert [lr.name for lr in report.layers][-2:] == ["ext-cpp", "ext-python"]
+    return db
+
+
+@pytest.fixture(scope="module")
+def vision() -> Path:
+    """The torchvision 0.21.0 tree."""
+    return _fetched("torchvision")
+
+
+@pytest.fixture(scope="module")
+def audio() -> Path:
+    """The torchaudio 2.6.0 tree (a src layout: its paths are relative to src/)."""
+    return _fetched("torchaudio")
 
 
 @pytest.fixture(scope="module")
 def vision_db(vision, tree, real_db, tmp_path_factory) -> Path:
-    """torchvision indexed beside the real tree's DB (reused, not re-indexed)."""
-    from torchtalk import api
-
-    db = tmp_path_factory.mktemp("vision") / "vision.duckdb"
-    report = api.index(vision, db=db, with_torch=tree, torch_db=real_db)
-    assert [lr.name for lr in report.layers][-2:] == ["ext-cpp", "ext-python"]
-    return db
+    return _index_beside(vision, tree, real_db, tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
@@ -47,6 +62,15 @@ def con(vision_db):
     from torchtalk import api
 
     con = api.open_db(db=vision_db)
+    yield con
+    con.close()
+
+
+@pytest.fixture(scope="module")
+def audio_con(audio, tree, real_db, tmp_path_factory):
+    from torchtalk import api
+
+    con = api.open_db(db=_index_beside(audio, tree, real_db, tmp_path_factory))
     yield con
     con.close()
 
@@ -88,36 +112,65 @@ def test_nms_kernels_are_torchvision_files_and_its_calls_reach_aten(con):
 
 
 _IMPL_BLOCK = re.compile(r"TORCH_LIBRARY_IMPL\((\w+),\s*(\w+),\s*m\)\s*\{(.*?)\n\}", re.S)
-_IMPL_NAME = re.compile(r'm\.impl\(\s*TORCH_SELECTIVE_NAME\("(\w+)::(\w+)"\)')
+_IMPL_NAME = re.compile(r'm\.impl\(\s*(?:TORCH_SELECTIVE_NAME\()?"(?:\w+::)?(\w+)"')
 
 
-def _impl_blocks(vision: Path) -> dict[str, set[str]]:
-    """key -> the torchvision ops m.impl'd in TORCH_LIBRARY_IMPL(torchvision, key, m)
-    blocks, read off the sources with a regex (not the extractor's tree-sitter)."""
+def _impl_blocks(root: Path, ns: str) -> dict[str, set[str]]:
+    """key -> the ops m.impl'd in TORCH_LIBRARY_IMPL(ns, key, m) blocks under
+    `root`, read off the sources with a regex (not the extractor's tree-sitter)."""
     out: dict[str, set[str]] = defaultdict(set)
-    for path in sorted((vision / "torchvision/csrc").rglob("*")):
+    for path in sorted(root.rglob("*")):
         if path.suffix not in (".cpp", ".cu", ".mm"):
             continue
-        for ns, key, body in _IMPL_BLOCK.findall(path.read_text(errors="replace")):
-            if ns == "torchvision":
-                out[key] |= {f"{n}::{name}" for n, name in _IMPL_NAME.findall(body)}
+        for block_ns, key, body in _IMPL_BLOCK.findall(path.read_text(errors="replace")):
+            if block_ns == ns:
+                out[key] |= {f"{ns}::{name}" for name in _IMPL_NAME.findall(body)}
     return out
 
 
+def _assert_coverage_is_blocks(con, ns: str, blocks: dict[str, set[str]]) -> None:
+    for key, ops in blocks.items():
+        rows = q(con, f"coverage({key})", limit=None).rows
+        registered = {r[1] for r in rows if r[1].startswith(f"{ns}::") and r[3] == "registered"}
+        assert registered == ops, key
+        # the namespace's other ops are covered only by a kernel given with their m.def (CatchAll), if at all
+        assert {r[3] for r in rows if r[1].startswith(f"{ns}::") and r[1] not in ops and r[2] == "covered"} <= {
+            "catchall"}, key
+
+
 def test_coverage_of_torchvision_ops_per_key_is_its_impl_blocks(con, vision):
-    blocks = _impl_blocks(vision)
+    blocks = _impl_blocks(vision / "torchvision/csrc", "torchvision")
     # read off the files: 6 CPU blocks (nms, roi_align, roi_pool, ps_roi_align,
     # ps_roi_pool, deform_conv2d and their backwards), 6 CUDA, 5 MPS (no deform_conv2d)
     assert {k: len(v) for k, v in blocks.items()} == {
         "CPU": 11, "CUDA": 11, "MPS": 9, "Autograd": 10, "Autocast": 6, "AutocastCPU": 2, "AutocastXPU": 2,
         "QuantizedCPU": 2}
-    for key, ops in blocks.items():
-        rows = q(con, f"coverage({key})", limit=None).rows
-        registered = {r[1] for r in rows if r[1].startswith("torchvision::") and r[3] == "registered"}
-        assert registered == ops, key
-        # every other torchvision op with a schema (none has a kernel of its own) is not covered by a kernel
-        others = {r[1] for r in rows if r[1].startswith("torchvision::") and r[1] not in ops and r[2] == "covered"}
-        assert all(r[3] == "catchall" for r in rows if r[1] in others), key
+    _assert_coverage_is_blocks(con, "torchvision", blocks)
+
+
+def test_coverage_of_torchaudio_ops_per_key_is_its_impl_blocks(audio_con, audio):
+    blocks = _impl_blocks(audio / "src/libtorchaudio", "torchaudio")
+    # read off the files: CPU forced_align, ray_tracing, _simulate_rir, _make_rir_filter,
+    # rnnt_loss(_alphas, _betas); CUDA forced_align, rnnt_loss(_alphas, _betas)
+    assert {k: len(v) for k, v in blocks.items()} == {"CPU": 7, "CUDA": 4, "Autograd": 1,
+                                                     "CompositeImplicitAutograd": 1}
+    _assert_coverage_is_blocks(audio_con, "torchaudio", blocks)
+
+
+def test_trace_rnnt_loss_reaches_its_kernels(audio_con, audio):
+    """torchaudio's src layout: paths relative to src/ (libtorchaudio/..., torchaudio/...)."""
+    src = audio / "src"
+    rows = q(audio_con, "trace(torchaudio.functional.rnnt_loss)", limit=None).rows
+    cpu, cuda = "libtorchaudio/rnnt/cpu/compute.cpp", "libtorchaudio/rnnt/gpu/compute.cu"
+    assert ("torchaudio::rnnt_loss", "kernel", "torchaudio::rnnt::cpu::compute", "CPU", cpu,
+            line_of(src, cpu, "std::tuple<torch::Tensor, std::optional<torch::Tensor>> compute(")) in rows
+    assert ("torchaudio::rnnt_loss", "kernel", "torchaudio::rnnt::gpu::compute", "CUDA", cuda,
+            line_of(src, cuda, "std::tuple<torch::Tensor, std::optional<torch::Tensor>> compute(")) in rows
+    assert ("torchaudio::rnnt_loss", "registration", "torchaudio::rnnt::rnnt_loss_autograd", "Autograd",
+            "libtorchaudio/rnnt/autograd.cpp", line_of(src, "libtorchaudio/rnnt/autograd.cpp", '  m.impl("rnnt_loss"')) \
+        in rows
+    kernels = {r[2] for r in rows if r[1] == "cuda_kernel" and r[4].startswith("libtorchaudio/rnnt/gpu/")}
+    assert {"torchaudio::rnnt::ComputeLogProbs", "torchaudio::rnnt::ComputeGradients"} <= kernels
 
 
 def test_paths_from_a_cuda_kernel_reach_torchvision_ops(con):

@@ -8,7 +8,8 @@ that tree's own DB has them (its facts dir's layer files hard-linked: torch
 is indexed, or found current, first), and the extension's own layers, run by
 the same extractors (`ext-cpp`: extractors.cpp, `ext-python`:
 extractors.python) over the extension's packages (`dirs`: the top-level
-directories holding a Python package, say `torchvision/`) with
+directories holding a Python package, say `torchvision/`; in a src layout,
+the directories of `src/`, whose paths are then relative to it) with
 `ExtractContext.torch_root` set: names of ATen ops come from torch's
 native_functions.yaml, the `m.def`s of the extension's libraries are its
 `op` rows, and its `torch.ops.NS.X` calls are op calls (Note [Library ops]
@@ -68,6 +69,17 @@ def packages(root: Path) -> tuple[str, ...]:
                  if (p / "__init__.py").is_file() and p.name not in _TEST_DIRS and not p.name.startswith("."))
 
 
+def layout(root: Path) -> tuple[Path, tuple[str, ...]]:
+    """(source root, dirs): in a src layout (`src/` holding a package)
+    `root/src` and every directory in it, its packages and the C++ libraries
+    beside them (torchaudio's src/libtorchaudio); else `root` and its packages."""
+    src = root / "src"
+    if not src.is_dir() or not packages(src):
+        return root, packages(root)
+    return src, tuple(sorted(p.name for p in src.iterdir() if p.is_dir() and p.name not in _TEST_DIRS
+                             and not p.name.startswith((".", "__"))))
+
+
 def index_extension(ext: str | Path, torch: str | Path, db: str | Path | None = None, *, jobs: int | None = None,
                     force: bool = False, log=None, progress: bool = False,
                     torch_db: str | Path | None = None) -> IndexReport:
@@ -83,7 +95,7 @@ def index_extension(ext: str | Path, torch: str | Path, db: str | Path | None = 
     torch_src = store.resolve_source(torch)
     if torch_src.root == root:
         raise InputError(f"--with-torch names the extension itself: {root}")
-    dirs = packages(root)
+    base, dirs = layout(root)
     if not dirs:
         raise InputError(f"no Python package at the top of {root} (a directory with __init__.py)",
                          hint="pass the root of the extension's checkout")
@@ -95,7 +107,7 @@ def index_extension(ext: str | Path, torch: str | Path, db: str | Path | None = 
     db_path = Path(db).expanduser().absolute() if db is not None else store.default_db(root)
     store.ensure_writable_dir(db_path.parent)
     with _locked(db_path):
-        return _index_locked(root, dirs, torch_src.root, torch_report.db, db_path, jobs, force, log, progress, t0)
+        return _index_locked(base, dirs, torch_src.root, torch_report.db, db_path, jobs, force, log, progress, t0)
 
 
 def _index_locked(root, dirs, torch_root, torch_db, db_path, jobs, force, log, progress, t0) -> IndexReport:

@@ -3,8 +3,8 @@ from Debian's source packages.
 
 No git hosting is reachable from our machines, but Debian's archive is: the
 `pytorch` source package carries the upstream tree as `*.orig.tar.xz`, and
-`pytorch-vision` torchvision 0.21.0's (the version built against torch 2.6)
-as `*.orig.tar.gz`. Only the upstream tarball is downloaded (`--tar-only`):
+`pytorch-vision` and `pytorch-audio` torchvision 0.21.0's and torchaudio
+2.6.0's (the versions built against torch 2.6) as `*.orig.tar.gz`. Only the upstream tarball is downloaded (`--tar-only`):
 some mirrors serve it without the package's `.dsc`.
 
 Example:
@@ -51,6 +51,7 @@ TREES = {
     "pytorch": Tree("pytorch", "pytorch", PYTORCH_DEB_VERSION, f"pytorch-v{PYTORCH_VERSION}",
                     "aten/src/ATen/native/native_functions.yaml"),
     "torchvision": Tree("torchvision", "pytorch-vision", "0.21.0-3", "vision-0.21.0", "torchvision/csrc/vision.cpp"),
+    "torchaudio": Tree("torchaudio", "pytorch-audio", "2.6.0-1", "audio-2.6.0", "src/libtorchaudio/lfilter.cpp"),
 }
 
 
