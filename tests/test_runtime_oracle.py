@@ -123,6 +123,20 @@ def test_rule_file_checks():
     assert report["ok"], report["errors"]
 
 
+def node_rows(facts: dict[str, list[tuple]]) -> list[tuple[str, int]]:
+    """The `node` facts the index would write for these fact rows (Note
+    [Node numbers]): every value of a node-typed column, numbered in name order."""
+    from torchtalk.index import load_schema
+    from torchtalk.nodes import node_columns
+
+    schema = load_schema()
+    names = set()
+    for rel, col in node_columns(schema):
+        i = [c.name for c in schema.decls[rel].columns].index(col)
+        names.update(r[i] for r in facts.get(rel, ()))
+    return [(n, i) for i, n in enumerate(sorted(names))]
+
+
 def test_rule_file_on_a_tiny_graph():
     from torchtalk.datalog import evaluate
     from torchtalk.datalog.parser import parse_file
@@ -139,6 +153,7 @@ def test_rule_file_on_a_tiny_graph():
         "oracle_arg": [("linear", "matmul"), ("linear", "mm"), ("linear", "t")],
         "oracle_depth": [(6,)],
     }
+    facts["node"] = node_rows(facts)
     out = evaluate(parse_file(ROOT / "bench/runtime_oracle.dl"), None, outputs=["oracle"], facts=facts)
     hits = {(a, b, how, d, res) for a, b, seed, how, d, res in out["oracle"] if seed == "kernel"}
     assert ("linear", "matmul", "calls_op", 0, "resolved") in hits  # linear's kernel calls at::matmul
