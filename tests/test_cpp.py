@@ -678,3 +678,29 @@ Tensor& f(Tensor& self, std::optional<Generator> gen) {
     rows, _stats, _ = resolve([scan_file("aten/t.h", t), scan_file("aten/d.cpp", d)])
     assert sorted(rows["calls"]) == [("at::native::f", "at::native::Stub::operator()", "aten/d.cpp", 6, "functor"),
                                      ("at::native::f", "at::native::templates::impl_", "aten/d.cpp", 6, "qualified")]
+
+
+def test_constructor_calls_when_one_constructor_fits():
+    """Note [Constructor calls]: `Info(t, 1)` constructs an Info (one
+    constructor takes two arguments); `Value(x)` with x a double is
+    Value(double) (Note [Typed overloads]); `Value(w)`, w of no known type,
+    fits both one-argument constructors: no edge rather than a guess each."""
+    from extractors.cpp.resolve import resolve
+    from extractors.cpp.scan import scan_file
+
+    src = b"""namespace at::native {
+struct Info { Info(const Tensor& t, int64_t d); Info(); };
+Info::Info(const Tensor& t, int64_t d) {}
+Info::Info() {}
+struct Value { Value(int64_t v); Value(double v); };
+Value::Value(int64_t v) {}
+Value::Value(double v) {}
+void f(const Tensor& t, double x) {
+  Info(t, 1);
+  Value(x);
+  Value(w); }
+}"""
+    rows, _stats, _ = resolve([scan_file("aten/a.cpp", src)])
+    assert [r for r in rows["calls"] if r[0] == "at::native::f"] == [
+        ("at::native::f", "at::native::Info::Info(const Tensor&, int64_t)", "aten/a.cpp", 9, "scope"),
+        ("at::native::f", "at::native::Value::Value(double)", "aten/a.cpp", 10, "typed")]

@@ -395,3 +395,18 @@ def test_template_arguments_reach_static_methods(real: cpp.Run, tree: Path):
         (f"{anon}::upsample_nearest1d_kernel_impl", f"{anon}::upsample_generic_Nd_kernel_impl", u, 1666, "scope")]
     assert line_of(tree, u, 1457).strip() == "F::compute_indices_weights("
     assert where(real, "calls", c2=u, c3=1457) == []
+
+
+def test_constructor_calls(real: cpp.Run, tree: Path):
+    """Note [Constructor calls]: `return AdvancedIndex(self, indices);`
+    (TensorAdvancedIndexingUtils.h:92) runs AdvancedIndex's one constructor;
+    `at::complex(re, im)` (Correlation.cpp:149) is the op, not c10::complex's
+    constructors."""
+    u = "aten/src/ATen/native/TensorAdvancedIndexingUtils.h"
+    assert line_of(tree, u, 92).strip() == "return AdvancedIndex(self, indices);"
+    assert where(real, "calls", c2=u, c3=92) == [
+        ("at::native::make_info", "at::native::AdvancedIndex::AdvancedIndex", u, 92, "scope")]
+    c = "aten/src/ATen/native/Correlation.cpp"
+    assert "? at::complex(at::real(c).clip(-1, 1), at::imag(c).clip(-1, 1))" in line_of(tree, c, 149)
+    assert ("at::native::corrcoef", "complex", c, 149, "qualified") in where(real, "calls_op", c2=c, c3=149)
+    assert where(real, "calls", c2=c, c3=149) == []

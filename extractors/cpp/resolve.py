@@ -80,7 +80,7 @@ LAUNCH_HELPERS = frozenset({
     "opmath_jitted_gpu_kernel_with_scalars", "launch_kernel", "launch_legacy_kernel",
     "launch_vectorized_kernel", "launch_unrolled_kernel",
 })
-RESOLVE_VERSION = "resolve-40"  # bump when resolution changes (keys the resolved-rows cache)
+RESOLVE_VERSION = "resolve-43"  # bump when resolution changes (keys the resolved-rows cache)
 _HELPER_DEPTH = 8
 # Lookups by name alone (a guess, rules/graph.dl): an overload the argument
 # types pick keeps their `via` (Note [Typed overloads]).
@@ -688,6 +688,23 @@ class Resolver:
         cands = self._free_candidates(self.unalias_ns(parts, scope_of), scope_of)[0] or set()
         return cands if len({self.ix.key(c) for c in cands}) == 1 else set()
 
+    # Note [Constructor calls]: `C(args)` where no function of the tree is
+    # named C but class C is constructs a C: the call is an edge to C's
+    # constructor (via "scope" / "qualified", as the class was found), when
+    # the argument count or types choose one constructor; a class with
+    # several fitting constructors (IValue, Scalar, Vectorized) gets no edge
+    # rather than a guess per constructor. A name of the generated ATen API
+    # (`at::complex(...)`, the op, beside the class c10::complex) is the op.
+    def constructor(self, parts: tuple[str, ...], scope_of: str) -> tuple[str, int]:
+        """(constructor, candidate count) of `C(...)` where no function is
+        named C but class C of the tree is: its constructors, all overloads
+        of one id (Note [Constructor calls]); ("", 0) when none is defined."""
+        cls = self.cls(parts, scope_of)
+        if cls is None:
+            return "", 0
+        quals = self._seen(self.ix.by_key.get(f"{cls}::{cls.rpartition('::')[2]}"))
+        return _pick(quals or set(), "")[:2]
+
     def global_function(self, parts: tuple[str, ...]) -> tuple[str, int, str]:
         """(callee, candidate count, via) of a call written `::parts(...)`:
         only the global namespace's (and its using-declarations') `parts` is
@@ -1107,6 +1124,11 @@ def _calls_rows(f: FileFacts, rv: Resolver, rows, stats, helper_sites) -> None:
             callee, n, via = rv.global_function(parts)
         else:
             callee, n, via = rv.function(parts, member, caller)
+        ctor = False
+        if not callee and n == 0 and member == FREE and not _aten_op(rv, parts, member, "", 0, via, recv, caller)[0]:
+            callee, n = rv.constructor(parts, caller)  # `AdvancedIndex(self, indices)`: a construction
+            ctor = bool(callee or n)
+            via = via if not ctor else "qualified" if len(parts) > 1 else "scope"
         if callee and not _visible(ix, callee, f.file):
             callee, n = "", 0  # another source file's static / anonymous-namespace function
         if callee and member == FREE and not flags & GLOBAL:
@@ -1133,6 +1155,8 @@ def _calls_rows(f: FileFacts, rv: Resolver, rows, stats, helper_sites) -> None:
                 if one:
                     stats["typed_overload_calls"] += 1
                     via = via if via in _GUESSED_LOOKUPS else "typed"
+            if ctor and (len(ids) != 1 or not callee and via != "typed"):
+                continue  # Note [Constructor calls]: only a constructor the count or the types choose
             if len(ids) > 1 or not callee and via != "typed":  # Note [Overload ids]: the count did not choose
                 via = "overload"
             if flags & IN_MACRO:
