@@ -196,3 +196,16 @@ def test_reindex_is_a_no_op(vision, tree, vision_db, real_db):
 
     report = api.index(vision, db=vision_db, with_torch=tree, torch_db=real_db)
     assert report.up_to_date and report.mode == "current"
+
+
+def test_impact_of_an_aten_kernel_reaches_torchvision_ops(con, vision):
+    """An extension's kernel calling into ATen: impact of that ATen kernel
+    reaches the extension's op (through its CUDA kernel) and its Python APIs."""
+    rows = q(con, "impact(at::native::index_select_cuda, depth=3)", limit=None).rows
+    cuda = "vision::ops::(anonymous:torchvision/csrc/ops/cuda/nms_kernel.cu)::nms_kernel"
+    assert any(r[1] == "op" and r[2] == "torchvision::nms" and r[3] == cuda for r in rows)
+    # the nms_kernel's own call of index_select, where the chain leaves torchvision
+    call = line_of(vision, NMS_CUDA, "  auto dets_sorted = dets.index_select(")
+    assert ("at::native::index_select_cuda", "function", cuda, "at::native::index_select_cuda", 1, NMS_CUDA, call,
+            "guess") in {r[:8] for r in rows}  # the fast tier labels this member call a guess
+    assert any(r[1] == "python" and r[2].startswith("torchvision.") for r in rows)
