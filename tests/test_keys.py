@@ -51,13 +51,16 @@ FACTS = {
 
 def _db(facts: dict[str, list[tuple]]):
     from torchtalk.datalog import parse_file
+    from torchtalk.nodes import number_nodes
     from torchtalk.store import SCHEMA_PATH, create_tables
 
     c = duckdb.connect(":memory:")
-    create_tables(c, parse_file(SCHEMA_PATH).decls)
+    decls = parse_file(SCHEMA_PATH).decls
+    create_tables(c, decls)
     for rel, rows in facts.items():
         marks = ", ".join("?" * len(rows[0]))
         c.executemany(f'INSERT INTO "{rel}" VALUES ({marks})', rows)
+    number_nodes(c, decls, None)  # as the index does (Note [Node numbers])
     return c
 
 

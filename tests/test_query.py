@@ -35,6 +35,7 @@ def build_db(path: Path | None = None):
     import duckdb
 
     from torchtalk.datalog import parse_file
+    from torchtalk.nodes import number_nodes
     from torchtalk.store import SCHEMA_PATH, create_tables, load_facts
 
     con = duckdb.connect(str(path) if path else ":memory:")
@@ -42,6 +43,7 @@ def build_db(path: Path | None = None):
     create_tables(con, decls)
     for name, decl in decls.items():
         load_facts(con, decl, FIXTURE / f"{name}.facts")
+    number_nodes(con, decls, None)  # as the index does (Note [Node numbers])
     return con
 
 

@@ -567,7 +567,7 @@ def _write_db(tmp_db: Path, src: store.Source, schema: Schema, facts: Path, fina
         store.create_tables(con, schema.decls)
         counts = [(name, store.load_facts(con, decl, facts / f"{name}.facts")) for name, decl in schema.decls.items()]
         con.executemany("insert into torchtalk_relations values (?, ?)", counts)
-        number_nodes(con, schema, facts)
+        number_nodes(con, schema.decls, facts)
         layers = [m for d in sorted((facts / "layers").glob("*")) if (m := read_layer_json(d))]
         fingerprint = hashlib.sha1("".join(m["input_fingerprint"] for m in layers).encode()).hexdigest()
         meta = {

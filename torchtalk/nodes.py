@@ -24,25 +24,27 @@ RELATION = "node"
 NODE_TYPES = ("FnId", "StubName")
 
 
-def node_columns(schema) -> list[tuple[str, str]]:
-    """(relation, column) of every fact column whose values are nodes."""
-    return [(rel, c.name) for rel, decl in schema.decls.items() if rel != RELATION
+def node_columns(decls) -> list[tuple[str, str]]:
+    """(relation, column) of every fact column whose values are nodes
+    (`decls`: the schema's declarations by relation)."""
+    return [(rel, c.name) for rel, decl in decls.items() if rel != RELATION
             for c in decl.columns if c.type_name in NODE_TYPES]
 
 
-def number_nodes(con, schema, facts: Path) -> tuple[str, str] | None:
-    """Bring table `node` (and `facts/node.facts`) to the node names of the
-    fact tables of `con` (writable, in the caller's transaction). -> the temp
+def number_nodes(con, decls, facts: Path | None) -> tuple[str, str] | None:
+    """Bring table `node` (and `facts/node.facts`, unless `facts` is None) to
+    the node names of the fact tables of `con` (writable, in the caller's
+    transaction; `decls`: the schema's declarations by relation). -> the temp
     tables of the rows it lost and gained (what update's `_moved` reads), or
     None when it is unchanged."""
     from torchtalk.atomic import atomic_path
     from torchtalk.errors import StoreError
     from torchtalk.store import quote
 
-    if not node_columns(schema):
+    if not node_columns(decls):
         raise StoreError(f"no fact column is of a node type ({', '.join(NODE_TYPES)})",
                          hint="facts/schema.dl declares them (Note [Node numbers])")
-    names = " UNION ".join(f"SELECT {quote(c)} AS name FROM {quote(r)}" for r, c in node_columns(schema))
+    names = " UNION ".join(f"SELECT {quote(c)} AS name FROM {quote(r)}" for r, c in node_columns(decls))
     con.execute("CREATE OR REPLACE TEMP TABLE _tt_node_now AS SELECT name, "
                 f"CAST(row_number() OVER (ORDER BY name) - 1 AS BIGINT) AS id "
                 f"FROM ({names}) WHERE name IS NOT NULL")
@@ -56,6 +58,8 @@ def number_nodes(con, schema, facts: Path) -> tuple[str, str] | None:
     con.execute(f"INSERT INTO {RELATION} SELECT * FROM {new}")
     (rows,) = con.execute(f"SELECT count(*) FROM {RELATION}").fetchone()
     con.execute("UPDATE torchtalk_relations SET rows = ? WHERE relation = ?", [rows, RELATION])
+    if facts is None:
+        return gone, new
     with atomic_path(facts / f"{RELATION}.facts") as tmp:  # a new file: the old one may be linked
         path = str(tmp).replace("'", "''")
         con.execute(f"COPY (SELECT * FROM {RELATION} ORDER BY name) TO '{path}' "

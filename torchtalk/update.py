@@ -121,8 +121,8 @@ def apply(tmp_db: Path, src: store.Source, schema, deltas: Deltas, tmp_facts: Pa
         temps = {rel: _apply_relation(con, schema.decls[rel], *deltas[rel], tmp_facts / ".delta", f"_{i}")
                  for i, rel in enumerate(sorted(changed))}
         nodes = None  # Note [Node numbers]: the names that came or went
-        if changed & {rel for rel, _ in node_columns(schema)}:
-            nodes = number_nodes(con, schema, tmp_facts)
+        if changed & {rel for rel, _ in node_columns(schema.decls)}:
+            nodes = number_nodes(con, schema.decls, tmp_facts)
         if nodes is not None:
             temps[NODES] = nodes
             changed |= {NODES}
