@@ -112,9 +112,15 @@ def test_nn_lstm_is_torch_nn_lstm(con, tree):
     assert "torch.ao.nn.quantized.modules.rnn.LSTM" in {m.id for m in Resolver(con).resolve("LSTM", "module_class").others}
 
 
-def test_module_given_to_trace_says_trace_module(con):
+def test_module_given_to_trace_is_traced_as_a_module(con):
+    r = q(con, "trace(nn.GELU)")  # Note [Trace of anything]
+    assert r.name == "trace_module" and {row[0] for row in r.rows} == {"torch.nn.modules.activation.GELU"}
+    assert r.notes[0] == "'nn.GELU' names no ATen op but an nn module, optimizer or scheduler: trace_module(nn.GELU)"
+
+
+def test_module_given_to_another_query_says_trace_module(con):
     with pytest.raises(Exception) as exc:
-        q(con, "trace(nn.GELU)")
+        q(con, "kernels(nn.GELU)")
     assert "torch.nn.modules.activation.GELU: ask trace_module(nn.GELU)" in exc.value.headline()
 
 

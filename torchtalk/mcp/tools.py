@@ -272,7 +272,9 @@ async def get_status(ctx: Context) -> Result:
 
 async def trace(
     ctx: Context,
-    name: Annotated[str, Field(description="a Python API, op or C++ function: 'torch.matmul', 'add.Tensor', 'gelu'")],
+    name: Annotated[str, Field(description=(
+        "a Python API, op, nn module, C++ function, CUDA kernel or dispatch stub: 'torch.matmul', "
+        "'add.Tensor', 'gelu', 'torch.nn.Linear', 'softmax_warp_forward', 'add_stub'"))],
     focus: Annotated[str | None, Field(description=(
         "one part of the answer: 'dispatch' (or 'kernels': the kernel per dispatch key), 'cuda' (CUDA "
         "kernels launched), 'stubs' (dispatch stubs and their implementations per key), 'python' (Python "
@@ -283,7 +285,9 @@ async def trace(
     """How does X work: the path from a Python API down to ATen ops, their dispatch
     entries per backend, structured delegates, C++ kernels, dispatch stubs and CUDA
     kernels, with derivative formulas and covering tests, each step at file:line.
-    The answer opens with the op's schema and kernel per key; each part is capped
+    For an nn module it is trace_module's answer; for a C++ function, CUDA kernel
+    or stub: its callers and launching hosts, the ops and APIs that reach it, and
+    what it calls and launches. The answer opens with the op's schema and kernel per key; each part is capped
     with the call that shows the rest (`focus` picks one part). Use it to
     understand or modify an operator."""
     return await run_tool(ctx, "trace", lambda con: _traced(ctx, con, name, focus),

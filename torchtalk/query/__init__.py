@@ -54,6 +54,7 @@ def query(
         hint = did_you_mean(q.name, query_names(program)) or left_out[0]
         raise QueryError(f"no query or relation named {q.name!r}", hint=hint)
     resolver = Resolver(con)
+    q, routed = route(q, resolver)
     b = bind(q, program, resolver, all_matches=all_matches)
     tables = frozenset(resolver.tables)
     dump = None
@@ -67,7 +68,7 @@ def query(
 
     extra = (COLUMN,) if wants_chain(program, b.sig.name) else ()  # Note [Chains]
     result = Result(b.sig.name, (*b.sig.columns, *extra), (*b.sig.types, *extra), tuple(shown),
-                    shown.total, b.resolutions, (*left_out, *_notes(b)))
+                    shown.total, b.resolutions, (*left_out, *routed, *_notes(b)))
     if explain:
         from torchtalk.query.explain import explain as _explain
         from torchtalk.query.run import prune
@@ -78,3 +79,41 @@ def query(
                       for r in shown[:explain])
         result = dataclasses.replace(result, explanations=trees)
     return result
+
+
+# Note [Trace of anything]: `trace(X)` answers for whatever X names. An op,
+# or a Python API or kernel that names ops, is traced by `trace`; an nn
+# module, optimizer or scheduler by `trace_module`; a C++ function, CUDA
+# kernel or dispatch stub by `trace_node` (rules/trace.dl: its callers, the
+# ops and APIs that reach it, what it calls and launches). `route` asks the
+# resolver in that order and says in a note which it took; every surface
+# (CLI, API, MCP) goes through `query`, so all route alike.
+TRACES = (("module_class", "trace_module", "an nn module, optimizer or scheduler"),
+          ("fn", "trace_node", "a C++ function, CUDA kernel or dispatch stub"))
+
+
+def route(q, resolver):
+    """`q`, or the trace query that fits what its one argument names
+    (Note [Trace of anything]); -> (query, notes)."""
+    import dataclasses
+
+    from torchtalk.errors import QueryError
+
+    if q.name != "trace" or len(q.args) != 1 or q.path is not None or q.args[0].quoted:
+        return q, ()
+    text = str(q.args[0].value)
+    try:
+        resolver.resolve(text, "op")
+        return q, ()
+    except QueryError as miss:
+        order = TRACES[::-1] if "::" in text else TRACES  # `ns::name` is C++ before it is Python
+        for ns, name, what in order:
+            try:
+                resolver.resolve(text, ns)
+            except QueryError:
+                continue
+            routed = dataclasses.replace(q, name=name, text=q.text.replace("trace", name, 1))
+            return routed, (f"{text!r} names no ATen op but {what}: {routed.text}",)
+        if miss.hint is None:
+            miss.hint = "trace takes an op, a Python API, an nn module, a C++ function, a CUDA kernel or a stub"
+        raise miss from None

@@ -36,6 +36,8 @@ SECTION_ORDER = (
     "python", "derivative", "decomp", "tag", "test",
 )
 MODULE_ORDER = ("class", "base", "method", "calls", "op", "op_guess")
+# a trace_node's (it has a "function" or a "stub" step and no "kernel")
+NODE_ORDER = ("function", "stub", "host", "caller", "op", "python", "callee", "stub_impl", "ufunc_loop", "cuda_kernel")
 
 
 @dataclass(frozen=True)
@@ -130,7 +132,8 @@ def size(columns: tuple[str, ...], rows, total: int) -> Sized:
         first: dict = {}
         for r in rows:
             first.setdefault(r[i], len(first))
-        order = MODULE_ORDER if "class" in first else SECTION_ORDER
+        order = (MODULE_ORDER if "class" in first else NODE_ORDER if {"function", "caller", "callee"} & first.keys()
+                 else SECTION_ORDER)
         rank = {v: order.index(v) if v in order else len(order) for v in first}
         rows = tuple(sorted(rows, key=lambda r: (rank[r[i]], first[r[i]])))
     return Sized(tuple(columns), tuple(rows), total, section, const, fetched)
