@@ -40,8 +40,23 @@ from torchtalk import store, update
 from torchtalk.atomic import link_tree
 from torchtalk.errors import InputError
 from torchtalk.index import (
-    IndexReport, _carried, _db_current, _discard, _fingerprint, _locked, _previous_layers, _Progress,
-    _refresh_derived, _remove_stale, _run_layer, _swap, _union, _write_db, code_digest, index, load_schema,
+    IndexReport,
+    _carried,
+    _db_current,
+    _discard,
+    _fingerprint,
+    _locked,
+    _previous_layers,
+    _Progress,
+    _refresh_derived,
+    _remove_stale,
+    _run_layer,
+    _swap,
+    _union,
+    _write_db,
+    code_digest,
+    index,
+    load_schema,
     read_layer_json,
 )
 
