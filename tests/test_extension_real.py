@@ -209,3 +209,14 @@ def test_impact_of_an_aten_kernel_reaches_torchvision_ops(con, vision):
     assert ("at::native::index_select_cuda", "function", cuda, "at::native::index_select_cuda", 1, NMS_CUDA, call,
             "guess") in {r[:8] for r in rows}  # the fast tier labels this member call a guess
     assert any(r[1] == "python" and r[2].startswith("torchvision.") for r in rows)
+
+
+def test_coverage_report_of_an_extension_db(con):
+    """`report coverage` on the DB beside torchvision: its ops' m.def kernels
+    (CatchAll: torchvision::_cuda_version, the video decoder's) are a path of their own."""
+    from torchtalk.reports.coverage import CoverageOptions, compute_coverage
+
+    report = compute_coverage(con, CoverageOptions(keys=("CUDA",)))
+    catchall = {r[1] for r in q(con, "coverage(CUDA)", limit=None).rows if r[3] == "catchall"}
+    assert "torchvision::_cuda_version" in catchall
+    assert report.key("CUDA").by_path["catchall"] == len(catchall)

@@ -21,6 +21,7 @@ COLORS = {
     "composite": "#8fd19e",
     "registered": "#4ac26b",
     "autograd": "#6fdd8b",
+    "catchall": "#57ab5a",
     "fallback": "#d4a72c",
     "missing+decomp": "#f0883e",
     "missing": "#cf222e",

@@ -22,6 +22,7 @@ class KernelPath(StrEnum):
     COMPOSITE = "composite"
     REGISTERED = "registered"  # m.impl in a TORCH_LIBRARY_IMPL (Note [Registrations are kernels])
     AUTOGRAD = "autograd"  # an autograd key's VariableType kernel
+    CATCHALL = "catchall"  # the kernel given with an op's m.def: every key's (an extension's ops)
 
     @classmethod
     def parse(cls, text: str) -> KernelPath:
@@ -34,7 +35,7 @@ class KernelPath(StrEnum):
 
 # precedence when an op has several paths (the heatmap shows the first)
 PATH_ORDER = (KernelPath.DIRECT, KernelPath.DELEGATE, KernelPath.STRUCTURED_META, KernelPath.REGISTERED,
-              KernelPath.COMPOSITE, KernelPath.AUTOGRAD)
+              KernelPath.CATCHALL, KernelPath.COMPOSITE, KernelPath.AUTOGRAD)
 
 
 class Format(StrEnum):
