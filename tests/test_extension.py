@@ -102,8 +102,11 @@ def test_extension_beside_its_torch(torch_tree, ext, cache, capsys):
     assert {r[1:4] for r in cov if r[1].startswith("myext::")} == {
         ("myext::scale", "covered", "registered"), ("myext::scale.out", "missing", "")}
     assert (meta["kind"], meta["with_torch"], meta["extension_dirs"]) == ("extension", str(torch_tree), "myext")
+    assert meta["torch_db"] == str(store.default_db(torch_tree))
     # unchanged trees: a no-op; an edit of the extension re-runs its layers
     code, out, _ = cli(capsys, "index", "--source", str(ext), "--with-torch", str(torch_tree), "--quiet")
+    assert out.endswith("up to date\n")
+    code, out, _ = cli(capsys, "index", "--source", str(ext), "--quiet")  # beside the torch its DB names
     assert out.endswith("up to date\n")
     (ext / "myext/ops.py").write_text(PY + "\n\ndef twice(x):\n    return scale(x, 2.0)\n")
     code, out, _ = cli(capsys, "index", "--source", str(ext), "--with-torch", str(torch_tree), "--quiet")

@@ -34,12 +34,19 @@ def index(
     watch`), where layers keep what they read (Note [Layer memo]).
     `with_torch`: `source` is an extension, indexed beside that torch tree
     into one DB (Note [Extensions] in torchtalk/extension.py), reusing that
-    tree's DB `torch_db` (default: its default DB).
+    tree's DB `torch_db` (default: its default DB); an extension indexed so
+    before is re-indexed beside the torch tree and DB its DB records.
 
     Example:
         >>> index("~/pytorch", layers=["ops"]).db
         PosixPath('/root/.cache/torchtalk/db/pytorch-1a2b3c4d5e6f.duckdb')
     """
+    if with_torch is None and layers is None and not precise:
+        from torchtalk.extension import recorded_torch
+
+        recorded = recorded_torch(source, db)  # an extension's DB: beside the torch it names
+        if recorded is not None:
+            with_torch, torch_db = recorded[0], torch_db or recorded[1] or None
     if with_torch is not None:
         from torchtalk.errors import InputError
         from torchtalk.extension import index_extension

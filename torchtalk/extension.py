@@ -204,13 +204,35 @@ def _build(src, dirs, torch_root, torch_facts, torch_id, db_path, schema, plans,
         _union(schema, tmp_facts)
         (tmp_facts / update.FACTS_ID).write_text(uuid.uuid4().hex)
         _write_db(tmp_db, src, schema, tmp_facts, facts)
-        _write_meta(tmp_db, {"with_torch": str(torch_root), "torch_facts_id": torch_id,
-                             "extension_dirs": ",".join(dirs)})
+        _write_meta(tmp_db, {"with_torch": str(torch_root), "torch_db": str(torch_facts.with_suffix(".duckdb")),
+                             "torch_facts_id": torch_id, "extension_dirs": ",".join(dirs)})
         _swap(tmp_db, db_path, tmp_facts, facts)
         return tuple(reports)
     except BaseException:
         _discard(tmp_db, tmp_facts)
         raise
+
+
+def recorded_torch(ext: str | Path, db: str | Path | None = None) -> tuple[str, str] | None:
+    """(torch tree, torch DB) the extension's DB at `db` (default: `ext`'s)
+    was indexed beside, so that `index --source EXT` alone re-indexes it; None
+    when there is no such DB."""
+    from torchtalk.errors import StoreError
+
+    path = Path(db).expanduser() if db is not None else store.default_db(Path(ext).expanduser())
+    if not path.is_file():
+        return None
+    try:
+        con = store.open_db(path)
+    except StoreError:
+        return None
+    try:
+        meta = store.read_meta(con)
+    finally:
+        con.close()
+    if meta.get("kind") != "extension" or "with_torch" not in meta:
+        return None
+    return meta["with_torch"], meta.get("torch_db", "")
 
 
 def _torch_reports(torch_facts: Path) -> tuple:

@@ -6,7 +6,7 @@ Note [DB layout]: the contract the Datalog engine and the query layer rely on.
     relation has a table, empty if no layer wrote it);
   - `torchtalk_meta(key, value)`: source, kind ("tree", "wheel" or
     "extension"), version, git_commit, fingerprint, schema_hash, indexed_at,
-    torchtalk_version; an extension's DB also with_torch, torch_facts_id and
+    torchtalk_version; an extension's DB also with_torch, torch_db, torch_facts_id and
     extension_dirs (torchtalk/extension.py);
   - `torchtalk_layers(layer, indexed_at, seconds, rows, warnings, input_fingerprint)`;
   - `torchtalk_warnings(layer, file, line, message)`;
