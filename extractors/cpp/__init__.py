@@ -46,7 +46,6 @@ def inputs(root: Path, dirs: Iterable[str] = SOURCE_DIRS, torch_root: Path | Non
     ops]) for the names of ATen ops (Note [ATen API calls]), and the tree's
     `.torchtalk.toml` when it has one (Note [Project macros])."""
     from extractors.cpp.aten import yaml_path
-
     from extractors.cpp.project import FILE
 
     yaml = yaml_path(torch_root or root)
