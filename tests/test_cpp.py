@@ -612,15 +612,16 @@ Tensor g(const Tensor& self) { return self; }
 
 def test_unqualified_calls_in_a_method_find_base_class_methods():
     """C++ class scope lookup: `build()` / `this->build()` in D::f is Base::build
-    when D derives from Base; a structured kernel's generated class derives
+    when D derives from Base, and so is `D::build()`; a structured kernel's generated class derives
     from its yaml `structured_inherits` (Note [Structured kernel classes])."""
     from extractors.cpp.aten import AtenNames
     from extractors.cpp.resolve import resolve
     from extractors.cpp.scan import scan_file
 
     src = b"""namespace at { struct Base { void build(); }; void Base::build() {}
-struct D : public Base { void f(); }; void D::f() {
+struct D : public Base { void f(); void g(); }; void D::f() {
   build(); }
+void D::g() { D::build(); }
 struct TensorIteratorBase { void build_unary_op(); }; void TensorIteratorBase::build_unary_op() {}
 namespace meta { TORCH_META_FUNC(relu)(const Tensor& self) {
   build_unary_op(); } }
@@ -629,7 +630,8 @@ namespace meta { TORCH_META_FUNC(relu)(const Tensor& self) {
         {("at::meta::structured_relu", ("at", "TensorIteratorBase"))}))
     rows, _stats, _ = resolve([scan_file("a.cpp", src)], aten=names)
     assert sorted(rows["calls"]) == [("at::D::f", "at::Base::build", "a.cpp", 3, "scope"),
-                                     ("at::meta::structured_relu::meta", "at::TensorIteratorBase::build_unary_op", "a.cpp", 6, "scope")]
+                                     ("at::D::g", "at::Base::build", "a.cpp", 4, "qualified"),
+                                     ("at::meta::structured_relu::meta", "at::TensorIteratorBase::build_unary_op", "a.cpp", 7, "scope")]
 
 
 def test_a_files_internal_function_hides_a_same_signature_one_elsewhere():

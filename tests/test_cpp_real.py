@@ -410,3 +410,15 @@ def test_constructor_calls(real: cpp.Run, tree: Path):
     assert "? at::complex(at::real(c).clip(-1, 1), at::imag(c).clip(-1, 1))" in line_of(tree, c, 149)
     assert ("at::native::corrcoef", "complex", c, 149, "qualified") in where(real, "calls_op", c2=c, c3=149)
     assert where(real, "calls", c2=c, c3=149) == []
+
+
+def test_qualified_calls_reach_base_class_methods(real: cpp.Run, tree: Path):
+    """`HelperInterpLinear::init_indices_weights(...)` (UpSampleKernel.cpp:1176)
+    names the static method HelperInterpLinear inherits from HelperInterpBase
+    (C++ qualified lookup in a class searches its bases)."""
+    u = "aten/src/ATen/native/cpu/UpSampleKernel.cpp"
+    anon = f"at::native::(anonymous:{u})"
+    assert line_of(tree, u, 1176).strip() == "HelperInterpLinear::init_indices_weights("
+    assert where(real, "calls", c2=u, c3=1176) == [
+        (f"{anon}::HelperInterpLinear::compute_indices_weights", f"{anon}::HelperInterpBase::init_indices_weights",
+         u, 1176, "qualified")]

@@ -80,7 +80,7 @@ LAUNCH_HELPERS = frozenset({
     "opmath_jitted_gpu_kernel_with_scalars", "launch_kernel", "launch_legacy_kernel",
     "launch_vectorized_kernel", "launch_unrolled_kernel",
 })
-RESOLVE_VERSION = "resolve-43"  # bump when resolution changes (keys the resolved-rows cache)
+RESOLVE_VERSION = "resolve-44"  # bump when resolution changes (keys the resolved-rows cache)
 _HELPER_DEPTH = 8
 # Lookups by name alone (a guess, rules/graph.dl): an overload the argument
 # types pick keeps their `via` (Note [Typed overloads]).
@@ -671,6 +671,10 @@ class Resolver:
         hit = (self.local is not None and _by_scope(self.local.fn, scopes, written)) or self._by_scope(scopes, written)
         if not hit:
             hit = self._directed(scopes, parts, seen)
+        if not hit and len(parts) > 1:  # `C::m(...)` with m a method of C's base (C++ qualified lookup in a class)
+            cls = self.cls(parts[:-1], scope_of)
+            hits = self._in_class_graph(cls, lambda c: self._seen(ix.by_key.get(f"{c}::{parts[-1]}"))) if cls else ()
+            hit = set().union(*hits) if hits else None
         if hit:
             return hit, "qualified" if len(parts) > 1 else "scope"
         if len(parts) > 1:
