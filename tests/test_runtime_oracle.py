@@ -129,10 +129,10 @@ def node_rows(facts: dict[str, list[tuple]]) -> list[tuple[str, int]]:
     from torchtalk.index import load_schema
     from torchtalk.nodes import node_columns
 
-    schema = load_schema()
+    decls = load_schema().decls
     names = set()
-    for rel, col in node_columns(schema):
-        i = [c.name for c in schema.decls[rel].columns].index(col)
+    for rel, col in node_columns(decls):
+        i = [c.name for c in decls[rel].columns].index(col)
         names.update(r[i] for r in facts.get(rel, ()))
     return [(n, i) for i, n in enumerate(sorted(names))]
 
