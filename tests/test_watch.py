@@ -80,3 +80,17 @@ def test_changes_during_an_update_make_the_next_batch(tmp_path):
         assert batches.got == [frozenset({"aten/src/a.cpp"}), frozenset({"aten/src/b.cpp"})]
     finally:
         w.stop()
+
+
+def test_watched_dirs_of_a_torch_tree_and_of_an_extension(tmp_path):
+    """A PyTorch tree: its layers' top dirs; an extension (torchvision's
+    shape: a package and a test/ dir): its whole root."""
+    from torchtalk.watch import watched_dirs
+
+    torch_root = _tree(tmp_path / "pytorch")
+    (torch_root / "test").mkdir()
+    assert watched_dirs(torch_root) == [torch_root / "aten", torch_root / "torch", torch_root / "test"]
+    ext = tmp_path / "vision"
+    for d in ("torchvision/csrc", "test"):
+        (ext / d).mkdir(parents=True)
+    assert watched_dirs(ext) == [ext]

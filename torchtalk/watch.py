@@ -35,9 +35,10 @@ MAX_DELAY_S = 5.0  # … and never longer than this after its first event
 
 def watched_dirs(root: Path) -> list[Path]:
     """The dirs below `root` whose files the layers read (those that exist);
-    `root` itself for a tree of another shape."""
+    `root` itself for a tree of another shape (an extension: its test/ is no
+    PyTorch tree's)."""
     found = [root / d for d in TOP_DIRS if (root / d).is_dir()]
-    return found or [root]
+    return found if any(p.name in ("aten", "torch") for p in found) else [root]
 
 
 def relevant(root: Path, path: str) -> str | None:

@@ -34,7 +34,12 @@ def run(args: argparse.Namespace) -> int:
     source = args.source or default_source()
     if args.source is None and not source.exists():
         raise InputError(f"no PyTorch tree at {source}", hint="run `torchtalk fetch` or pass --source PATH")
-    src = store.resolve_source(source)
+    from torchtalk.extension import recorded_torch
+
+    if recorded_torch(source, args.db) is not None:  # an extension: indexed beside its recorded torch
+        root = source.expanduser().resolve()
+    else:
+        root = store.resolve_source(source).root
     layers = args.layers.split(",") if args.layers else None
 
     def say(msg: str) -> None:
@@ -44,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
 
     def update(files: frozenset[str] | None = None) -> None:
         t = time.perf_counter()
-        report = api.index(src.root, db=args.db, layers=layers, jobs=args.jobs, memo=memo)
+        report = api.index(root, db=args.db, layers=layers, jobs=args.jobs, memo=memo)
         ran = [lr.name for lr in report.layers if lr.action == "ran"]
         what = "no change to the facts" if report.up_to_date else f"{report.mode} ({', '.join(ran) or 'no layer'} ran)"
         head = f"{describe(files)}: " if files else ""
@@ -57,9 +62,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"torchtalk: update failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
 
     update()
-    watcher = Watcher(src.root, update, quiet=QUIET_S if args.debounce is None else args.debounce, on_error=failed)
+    watcher = Watcher(root, update, quiet=QUIET_S if args.debounce is None else args.debounce, on_error=failed)
     watcher.start()
-    say(f"watching {src.root} (Ctrl-C to stop)")
+    say(f"watching {root} (Ctrl-C to stop)")
     try:
         while True:
             time.sleep(3600)
