@@ -220,3 +220,10 @@ def test_coverage_report_of_an_extension_db(con):
     catchall = {r[1] for r in q(con, "coverage(CUDA)", limit=None).rows if r[3] == "catchall"}
     assert "torchvision::_cuda_version" in catchall
     assert report.key("CUDA").by_path["catchall"] == len(catchall)
+    ops = {r[1] for r in q(con, "coverage(CUDA)", limit=None).rows}
+    # 19: torchvision's 15 m.defs (11 in csrc/ops, vision.cpp's _cuda_version, 3 in the GPU decoder), video_reader's 4
+    assert report.total == len(ops) and report.library_ops == sum(1 for o in ops if "::" in o) == 19
+    from torchtalk.reports.model import scope_text
+
+    assert scope_text(report) == f"all {len(ops)} ops: native_functions.yaml's {len(ops) - 19} and the extension's 19 " \
+                                 "(TORCH_LIBRARY)"

@@ -121,6 +121,7 @@ def compute_coverage(
         layers_missing=_layers_missing(counts),
         seconds=round(time.perf_counter() - t0, 3),
         package=package,
+        library_ops=sum(1 for o in locs if "::" in o) if tag is None else 0,  # Note [Library ops]
     )
 
 
