@@ -108,6 +108,8 @@ def test_extension_beside_its_torch(torch_tree, ext, cache, capsys):
     assert out.endswith("up to date\n")
     code, out, _ = cli(capsys, "index", "--source", str(ext), "--quiet")  # beside the torch its DB names
     assert out.endswith("up to date\n")
+    code, out, _ = cli(capsys, "status", "--source", str(ext))
+    assert f"source    {ext} (extension)\nbeside    {torch_tree} (its DB {store.default_db(torch_tree)})\n" in out
     (ext / "myext/ops.py").write_text(PY + "\n\ndef twice(x):\n    return scale(x, 2.0)\n")
     code, out, _ = cli(capsys, "index", "--source", str(ext), "--with-torch", str(torch_tree), "--quiet")
     assert "indexed in" in out

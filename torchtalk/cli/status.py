@@ -29,6 +29,8 @@ def run(args: argparse.Namespace) -> int:
     meta = st["meta"]
     print(f"database  {st['db']}")
     print(f"source    {meta.get('source', '')} ({meta.get('kind', '')})")
+    if meta.get("with_torch"):  # an extension indexed beside its torch (torchtalk/extension.py)
+        print(f"beside    {meta['with_torch']} (its DB {meta.get('torch_db', '?')})")
     print(f"version   {meta.get('version', '') or '?'}   git {meta.get('git_commit', '') or '-'}")
     print(f"indexed   {meta.get('indexed_at', '')}")
     if st["stale"]:
