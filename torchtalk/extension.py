@@ -56,6 +56,7 @@ from torchtalk.index import (
     _write_db,
     code_digest,
     index,
+    input_stats,
     load_schema,
     read_layer_json,
 )
@@ -135,7 +136,7 @@ def _index_locked(root, dirs, torch_root, torch_db, db_path, jobs, force, log, p
     plans = []
     for layer in ext_layers():
         mod = importlib.import_module(layer.module)
-        stats = _input_stats(mod, root, dirs, torch_root)
+        stats = input_stats(mod, root, dirs, torch_root)
         fp = _fingerprint(code_digest(layer, schema), stats)
         rerun = force or prev.get(layer.name, {}).get("input_fingerprint") != fp
         plans.append((layer, mod, (fp, stats), rerun))
@@ -152,31 +153,24 @@ def _index_locked(root, dirs, torch_root, torch_db, db_path, jobs, force, log, p
     return IndexReport(db_path, root, src.kind, False, time.perf_counter() - t0, reports, (), "built")
 
 
-def _input_stats(mod, root: Path, dirs: tuple[str, ...], torch_root: Path) -> list[tuple[str, int, int]]:
-    """(path, size, mtime_ns) of each input of an extension layer, sorted."""
-    out = []
-    for p in sorted({os.fspath(p) for p in mod.inputs(root, dirs, torch_root)}):
-        try:
-            st = os.stat(p)
-        except OSError:
-            continue
-        out.append((p, st.st_size, st.st_mtime_ns))
-    return out
-
-
 def _torch_same(db_path: Path, torch_root: Path, torch_id: str) -> bool:
     """The DB exists and holds these torch facts (index's _db_current checks the rest)."""
+    meta = _meta_of(db_path)
+    return meta is not None and meta.get("with_torch") == str(torch_root) and meta.get("torch_facts_id") == torch_id
+
+
+def _meta_of(path: Path) -> dict[str, str] | None:
+    """The torchtalk_meta of the DB at `path`, or None when it cannot be read."""
     from torchtalk.errors import StoreError
 
     try:
-        con = store.open_db(db_path)
+        con = store.open_db(path)
     except StoreError:
-        return False
+        return None
     try:
-        meta = store.read_meta(con)
+        return store.read_meta(con)
     finally:
         con.close()
-    return meta.get("with_torch") == str(torch_root) and meta.get("torch_facts_id") == torch_id
 
 
 def _build(src, dirs, torch_root, torch_facts, torch_id, db_path, schema, plans, prev, jobs, log,
@@ -217,20 +211,9 @@ def recorded_torch(ext: str | Path, db: str | Path | None = None) -> tuple[str, 
     """(torch tree, torch DB) the extension's DB at `db` (default: `ext`'s)
     was indexed beside, so that `index --source EXT` alone re-indexes it; None
     when there is no such DB."""
-    from torchtalk.errors import StoreError
-
     path = Path(db).expanduser() if db is not None else store.default_db(Path(ext).expanduser())
-    if not path.is_file():
-        return None
-    try:
-        con = store.open_db(path)
-    except StoreError:
-        return None
-    try:
-        meta = store.read_meta(con)
-    finally:
-        con.close()
-    if meta.get("kind") != "extension" or "with_torch" not in meta:
+    meta = _meta_of(path) if path.is_file() else None
+    if meta is None or meta.get("kind") != "extension" or "with_torch" not in meta:
         return None
     return meta["with_torch"], meta.get("torch_db", "")
 

@@ -184,10 +184,11 @@ def code_files(module: str) -> list[Path]:
     return [origin, *sorted(origin.parent.glob(f"{origin.stem}_*.py"))]
 
 
-def input_stats(mod, root: Path) -> list[tuple[str, int, int]]:
-    """(path, size, mtime_ns) of each input file of a layer module, sorted."""
+def input_stats(mod, root: Path, *args) -> list[tuple[str, int, int]]:
+    """(path, size, mtime_ns) of each input file of a layer module, sorted
+    (`args`: what else the module's `inputs` takes, an extension's dirs)."""
     out = []
-    for p in sorted({os.fspath(p) for p in mod.inputs(root)}):
+    for p in sorted({os.fspath(p) for p in mod.inputs(root, *args)}):
         try:
             st = os.stat(p)
         except OSError:
