@@ -171,7 +171,10 @@ def test_package_report_on_real_tree(tree, tmp_path_factory, request):
     except pytest.FixtureLookupError:
         db = tmp_path_factory.mktemp("pkg") / "ops.duckdb"
         api.index(tree, db=db, layers=["ops"])
-    report = api.coverage(db=db, keys=("CPU",), backend_package=PKG)  # default scope: core
+    # tinyback/library.py registers kernels for PrivateUse1, which the eager
+    # dispatcher calls for every op: the default scope is every op, not core
+    assert api.coverage(db=db, keys=("CPU",), backend_package=PKG).scope == "*"
+    report = api.coverage(db=db, keys=("CPU",), tag="core", backend_package=PKG)
     assert report.scope == "core"
     pkg = report.package
     covered = {(p.op, f"{p.file}:{p.line}") for p in pkg.covered}
@@ -194,10 +197,12 @@ def test_package_report_on_real_tree(tree, tmp_path_factory, request):
         ("sum.dim_IntList", "tinyback/table.py:22"), ("tanh", "tinyback/lowering.py:49"),
         ("view", "tinyback/table.py:11"), ("where.self", "tinyback/table.py:18"),
     }  # rsub.Tensor is mapped too, but it is not a core op
-    assert pkg.scope_total == 189 and len(pkg.missing) == 189 - 34
+    # the rest is missing, or inherited: a composite kernel serves PrivateUse1
+    assert pkg.scope_total == 189 and (len(pkg.missing), len(pkg.inherited)) == (101, 54)
     assert pkg.unknown == ("aten.gelu_fast.default at tinyback/lowering.py:69",)
-    composite = {p.op for p in pkg.missing if p.composite}
-    assert {"adaptive_avg_pool1d", "avg_pool1d"} <= composite and "acos" not in composite
+    inherited = {p.op: p.via for p in pkg.inherited}
+    assert inherited["adaptive_avg_pool1d"] == inherited["avg_pool1d"] == "CompositeImplicitAutograd"
+    assert "acos" in {p.op for p in pkg.missing} and not any(p.composite for p in pkg.missing)
     # every overload of a packet: add.out and tanh.out outside the core scope
     every = api.coverage(db=db, keys=("CPU",), tag="*", backend_package=PKG).package
     names = {p.op for p in every.covered}
@@ -226,3 +231,107 @@ def test_package_decompositions_on_real_tree(tree, request):
     # ranking: most nn modules + tests first
     weights = [p.modules + p.tests for p in pkg.missing]
     assert weights == sorted(weights, reverse=True) and weights[0] > 0
+
+
+# ------------------------------------------------------------------ torch.library dispatch keys
+
+KEYS = Path(__file__).parent / "fixtures" / "backend_keys"
+OPENREG = "test/cpp_extensions/open_registration_extension/pytorch_openreg"
+
+
+def test_reader_carries_torch_library_keys():
+    """keyback.py registers mul.Tensor for PrivateUse1, AutogradPrivateUse1 and CPU,
+    positionally and by keyword, through a Library's own key, device types, and none."""
+    scan = scan_backend_package(KEYS)
+    assert [(r.spelled, r.key, str(r.loc)) for r in scan.refs] == [
+        ("aten.abs.default", "AutogradPrivateUse1", "keyback.py:29"),  # types= keyword
+        ("aten.div.Tensor", "Meta", "keyback.py:20"),  # Library("aten", "IMPL", "Meta")'s key
+        ("aten.exp.default", "CompositeExplicitAutograd", "keyback.py:30"),  # register_kernel(op, None)
+        ("aten.mm.default", "AutogradPrivateUse1", "keyback.py:19"),  # legacy impl(lib, name, dispatch_key=)
+        ("aten.mul.Tensor", "PrivateUse1", "keyback.py:16"),
+        ("aten.mul.Tensor", "AutogradPrivateUse1", "keyback.py:17"),
+        ("aten.mul.Tensor", "CPU", "keyback.py:18"),
+        ("aten.neg.default", "", "keyback.py:21"),  # no key: the package's backend
+        ("aten.sub.Tensor", "CPU", "keyback.py:24"),  # device types "privateuseone", "cpu"
+        ("aten.sub.Tensor", "PrivateUse1", "keyback.py:24"),
+    ]
+    assert [(f.key, f.fn, f"{f.file}:{f.line}") for f in scan.fallbacks] == [
+        ("PrivateUse1", "_k", "keyback.py:31")]
+    assert scan.keys == ("AutogradPrivateUse1", "CPU", "CompositeExplicitAutograd", "Meta", "PrivateUse1")
+    assert scan.notes == ()
+    # tinyback's torch.library registrations name PrivateUse1; its tables name no key
+    keyed = {(r.name, r.key) for r in scan_backend_package(PKG).refs if r.file == "tinyback/library.py"}
+    assert keyed == {(n, "PrivateUse1") for n in ("abs", "cos", "index", "log", "max_pool2d_with_indices")}
+
+
+def test_reader_notes_unread_keys(tmp_path):
+    (tmp_path / "k.py").write_text(
+        "import torch\n"
+        "KEY = 'PrivateUse1'\n"
+        "lib = torch.library.Library('aten', 'IMPL')\n"
+        "lib.impl('neg', f, KEY)\n"
+        "torch.library.impl('aten::abs', 'foo')(f)\n"
+    )
+    scan = scan_backend_package(tmp_path)
+    assert [(r.name, r.key, r.line) for r in scan.refs] == [("abs", "PrivateUse1", 5), ("neg", "", 4)]
+    assert scan.notes == (
+        "k.py:4: the dispatch key is no string literal; its registrations count for the package's backend",
+        "k.py:5: device type 'foo' read as PrivateUse1 (a renamed privateuse1 backend, a guess)",
+    )
+
+
+@pytest.mark.real_tree
+def test_keyed_python_package_report(request, tmp_path):
+    """The report treats keyback's keys as a C++ package's: AutogradPrivateUse1
+    kernels are autograd rows, mm (autograd only, no composite) runs through the
+    package's fallback, abs through CompositeExplicitAutograd; CPU/Meta kernels count."""
+    from torchtalk import api
+
+    db = Path(request.getfixturevalue("real_db"))
+    report = api.coverage(db=db, keys=("CPU",), backend_package=KEYS)
+    pkg = report.package
+    assert report.scope == "*" and [k.key for k in report.keys] == ["CPU", "AutogradPrivateUse1", "Meta", "PrivateUse1"]
+    assert [(p.op, p.file, p.line) for p in pkg.covered] == [
+        ("div.Tensor", "keyback.py", 20), ("exp", "keyback.py", 30), ("mul.Tensor", "keyback.py", 16),
+        ("neg", "keyback.py", 21), ("sub.Tensor", "keyback.py", 24)]
+    assert [(p.op, p.via, p.line) for p in pkg.autograd] == [
+        ("abs", "AutogradPrivateUse1", 29), ("mm", "AutogradPrivateUse1", 19),
+        ("mul.Tensor", "AutogradPrivateUse1", 17)]
+    fallback = {p.op: p.via for p in pkg.fallback}
+    assert fallback["mm"] == "PrivateUse1: _k (keyback.py:31)" and "abs" not in fallback
+    assert {p.op: p.via for p in pkg.inherited}["abs"] == "CompositeExplicitAutograd"
+    assert pkg.missing == () and pkg.unknown == () and pkg.notes == ()
+    assert "- `mm` for AutogradPrivateUse1 (keyback.py:19)" in api.render_coverage(report, "md")
+    (tmp_path / "bad.py").write_text("import torch\ntorch.library.impl('aten::abs', 'PrivateUser1')(f)\n")
+    with pytest.raises(InputError) as err:
+        api.coverage(db=db, keys=("CPU",), backend_package=tmp_path)
+    assert str(err.value).startswith(
+        "error: bad.py:2: unknown dispatch key 'PrivateUser1' in a torch.library registration")
+
+
+@pytest.mark.real_tree
+def test_openreg_mixed_package_report(tree, request):
+    """PyTorch's pytorch_openreg registers 4 aten kernels in C++ (csrc/OpenRegMem.cpp:116)
+    and 3 in Python with dispatch_key="PrivateUse1" (_aten_impl.py:213-220), plus a
+    Python fallback for PrivateUse1 (_aten_impl.py:211): every other op is inherited
+    through a composite kernel (torchgen's) or runs through that fallback."""
+    from test_report_real import torchgen_coverage
+
+    from torchtalk import api
+
+    db = Path(request.getfixturevalue("real_db"))
+    report = api.coverage(db=db, keys=("CPU",), backend_package=tree / OPENREG)
+    pkg = report.package
+    assert [(p.op, f"{p.file}:{p.line}") for p in pkg.covered] == [
+        ("_copy_from", "_aten_impl.py:214"), ("_local_scalar_dense", "_aten_impl.py:219"),
+        ("as_strided", "csrc/OpenRegMem.cpp:119"), ("empty.memory_format", "csrc/OpenRegMem.cpp:117"),
+        ("empty_strided", "csrc/OpenRegMem.cpp:118"),
+        ("set_.source_Storage_storage_offset", "csrc/OpenRegMem.cpp:120"),
+        ("set_.source_Tensor", "_aten_impl.py:216")]
+    assert pkg.keys == ("PrivateUse1",) and pkg.autograd == () and pkg.missing == ()
+    registered = {p.op for p in pkg.covered}
+    composite = set(torchgen_coverage(tree, ("PrivateUse1",))["PrivateUse1"])
+    assert {p.op for p in pkg.inherited} == composite - registered
+    assert {p.via for p in pkg.fallback} == {"PrivateUse1: _openreg_kernel_fallback (_aten_impl.py:211)"}
+    assert (report.total, len(pkg.inherited), len(pkg.fallback)) == (2633, 1430, 1196)
+    assert len(registered) + len(pkg.inherited) + len(pkg.fallback) == report.total

@@ -18,7 +18,7 @@ class BackendRef:
     overload: str  # "" = default overload, PACKET = every overload
     file: str
     line: int
-    key: str = ""  # the dispatch key a C++ m.impl registers it for ("" = a keyless op table)
+    key: str = ""  # the dispatch key an m.impl / torch.library impl registers it for ("" = a keyless op table)
 
     @property
     def loc(self) -> SrcLoc:

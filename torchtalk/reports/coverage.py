@@ -132,7 +132,8 @@ def scope_tag(options: CoverageOptions, keyed: bool = False) -> str | None:
     """The tag the report is restricted to: --tag ("*" = every op); with a
     backend package and no --tag, the core ATen opset a torch.compile backend
     sees, unless the package registers kernels for a dispatch key (`keyed`:
-    C++ TORCH_LIBRARY_IMPL), which the eager dispatcher calls for every op.
+    C++ TORCH_LIBRARY_IMPL or a keyed torch.library registration), which the
+    eager dispatcher calls for every op.
 
     Example:
         >>> scope_tag(CoverageOptions(backend_package=Path("pkg")))
@@ -198,16 +199,18 @@ def _resolve_keys(con, wanted: tuple[str, ...] | None) -> tuple[str, ...]:
 
 
 def _check_package_keys(con, scan) -> None:
-    """A C++ registration's key must be one of c10's DispatchKeys (when the DB has them)."""
+    """A registration's key (C++ or torch.library) must be one of c10's DispatchKeys (when the DB has them)."""
     c10 = _c10_keys(con)
     if not c10:
         return
-    known = set(c10) | set(_backend_keys(con))
+    aliases = {r[0] for r in con.execute("SELECT key FROM dispatch_key_def WHERE kind = 'alias'").fetchall()}
+    known = set(c10) | set(_backend_keys(con)) | aliases  # alias keys: m.impl for CompositeExplicitAutograd
     for where, key in [(f"{r.file}:{r.line}", r.key) for r in scan.refs if r.key] + [
         (f"{f.file}:{f.line}", f.key) for f in scan.fallbacks
     ]:
         if key not in known:
-            raise InputError(f"{where}: unknown dispatch key {key!r} in a TORCH_LIBRARY_IMPL block",
+            block = "torch.library registration" if where.split(":")[0].endswith(".py") else "TORCH_LIBRARY_IMPL block"
+            raise InputError(f"{where}: unknown dispatch key {key!r} in a {block}",
                              hint=did_you_mean(key, sorted(known)) or "see c10/core/DispatchKey.h")
 
 

@@ -151,7 +151,7 @@ class PackageReport:
     unparsed: tuple[str, ...]
     decomp_calls_known: bool  # py_calls/py_api facts exist to check decompositions
     decomps_known: bool = True  # decomp facts exist (the python layer is indexed)
-    keys: tuple[str, ...] = ()  # dispatch keys its C++ registrations name (Note [Package keys])
+    keys: tuple[str, ...] = ()  # dispatch keys its C++ / torch.library registrations name (Note [Package keys])
     inherited: tuple[PackageOp, ...] = ()  # not registered: a composite kernel serves its key
     fallback: tuple[PackageOp, ...] = ()  # neither: the package's m.fallback runs them
     notes: tuple[str, ...] = ()  # registrations that are no ATen op table entry
