@@ -126,7 +126,27 @@ def test_trace_shows_registrations_and_fallbacks(con):
          "MPS", "aten/src/ATen/mps/MPSFallback.mm", 81),
         ("_adaptive_avg_pool3d", "fallback", "at::(static:aten/src/ATen/mps/MPSFallback.mm)::mps_fallback",
          "MPS", "aten/src/ATen/mps/MPSFallback.mm", 83),
+        ("_adaptive_avg_pool3d", "fallback", "torch::lazy::ltc_eager_fallback", "Lazy",
+         "torch/csrc/lazy/ts_backend/ts_eager_fallback.cpp", 204),
     ]
+
+
+def test_lazy_eager_fallback_registered_through_a_library_variable(con):
+    """ts_eager_fallback.cpp registers Lazy's fallback on `static auto m =
+    MAKE_TORCH_LIBRARY_IMPL(_, Lazy)` in a function, not in a TORCH_LIBRARY_IMPL
+    block; it runs every op with no Lazy kernel (issue 17)."""
+    assert con.execute("SELECT * FROM lib_fallback WHERE key = 'Lazy'").fetchall() == [
+        ("_", "Lazy", "torch::lazy::ltc_eager_fallback", "torch/csrc/lazy/ts_backend/ts_eager_fallback.cpp", 204)]
+    rows = q(con, "coverage(Lazy)").rows
+    fallback = {r[1] for r in rows if r[2] == "fallback"}
+    covered = {r[1] for r in rows if r[2] == "covered"}
+    assert len(fallback) == 1260 and not fallback & covered and fallback | covered == {r[1] for r in rows}
+    assert not [r for r in rows if r[2] == "missing"]
+    assert ("Lazy", "_adaptive_avg_pool3d", "fallback", "fallback", NF, 12162) in rows
+    assert ("Lazy", "matmul", "covered", "CompositeImplicitAutograd", NF, 3775) in rows
+    # op_registration_test.cpp's TEST bodies register `_` CPU fallbacks the same way, for one test only
+    cpu = by_status(q(con, "coverage(CPU)").rows)
+    assert ("fallback", "fallback") not in cpu and cpu[("missing", "")] == 161
 
 
 def test_kernels_of_a_composite_op_under_a_concrete_key(con):

@@ -244,6 +244,47 @@ def test_torch_library_blocks():
     assert [r[0] for r in rows["func"]] == ["at::native::my_op_cpu"]
 
 
+def test_library_objects_in_variables():
+    """`auto m = MAKE_TORCH_LIBRARY_IMPL(ns, KEY);` in a function registers like
+    TORCH_LIBRARY_IMPL's `m` (torch/csrc/lazy/ts_backend/ts_eager_fallback.cpp);
+    another variable, `m` in another function, or one in a gtest TEST body
+    (registered while one test runs) registers nothing."""
+    rows = rows_of({
+        "torch/csrc/x/reg.cpp": (
+            "namespace torch::x {\n"
+            "void boxed(const c10::OperatorHandle& op, torch::jit::Stack* s) {}\n"
+            "Tensor k(const Tensor& x) { return x; }\n"
+            "void register_x() {\n"
+            "  static auto m = MAKE_TORCH_LIBRARY_IMPL(_, Lazy);\n"
+            "  m.fallback(torch::CppFunction::makeFromBoxedFunction<&boxed>());\n"
+            "  auto lib = MAKE_TORCH_LIBRARY(myns);\n"
+            "  lib.def(\"my_op(Tensor x) -> Tensor\", &k);\n"
+            "  auto m2 = MAKE_TORCH_LIBRARY_IMPL(myns, CPU);\n"
+            "  m2.impl(\"my_op\", TORCH_FN(k));\n"
+            "  lib.impl(\"my_op\", c10::DispatchKey::XLA, TORCH_FN(k));\n"
+            "  other.impl(\"my_op\", TORCH_FN(k));\n"
+            "}\n"
+            "void elsewhere(torch::Library& m) { m.impl(\"my_op\", TORCH_FN(k)); }\n"
+            "TEST(Reg, Once) {\n"
+            "  auto t = MAKE_TORCH_LIBRARY_IMPL(_, CPU);\n"
+            "  t.fallback(torch::CppFunction::makeFromBoxedFunction<&boxed>());\n"
+            "  auto d = MAKE_TORCH_LIBRARY(_test);\n"
+            "  d.def(\"t_op\", &k);\n"
+            "}\n"
+            "}\n"
+        ),
+    })
+    f = "torch/csrc/x/reg.cpp"
+    assert rows["lib_fallback"] == [("_", "Lazy", "torch::x::boxed", f, 6)]
+    assert rows["lib_def"] == [("myns", "my_op", "my_op(Tensor x) -> Tensor", f, 8)]
+    assert sorted(rows["lib_impl"]) == [
+        ("myns", "my_op", "CPU", "torch::x::k", f, 10),
+        ("myns", "my_op", "CatchAll", "torch::x::k", f, 8),
+        ("myns", "my_op", "XLA", "torch::x::k", f, 11),
+    ]
+    assert rows.get("binds", []) == []  # `d.def` is a library's, no pybind11 binding
+
+
 def test_pybind_bindings_module_and_class_names():
     rows = rows_of({
         "torch/csrc/x/init.cpp": (

@@ -37,6 +37,9 @@ _EXPLICIT_KEY = {
 }
 _STRING_RE = re.compile(r'(?:u8|u|U|L)?"((?:\\.|[^"\\])*)"|R"([^(]*)\((.*?)\)\2"', re.S)
 _SUBMODULE_RE = re.compile(r'(\w+)\s*=\s*(\w+)\s*\.\s*def_submodule\(\s*"(\w+)"')
+# `auto m = MAKE_TORCH_LIBRARY_IMPL(ns, KEY);` / `MAKE_TORCH_LIBRARY(ns)`: a library
+# object in a variable (torch/library.h), registered through like a block's `m`.
+_LIB_VAR_RE = re.compile(r"\b(\w+)\s*=\s*MAKE_(TORCH_LIBRARY(?:_IMPL)?)\s*\(([^()]*)\)")
 _CLASS_VAR_RE = re.compile(
     r'(\w+)\s*(?:=\s*(?:py::|pybind11::)?(?:class_|enum_)\s*<[^;{]*?>\s*\(|\()\s*\w+\s*,\s*"(\w+)"'
 )
@@ -54,6 +57,7 @@ class Constructs:
     stub_defines: list = field(default_factory=list)
     stub_regs: list = field(default_factory=list)
     module_vars: dict = field(default_factory=dict)  # def idx -> {var: py prefix}
+    lib_vars: dict = field(default_factory=dict)  # def idx -> {var: lib block info}
 
 
 def stub_key(macro: str, rel: str) -> str:
@@ -208,12 +212,13 @@ def _dispatch_key(node: ts.Node) -> str | None:
 
 def _device_key(node: ts.Node) -> str | None:
     """`m.impl("op", torch::kCUDA, fn)`'s device: `torch::kCUDA`,
-    `c10::DeviceType::CUDA` -> "CUDA" (the device's backend key)."""
+    `c10::DeviceType::CUDA` -> "CUDA" (the device's backend key); a dispatch
+    key `DispatchKey::CPU` -> "CPU" (torch/library.h impl(name, Dispatch&&, f))."""
     parts = name_parts(node.text.decode(errors="replace"))
     if not parts or node.type not in ("qualified_identifier", "identifier"):
         return None
     last = parts[-1]
-    if len(parts) >= 2 and parts[-2] == "DeviceType":
+    if len(parts) >= 2 and parts[-2] in ("DeviceType", "DispatchKey"):
         return last
     return last[1:] if re.fullmatch(r"k[A-Z]\w*", last) else None
 
@@ -229,6 +234,11 @@ def member_construct(scanner, call: ts.Node, fn: ts.Node, name: str, block, scop
     out: Constructs = scanner.out
     if block is not None and block[3][0] == "lib":
         _lib_construct(block[3], name, argv, line, scope or "", out)
+        return
+    info = _lib_var(scanner, fn.child_by_field_name("argument"), block) if name != "def_static" else None
+    if info is not None:  # a library object's m.def is no pybind11 binding, not even in a test
+        if block[2] not in scanner.gtest_defs:
+            _lib_construct(info, name, argv, line, scanner._scope_text(call), out)
         return
     if name not in ("def", "def_static") or len(argv) < 2 or block is None or block[2] < 0:
         return
@@ -301,6 +311,24 @@ def _py_prefix(scanner, obj: ts.Node | None, idx: int, start: int, end: int) -> 
         return ""
     var = obj.text.decode(errors="replace")
     return _module_vars(scanner, idx, start, end).get(var, "")
+
+
+def _lib_var(scanner, obj: ts.Node | None, block) -> tuple | None:
+    """The lib block info ("lib", ns[, KEY], var, macro) of `obj` when it names a
+    variable of the enclosing function initialised by MAKE_TORCH_LIBRARY[_IMPL].
+    The caller records nothing for one in a gtest TEST body: its registrations
+    last one test, no build has them (op_registration_test.cpp's `_` CPU
+    fallback would otherwise cover CPU's missing ops)."""
+    if obj is None or obj.type != "identifier" or block is None or block[2] < 0:
+        return None
+    idx = block[2]
+    found = scanner.out.lib_vars.get(idx)
+    if found is None:
+        body = scanner.cleaned.text[block[0]:block[1]].decode(errors="replace")
+        found = {var: ("lib", *(a.strip() for a in args.split(",")), var, macro)
+                 for var, macro, args in _LIB_VAR_RE.findall(body)}
+        scanner.out.lib_vars[idx] = found
+    return found.get(obj.text.decode(errors="replace"))
 
 
 def _module_vars(scanner, idx: int, start: int, end: int) -> dict[str, str]:

@@ -262,6 +262,7 @@ class _Scanner:
         self.obj_callees: dict[int, tuple[str, ...]] = {}
         self.pointers: dict[int, set[str]] = {}  # def idx -> its locals declared `T* p` / `T a[n]`
         self.free_defs: set[int] = set()  # defs that are free functions (unqualified, not in a class)
+        self.gtest_defs: set[int] = set()  # TEST(...) bodies (their library objects live for one test)
         self.aliases: list[tuple] = []
         self.calls: list[tuple[int, tuple[str, ...], int, int, int, tuple | None, tuple | None]] = []
         self.types = argtypes.DeclaredTypes()  # Note [Typed overloads]
@@ -353,7 +354,9 @@ class _Scanner:
             gtest = _GTEST_RE.match(decl)
             if gtest:  # gtest's TEST(Suite, Name) defines Suite_Name_Test::TestBody
                 qual = "::".join([*scope, f"{gtest.group(2)}_{gtest.group(3)}_Test", "TestBody"])
-                return self._push_def(qual, "TestBody", line, body, info)
+                idx = self._push_def(qual, "TestBody", line, body, info)
+                self.gtest_defs.add(idx)
+                return idx
             lib = _LIB_RE.match(decl)
             info = ("lib",) + tuple(a.strip() for a in lib.group(2).split(",")) if lib else ("macro",)
             self.blocks.append((self._def_start(body), body.end_byte, -1, info + (lib.group(1) if lib else "",)))
