@@ -303,3 +303,27 @@ def test_mcp_unknown_name_is_an_error_with_candidates(mcp):
     r = mcp.call("impact", name="gemmx")
     assert r.is_error
     assert "no C++ function named 'gemmx' (did you mean 'at::cuda::blas::gemm'" in r.text
+
+
+# ------------------------------------------------------------------ bare Python names
+
+
+def test_a_bare_name_of_no_op_is_the_documented_python_api_of_that_name(con):
+    from torchtalk.query.resolve import Resolver
+
+    res = Resolver(con).resolve("interpolate", "op")  # not torch.ao.nn.quantized.functional.interpolate
+    assert res.tier == "python torch.nn.functional.interpolate"
+    api_ops = {o for (o,) in con.execute(
+        "SELECT DISTINCT op FROM py_api WHERE api = 'torch.nn.functional.interpolate'").fetchall()}
+    assert set(res.ids) == api_ops and "upsample_bilinear2d.vec" in api_ops
+    assert Resolver(con).resolve("softmax", "op").tier == "name"  # an op's own name comes first
+
+
+def test_a_bare_name_of_two_documented_apis_names_none(con):
+    from torchtalk.errors import QueryError
+    from torchtalk.query.resolve import Resolver
+
+    # torch.Tensor.lu and torch.linalg.lu: which one is not said, so neither is taken
+    with pytest.raises(QueryError, match="no ATen op named 'lu'") as ei:
+        Resolver(con).resolve("lu", "op")
+    assert ei.value.hint == "it names the Python APIs torch.Tensor.lu, torch.linalg.lu: give one of them"

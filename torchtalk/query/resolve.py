@@ -161,6 +161,10 @@ def private_rank(m: Match, category: str = "", api: bool = True) -> int:
 
 
 _RESOLVED_MAX = 4096  # names remembered per connection
+# The modules of PyTorch's documented Python API (Note [Public definitions]):
+# a bare name that is no op is read as the API of that name in one of them.
+PUBLIC_API_MODULES = frozenset({"torch", "torch.Tensor", "torch.nn.functional", "torch.linalg", "torch.fft",
+                                "torch.special", "torch.nn.init"})
 # Note [Op spellings]: the names of an ATen op in PyTorch's own code, each
 # derived from the op table (native_functions.yaml) the way torchgen derives
 # it: `aten::add.Tensor` (schema), `torch.ops.aten.add.Tensor` /
@@ -362,6 +366,20 @@ class Resolver:
         if "::" in t:
             yield "impl_func", True, lambda: self._impl_func_ops(t)
             yield "cpp api", True, lambda: self._cpp_api_ops(t)
+        elif "." not in t:  # a bare name of no op: the documented Python API of that name
+            apis = _once(lambda: self.public_apis(t))
+            api = apis()[0] if len(apis()) == 1 else None
+            yield f"python {api or 'name'}", True, lambda: self._q(
+                "SELECT DISTINCT 'op', o.op, o.file, o.line FROM py_api a JOIN op o ON o.op = a.op "
+                "WHERE a.api = ? ORDER BY 2", [api], "py_api", "op") if api else []
+
+    def public_apis(self, name: str) -> list[str]:
+        """The Python APIs named `name` in a documented namespace
+        (PUBLIC_API_MODULES: `interpolate` is torch.nn.functional.interpolate,
+        not torch.ao.nn.quantized.functional.interpolate); a bare name of no
+        op means the one such API, if there is one."""
+        return [a for (a,) in self._q("SELECT DISTINCT api FROM py_api WHERE suffix(api, ?) ORDER BY 1",
+                                      ["." + name], "py_api") if a.rsplit(".", 1)[0] in PUBLIC_API_MODULES]
 
     def _impl_func_ops(self, t: str) -> list[tuple]:
         """The ops of a structured kernel's function (TORCH_IMPL_FUNC: the ops
@@ -463,6 +481,9 @@ class Resolver:
         if missing and not near:
             hint = (f"the fact DB has no {' or '.join(missing)} rows: index the layer that "
                     f"writes them (torchtalk index --source PATH)")
+        apis = self.public_apis(text) if ns == "op" and "." not in text and "::" not in text else []
+        if len(apis) > 1:
+            hint = f"it names the Python APIs {', '.join(apis)}: give one of them"
         module = self._module_named(text) if ns in ("op", "fn", "subject", "node") else None
         if module:  # trace(nn.GELU): a module is asked about with trace_module
             hint = f"{text!r} is the nn module or optimizer {module}: ask trace_module({text})"
