@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from reliability._http import http_server
 from test_mcp_server import source_line
 
 from torchtalk.mcp.tools import TOOL_NAMES
@@ -75,34 +74,11 @@ def test_inspector_exits_non_zero_on_a_tool_error(real_db):
     assert "no dispatch key named 'CUDAX' (did you mean 'CUDA'?)" in result["content"][0]["text"]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def http_url(real_db):
     _require(CONFORMANCE, NODE22)
-    port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "torchtalk", "mcp-serve", "--db", str(real_db), "--transport", "http",
-         "--port", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-    )
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                pytest.fail(f"HTTP server did not start: {proc.stderr.read()}")
-            time.sleep(0.2)
-    yield f"http://127.0.0.1:{port}/mcp"
-    proc.terminate()
-    proc.wait(timeout=30)
+    with http_server(real_db) as url:
+        yield url
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
