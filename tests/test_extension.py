@@ -7,11 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from test_index import cache, cli  # noqa: F401 - the fixture and the CLI helper of the index tests
 
 from extractors.cpp.library import lib_op_rows, library_op_rows, op_id
 from extractors.python.native import library_ref_op
 from torchtalk import api, store
-from torchtalk.cli import main
 
 NF = "aten/src/ATen/native/native_functions.yaml"
 NATIVE = "- func: mul.Tensor(Tensor self, Tensor other) -> Tensor\n  dispatch:\n    CPU: mul_cpu\n"
@@ -25,13 +25,6 @@ CUDA = ('namespace myext {\n__global__ void scale_kernel(float* x, float s) {}\n
         '  scale_kernel<<<1, 1>>>(nullptr, s);\n  return x;\n}\n'
         'TORCH_LIBRARY_IMPL(myext, CUDA, m) {\n  m.impl("scale", TORCH_FN(scale_cuda));\n}\n}\n')
 PY = 'import torch\n\n\ndef scale(x, s):\n    """Scale x."""\n    return torch.ops.myext.scale(x, s)\n'
-
-
-@pytest.fixture
-def cache(tmp_path, monkeypatch) -> Path:
-    path = tmp_path / "cache"
-    monkeypatch.setenv("TORCHTALK_CACHE_DIR", str(path))
-    return path
 
 
 @pytest.fixture
@@ -56,13 +49,6 @@ def ext(tmp_path) -> Path:
     return root
 
 
-def cli(capsys, *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    assert "Traceback" not in err
-    return code, out, err
-
-
 def test_op_ids_of_libraries_and_torch_ops_references():
     assert (op_id("myext", "scale.out"), op_id("aten", "mul.Tensor")) == ("myext::scale.out", "mul.Tensor")
     rows = {"lib_def": [("myext", "scale", "myext::scale(Tensor x) -> Tensor", "a.cpp", 2),
@@ -78,7 +64,7 @@ def test_op_ids_of_libraries_and_torch_ops_references():
         "myext::scale", "myext::scale", "myext::scale.out", None, None, None]
 
 
-def test_extension_beside_its_torch(torch_tree, ext, cache, capsys):
+def test_extension_beside_its_torch(torch_tree, ext, cache, capsys):  # noqa: F811
     code, out, _ = cli(capsys, "index", "--source", str(ext), "--with-torch", str(torch_tree), "--quiet")
     assert code == 0 and "indexed in" in out
     con = api.open_db(source=ext)
@@ -120,7 +106,7 @@ def test_extension_beside_its_torch(torch_tree, ext, cache, capsys):
         con.close()
 
 
-def test_errors(torch_tree, ext, cache, capsys, tmp_path):
+def test_errors(torch_tree, ext, cache, capsys, tmp_path):  # noqa: F811
     code, _, err = cli(capsys, "index", "--with-torch", str(torch_tree))
     assert (code, err) == (1, "torchtalk: error: --with-torch needs --source EXT, the extension's checkout\n")
     code, _, err = cli(capsys, "index", "--source", str(ext), "--with-torch", str(ext))
@@ -152,7 +138,7 @@ VLLM_PY = 'import torch\n\n\ndef rms_norm(out, x):\n    torch.ops._C.rms_norm(ou
 TOML = '[cpp.macros]\nTORCH_LIBRARY_EXPAND = "TORCH_LIBRARY"\nTORCH_EXTENSION_NAME = "_C"\n'
 
 
-def test_project_macros_name_an_extensions_own_registration_macros(torch_tree, tmp_path, cache, capsys):
+def test_project_macros_name_an_extensions_own_registration_macros(torch_tree, tmp_path, cache, capsys):  # noqa: F811
     """Note [Project macros]: `.torchtalk.toml` says what TORCH_LIBRARY_EXPAND (defined
     in a header, as vLLM's csrc/core/registration.h does) and TORCH_EXTENSION_NAME (a
     build flag) mean; without it the library is not seen."""
@@ -189,7 +175,7 @@ def test_project_macros_name_an_extensions_own_registration_macros(torch_tree, t
         con.close()
 
 
-def test_src_layout_paths_are_relative_to_src(torch_tree, ext, tmp_path, cache, capsys):
+def test_src_layout_paths_are_relative_to_src(torch_tree, ext, tmp_path, cache, capsys):  # noqa: F811
     """A package under src/ (torchaudio's layout) wins over a top-level one (its tools/)."""
     root = tmp_path / "srcext"
     (root / "src").mkdir(parents=True)
