@@ -18,6 +18,7 @@ first index skips the parse, not the rest.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import resource
 import shutil
@@ -25,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 EDITS = (
@@ -75,14 +77,21 @@ def seed(tree: Path, db: Path) -> None:
             subprocess.run(["cp", "-al", str(s), str(d)], check=True)
 
 
-def main() -> None:
+def arguments(layers: str) -> argparse.Namespace:
+    """--source, --layers (default `layers`), --seed-cache: what this bench and bench/watch.py take."""
     from torchtalk.paths import default_source
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--source", type=Path, default=default_source())
-    ap.add_argument("--layers", default="ops,cpp,python,tests")
+    ap.add_argument("--layers", default=layers)
     ap.add_argument("--seed-cache", action="store_true", help="start from the tree's per-file parse caches")
-    args = ap.parse_args()
+    return ap.parse_args()
+
+
+@contextlib.contextmanager
+def scratch(args: argparse.Namespace) -> Iterator[tuple[Path, Path]]:
+    """(tree, DB path) in a temp dir: the tree a hard-linked copy of
+    --source, the DB's caches seeded from the tree's with --seed-cache."""
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "pytorch"
         subprocess.run(["cp", "-al", str(args.source.resolve()), str(src)], check=True)
@@ -90,6 +99,12 @@ def main() -> None:
         db.parent.mkdir()
         if args.seed_cache:
             seed(args.source.resolve(), db)
+        yield src, db
+
+
+def main() -> None:
+    args = arguments("ops,cpp,python,tests")
+    with scratch(args) as (src, db):
         rows = [("first index" + (" (seeded)" if args.seed_cache else " (cold)"), *index(src, db, args.layers))]
         rows.append(("no change", *index(src, db, args.layers)))
         for what, rel, old, new in EDITS:

@@ -11,36 +11,22 @@ is updated (the debounce, 0.3 s, included). The real tree is never modified.
 
 from __future__ import annotations
 
-import argparse
 import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from incremental import EDITS, edit, seed  # noqa: E402
+from incremental import EDITS, arguments, edit, scratch  # noqa: E402
 
 
 def main() -> None:
-    from torchtalk.paths import default_source
-
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--source", type=Path, default=default_source())
-    ap.add_argument("--layers", default="ops,cpp,python")
-    ap.add_argument("--seed-cache", action="store_true", help="start from the tree's per-file parse caches")
-    args = ap.parse_args()
+    args = arguments("ops,cpp,python")
     rows = []
-    with tempfile.TemporaryDirectory() as tmp:
-        src = Path(tmp) / "pytorch"
-        subprocess.run(["cp", "-al", str(args.source.resolve()), str(src)], check=True)
-        db = Path(tmp) / "db" / "tree.duckdb"
-        db.parent.mkdir()
-        if args.seed_cache:
-            seed(args.source.resolve(), db)
+    with scratch(args) as (src, db):
         proc = subprocess.Popen([sys.executable, "-m", "torchtalk", "watch", "--source", str(src), "--db", str(db),
                                  "--layers", args.layers, "--jobs", "2"], text=True, stdout=subprocess.PIPE,
                                 stderr=subprocess.DEVNULL, env=os.environ)
