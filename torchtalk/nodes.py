@@ -37,7 +37,7 @@ def number_nodes(con, decls, facts: Path | None) -> tuple[str, str] | None:
     transaction; `decls`: the schema's declarations by relation). -> the temp
     tables of the rows it lost and gained (what update's `_moved` reads), or
     None when it is unchanged."""
-    from torchtalk.atomic import atomic_path
+    from torchtalk.datalog.io import copy_rows
     from torchtalk.errors import StoreError
     from torchtalk.store import quote
 
@@ -60,8 +60,6 @@ def number_nodes(con, decls, facts: Path | None) -> tuple[str, str] | None:
     con.execute("UPDATE torchtalk_relations SET rows = ? WHERE relation = ?", [rows, RELATION])
     if facts is None:
         return gone, new
-    with atomic_path(facts / f"{RELATION}.facts") as tmp:  # a new file: the old one may be linked
-        path = str(tmp).replace("'", "''")
-        con.execute(f"COPY (SELECT * FROM {RELATION} ORDER BY name) TO '{path}' "
-                    "(FORMAT csv, DELIMITER '\t', HEADER false, QUOTE '', ESCAPE '')")
+    # a new file (copy_rows renames it in): the old one may be hard-linked
+    copy_rows(con, f"SELECT * FROM {RELATION} ORDER BY name", facts / f"{RELATION}.facts")
     return gone, new

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from torchtalk.atomic import atomic_open
+from torchtalk.atomic import atomic_open, atomic_path
 from torchtalk.datalog import ast as A
 from torchtalk.datalog.compile import SQL_TYPES, q
 from torchtalk.errors import InputError
@@ -66,6 +66,16 @@ def write_rows(target: Path | str, rows: list[tuple]) -> None:
     lines = ["\t".join(map(str, row)) if row else "()" for row in rows]
     with atomic_open(Path(target), "w") as fh:
         fh.write("\n".join(lines) + "\n" if lines else "")
+
+
+def copy_rows(con, sql: str, target: Path | str) -> int:
+    """`sql`'s rows written to `target` by DuckDB, in the format write_rows
+    writes (tab-separated, no quoting), atomically; -> the rows written."""
+    with atomic_path(Path(target)) as tmp:
+        path = str(tmp).replace("'", "''")
+        (count,) = con.execute(f"COPY ({sql}) TO '{path}' "
+                               "(FORMAT csv, DELIMITER '\t', HEADER false, QUOTE '', ESCAPE '', NULL 'None')").fetchone()
+    return count
 
 
 def _first_line(exc: Exception) -> str:

@@ -13,14 +13,13 @@ from __future__ import annotations
 import itertools
 import re
 import uuid
-from pathlib import Path
 from typing import Any
 
-from torchtalk.atomic import atomic_path
 from torchtalk.datalog import ast as A
 from torchtalk.datalog.analysis.strata import needed_relations
 from torchtalk.datalog.compile import SQL_TYPES, Exec, Plan, compile_program, q
 from torchtalk.datalog.engines.base import Fetch, Page
+from torchtalk.datalog.io import copy_rows
 from torchtalk.datalog.transform.nullary_as_unary import nullary_as_unary
 from torchtalk.errors import EngineError, InputError
 
@@ -184,22 +183,13 @@ def _page(con, sql: str, spec: Fetch, columns: list[str]) -> Page:
     rows_sql = f"SELECT DISTINCT * FROM ({sql}) AS r" + (f" WHERE {' AND '.join(conds)}" if conds else "")
     order = ", ".join(str(i + 1) for i in spec.order)
     if spec.write_to is not None:
-        return _copy(con, f"{rows_sql} ORDER BY {order}", Path(spec.write_to))
+        return Page([], copy_rows(con, f"{rows_sql} ORDER BY {order}", spec.write_to))
     if spec.limit is None:
         return Page(con.execute(f"{rows_sql} ORDER BY {order}").fetchall())
     if spec.limit <= 0:
         return Page([], con.execute(f"SELECT count(*) FROM ({rows_sql})").fetchone()[0])
     rows = con.execute(f"SELECT *, count(*) OVER () FROM ({rows_sql}) ORDER BY {order} LIMIT {int(spec.limit)}").fetchall()
     return Page([r[:-1] for r in rows], rows[0][-1] if rows else 0)
-
-
-def _copy(con, sql: str, target: Path) -> Page:
-    """`sql`'s rows written to `target` by DuckDB, in Soufflé's output
-    format (as io.write_rows writes them), atomically."""
-    with atomic_path(target) as tmp:
-        (count,) = con.execute(f"COPY ({sql}) TO {_literal(str(tmp))} "
-                               "(FORMAT csv, DELIMITER '\t', HEADER false, QUOTE '', ESCAPE '', NULL 'None')").fetchone()
-    return Page([], count)
 
 
 def _literal(v) -> str:
