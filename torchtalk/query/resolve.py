@@ -367,8 +367,8 @@ class Resolver:
             yield "impl_func", True, lambda: self._impl_func_ops(t)
             yield "cpp api", True, lambda: self._cpp_api_ops(t)
         elif "." not in t:  # a bare name of no op: the documented Python API of that name
-            apis = _once(lambda: self.public_apis(t))
-            api = apis()[0] if len(apis()) == 1 else None
+            apis = self.public_apis(t)  # the generator gets here only when the tiers above found nothing
+            api = apis[0] if len(apis) == 1 else None
             yield f"python {api or 'name'}", True, lambda: self._q(
                 "SELECT DISTINCT 'op', o.op, o.file, o.line FROM py_api a JOIN op o ON o.op = a.op "
                 "WHERE a.api = ? ORDER BY 2", [api], "py_api", "op") if api else []
