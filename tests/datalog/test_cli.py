@@ -74,6 +74,28 @@ def test_program_exit_code_and_output_survive_the_quick_exit(tmp_path):
     assert bad.returncode == 1 and bad.stderr.startswith("torchtalk: error: no such facts directory:")
 
 
+def test_eval_process_takes_duckdb_extension_alone(tmp_path):
+    """Note [Lean DuckDB import]: `eval --facts` never imports the `duckdb`
+    package's Python layer, and DuckDB's errors still become one-line
+    input errors (the exception classes come from the extension)."""
+    import subprocess
+    import sys
+
+    prog = _setup(tmp_path)
+    probe = ("import sys; from torchtalk.cli import main; code = main(sys.argv[1:]); "
+             "print(code, 'duckdb' in sys.modules, '_duckdb' in sys.modules, file=sys.stderr)")
+    ok = subprocess.run([sys.executable, "-c", probe, "eval", str(prog), "--facts", str(tmp_path / "facts"),
+                         "--out", str(tmp_path / "out")], capture_output=True, text=True, cwd=ROOT)
+    assert ok.stderr == "0 False True\n"
+    assert (tmp_path / "out/path.csv").read_text() == "a\t1\na\t2\na\t3\nb c\t2\nb c\t3\n"
+    (tmp_path / "facts/edge.facts").write_text("a\tnot-a-number\n")
+    bad = subprocess.run([sys.executable, "-c", probe, "eval", str(prog), "--facts", str(tmp_path / "facts")],
+                         capture_output=True, text=True, cwd=ROOT)
+    first, last = bad.stderr.splitlines()[0], bad.stderr.splitlines()[-1]
+    assert first.startswith(f"torchtalk: error: cannot read {tmp_path / 'facts/edge.facts'} as 'edge' (2 columns):")
+    assert last == "1 False True"
+
+
 def test_eval_db_file(tmp_path, capsys):
     prog = _setup(tmp_path)
     db = tmp_path / "f.duckdb"

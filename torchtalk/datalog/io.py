@@ -12,13 +12,14 @@ from pathlib import Path
 from torchtalk.atomic import atomic_open, atomic_path
 from torchtalk.datalog import ast as A
 from torchtalk.datalog.compile import SQL_TYPES, q
+from torchtalk.datalog.duck import duckdb as lean_duckdb
 from torchtalk.errors import InputError
 
 
 def load_facts_dir(program: A.Program, facts_dir: Path):
     """An in-memory DuckDB with one table per `.input` relation read from
     `facts_dir/<rel>.facts` (a missing file is an empty relation)."""
-    import duckdb
+    duckdb = lean_duckdb()  # Note [Lean DuckDB import]
 
     if not facts_dir.is_dir():
         raise InputError(f"no such facts directory: {facts_dir}")

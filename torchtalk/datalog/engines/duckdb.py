@@ -18,6 +18,7 @@ from typing import Any
 from torchtalk.datalog import ast as A
 from torchtalk.datalog.analysis.strata import needed_relations
 from torchtalk.datalog.compile import SQL_TYPES, Exec, Plan, compile_program, q
+from torchtalk.datalog.duck import duckdb as lean_duckdb
 from torchtalk.datalog.engines.base import Fetch, Page
 from torchtalk.datalog.io import copy_rows
 from torchtalk.datalog.transform.nullary_as_unary import nullary_as_unary
@@ -56,7 +57,7 @@ class DuckDBEngine:
         return self._run_sql(program, con, outputs, facts, tables, into, fetch)
 
     def _run_sql(self, program, con, outputs, facts, tables, into, fetch):
-        import duckdb
+        duckdb = lean_duckdb()  # Note [Lean DuckDB import]
 
         if con is None:
             con = duckdb.connect()
@@ -207,7 +208,7 @@ def db_tables(con, names: list[str]) -> dict[str, list[tuple[str, str]]]:
     read-only connection the tables cannot change, so each name is probed
     once per connection (a query reads ~15 inputs, twice).
     """
-    import duckdb
+    duckdb = lean_duckdb()
 
     cache = _probe_cache(con)
     out: dict[str, list[tuple[str, str]]] = {}
