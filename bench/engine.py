@@ -242,18 +242,20 @@ def whole_process(db: Path, seed_fn: str, runs: int) -> list[dict]:
         if comp:
             exe = compiled_program(comp, prog)
             ways.append(("souffle compiled", [str(exe), "-F", str(facts), "-D", str(tmp)]))
-        for name, cmd in ways:
-            times, peaks = [], []
-            for _ in range(runs):
+        times: dict[str, list[float]] = {name: [] for name, _ in ways}
+        peaks: dict[str, list[float]] = {name: [] for name, _ in ways}
+        for _ in range(runs):  # the ways take turns, so a change in the machine's load hits each alike
+            for name, cmd in ways:
                 t0 = time.perf_counter()
                 proc = subprocess.run([sys.executable, "-c", _LAUNCH, *cmd], cwd=str(ROOT),
                                       capture_output=True, text=True)
-                times.append(time.perf_counter() - t0)
+                times[name].append(time.perf_counter() - t0)
                 if proc.returncode != 0:
                     raise SystemExit(f"{name} failed: {proc.stderr[-300:]}")
-                peaks.append(int(proc.stdout.split()[-1]) / 1024)
+                peaks[name].append(int(proc.stdout.split()[-1]) / 1024)
+        for name, _ in ways:
             rows = len((tmp / ("o1" if name == "torchtalk eval" else "") / "caller_of.csv").read_text().splitlines())
-            out.append({"way": name, "s": statistics.median(times), "peak_mib": max(peaks), "rows": rows})
+            out.append({"way": name, "s": statistics.median(times[name]), "peak_mib": max(peaks[name]), "rows": rows})
     return out
 
 
