@@ -28,6 +28,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from torchtalk.datalog.duck import duckdb as lean_duckdb
 from torchtalk.errors import EngineError, InputError, StoreError, TorchTalkError
 
 META_TABLES = ("torchtalk_meta", "torchtalk_layers", "torchtalk_warnings", "torchtalk_relations")
@@ -191,7 +192,7 @@ def open_db(path: str | Path, read_only: bool = True):
         >>> open_db(resolve_db()).execute("select value from torchtalk_meta where key='version'").fetchone()
         ('2.6.0a0',)
     """
-    import duckdb
+    duckdb = lean_duckdb()  # Note [Lean DuckDB import]
 
     path = Path(path)
     if not path.is_file():
@@ -330,7 +331,7 @@ def db_status(path: Path) -> dict:
         >>> db_status(resolve_db())["relations"]["op"]
         2633
     """
-    import duckdb
+    duckdb = lean_duckdb()  # Note [Lean DuckDB import]
 
     con = open_db(path)
     try:

@@ -30,6 +30,7 @@ from typing import Any
 from torchtalk.datalog import ast as A
 from torchtalk.datalog.analysis.strata import dependency_edges, needed_relations
 from torchtalk.datalog.compile import q
+from torchtalk.datalog.duck import duckdb as lean_duckdb
 
 SCHEMA = "derived"
 CATALOG = f"{SCHEMA}.catalog"
@@ -251,7 +252,7 @@ def _all_vars(term) -> list[str]:
 
 
 def _duckdb_version() -> str:
-    import duckdb
+    duckdb = lean_duckdb()  # Note [Lean DuckDB import]
 
     return duckdb.__version__
 
@@ -291,7 +292,7 @@ def stored(con: Any) -> dict[str, str]:
 
 
 def _read_catalog(con: Any) -> dict[str, str]:
-    import duckdb
+    duckdb = lean_duckdb()  # Note [Lean DuckDB import]
 
     try:
         return dict(con.execute(f"SELECT relation, fingerprint FROM {CATALOG}").fetchall())
