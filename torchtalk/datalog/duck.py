@@ -10,9 +10,10 @@ relational and expression APIs, and `importlib.metadata` for the version):
 about 68 ms against 15 ms for the extension alone on the 2-core CI machine,
 a third of a whole `torchtalk eval` process (bench/engine.py).
 
-So a process that has not imported `duckdb` yet takes the extension alone.
-Where `duckdb` is already loaded (the index, the store, a user's program) it
-is returned as is: the classes are the same objects either way, so
+So a process that has not imported `duckdb` yet takes the extension alone:
+`torchtalk eval` and `torchtalk query` (the engine, store.open_db and the
+derived relations all call `duckdb()`). Where `duckdb` is already loaded
+(the index, a report, a user's program) it is returned as is: the classes are the same objects either way, so
 `except mod.Error` catches what either module raises. Where a DuckDB
 release has no top-level `_duckdb`, the package is imported as usual.
 
