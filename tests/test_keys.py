@@ -151,3 +151,8 @@ def test_impact_labels_what_only_a_guess_reaches(con):
     assert not {r for r in got if r[2] == "resolved"}
     sure = {(r[1], r[2].rpartition("::")[2], r[7]) for r in query("impact(k1)", con, user_rules=False, limit=None).rows}
     assert {("function", "f_cuda_impl", "resolved"), ("op", "f", "resolved")} <= sure
+    # Note [Chain ranking]: rank = depth, plus 3 for a row only a guess reaches
+    assert {r[8] - r[4] for r in rows} == {3}
+    assert [r[8] for r in rows] == sorted(r[8] for r in rows)
+    assert {(r[4], r[8]) for r in query("impact(k1)", con, user_rules=False, limit=None).rows if r[7] == "resolved"} \
+        >= {(1, 1)}

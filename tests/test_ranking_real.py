@@ -96,3 +96,94 @@ def test_kernels_of_an_op_own_launches_first(con):
     assert sm["softmax_warp_forward"] == "the op's own"
     topk = {r["host"]: r["why"] for r in _rows(con, "kernels(topk)")}
     assert topk["at::native::arange_cuda_out"] == "through a shared helper"
+
+
+# ---------------------------------------------------------------- chains
+# Note [Chain ranking]: impact, paths and affected rank a row by its depth
+# plus its chain's strength: a row only name guesses reach counts 3 steps more.
+GUESS_STEPS = 3
+TF = "aten/src/ATen/native/transformers/transformer.cpp"
+
+
+def _penalty(res: str) -> int:
+    return GUESS_STEPS if res == "guess" else 0
+
+
+def test_impact_of_gemm_puts_its_typed_direct_callers_before_guesses(con):
+    """cpublas::brgemm calls gemm's overloads by their argument types
+    (CPUBlas.cpp); the other callers' calls of `gemm` are told apart neither
+    by count nor types (guesses), so they rank 3 steps further."""
+    rows = _rows(con, "impact(cpublas::gemm)")
+    assert all(r["rank"] == r["depth"] + _penalty(r["res"]) for r in rows)
+    assert [(r["rank"], r["depth"]) for r in rows] == sorted((r["rank"], r["depth"]) for r in rows)
+    typed = [r for r in rows if r["res"] == "resolved"]
+    assert rows[:len(typed)] == typed
+    assert {(r["kind"], r["name"].split("(")[0], r["depth"], r["file"], r["line"]) for r in typed} == {
+        ("function", "at::native::cpublas::brgemm", 1, "aten/src/ATen/native/CPUBlas.cpp", ln)
+        for ln in (1215, 1246, 1277)}
+    assert all(s["res"] == "typed" for r in typed for s in r["chain"])
+    guess = rows[len(typed)]  # the nearest guess: a direct caller, rank 1 + 3
+    assert (guess["depth"], guess["rank"], guess["chain"][0]["res"]) == (1, 4, "guess")
+    deep = [r for r in rows if r["depth"] == 4 and r["res"] == "guess"]
+    assert deep and {r["rank"] for r in deep} == {7}
+    assert max(rows.index(r) for r in typed) < min(rows.index(r) for r in deep)
+
+
+def test_paths_up_from_layer_norm_cpu_rank_a_guessed_chain_last(con):
+    """torch.layer_norm reaches layer_norm_cpu by typed steps; the
+    transformer's fused op only through transformer.cpp's call of `norm`,
+    a name guess: its APIs come last, with the guessed step in their chain."""
+    rows = _rows(con, "paths(at::native::layer_norm_cpu -> python)")
+    assert all(r["rank"] == r["depth"] + _penalty(r["res"]) for r in rows)
+    assert [r["rank"] for r in rows] == sorted(r["rank"] for r in rows)
+    sure = {r["dst"]: r["rank"] for r in rows if r["res"] == "resolved"}
+    assert sure["torch.native_layer_norm"] == 0 and sure["torch.nn.functional.layer_norm"] == 1
+    guessed = [r for r in rows if r["res"] == "guess"]
+    assert {r["op"] for r in guessed} == {"_transformer_encoder_layer_fwd"}
+    assert rows[-len(guessed):] == guessed and {r["rank"] for r in guessed} == {3 + GUESS_STEPS}
+    for r in guessed:
+        assert ("norm", "guess", TF, 105) in {(s["dst"].rpartition("::")[2], s["res"], s["file"], s["line"])
+                                               for s in r["chain"]}
+
+
+def test_affected_ranks_ops_apis_and_tests_by_distance_and_strength(con):
+    rows = _rows(con, "affected(at::native::layer_norm_cpu)")
+    assert [(r["rank"], r["depth"]) for r in rows] == sorted((r["rank"], r["depth"]) for r in rows)
+    apis = [r for r in rows if r["kind"] != "test"]
+    assert {r["why"] for r in apis} == {"resolved", "guess"}
+    for r in apis:
+        assert r["rank"] == r["depth"] + _penalty(r["why"])
+    fused = [r for r in apis if r["via"] == "_transformer_encoder_layer_fwd"]
+    assert {(r["kind"], r["depth"], r["rank"], r["why"]) for r in fused} == {
+        ("op", 4, 7, "guess"), ("python", 5, 8, "guess")}
+    # its tests say the guess after their link, and rank 3 steps further
+    tests = [r for r in rows if r["kind"] == "test" and r["via"] == "_transformer_encoder_layer_fwd"]
+    assert tests and all(r["why"].endswith(", through a guess") for r in tests)
+    named = next(r for r in rows if r["kind"] == "test" and r["via"] == "native_layer_norm"
+                 and r["why"] == "named for it")
+    assert named["rank"] == named["depth"] == 2
+    assert min(r["rank"] for r in tests) >= 5 + GUESS_STEPS
+
+
+def test_affected_of_an_embedding_bag_cuda_diff_opens_with_its_ops_and_apis(con, tree):
+    """A diff of EmbeddingBag.cu (its op's CUDA kernel and a kernel helper):
+    the ops and Python APIs of embedding_bag come first, nearest first, then
+    the tests."""
+    from torchtalk.changes import changed_entities, changed_lines
+    from torchtalk.query.dsl import value_text
+
+    old = (tree / EB).read_text().splitlines(keepends=True)
+    new = list(old)
+    for start in ("_embedding_bag_cuda(const Tensor &weight", "__global__ void EmbeddingBag_updateOutputKernel_max("):
+        at = next(i for i, s in enumerate(old) if s.startswith(start))
+        new[at + 3] = new[at + 3].rstrip("\n") + " // edited\n"
+    diff = "".join(difflib.unified_diff(old, new, f"a/{EB}", f"b/{EB}"))
+    fns = sorted(changed_entities(con, tree, changed_lines(diff, "<diff>")).fns)
+    assert [f.rpartition("::")[2] for f in fns] == ["EmbeddingBag_updateOutputKernel_max", "_embedding_bag_cuda"]
+    rows = _rows(con, "affected(" + ", ".join(value_text(f) for f in fns) + ")")
+    first_test = next(i for i, r in enumerate(rows) if r["kind"] == "test")
+    head = rows[:first_test]
+    assert head[0]["kind"] == "op" and (head[0]["name"], head[0]["rank"]) == ("_embedding_bag", 1)
+    assert {r["kind"] for r in head} == {"op", "python"}
+    assert {r["via"] for r in head} <= {"_embedding_bag", "_embedding_bag_forward_only", "embedding_bag.padding_idx"}
+    assert [r["rank"] for r in rows] == sorted(r["rank"] for r in rows)

@@ -171,7 +171,7 @@ def via(edges: Edges, walk: tuple, src: str, dst: str, file=None, line=None) -> 
 
 # ------------------------------------------------------------------ rows
 def _paths(edges: Edges, row) -> list[Step]:
-    src, dst, op, depth, file, line = row
+    src, dst, op, depth, file, line, _res, _rank = row
     e = first(edges.from_node((src, ""), dst, ""), file, line, op)
     if e is not None:  # up: the API, its op (or bound function), the chain to `src`
         return [_step(e), *from_op_or_fn(edges, src, op, depth)]
@@ -186,7 +186,7 @@ def _paths(edges: Edges, row) -> list[Step]:
 
 
 def _impact(edges: Edges, row) -> list[Step]:
-    fn, kind, name, to, depth, file, line, _res = row
+    fn, kind, name, to, depth, file, line, _res, _rank = row
     es = edges.from_node((fn, ""), name, None if kind == "function" else "")
     e = first(es, file, line, to, depth - 1) or first(es, file, line, to)
     if e is None:
@@ -232,8 +232,8 @@ def _affected(edges: Edges, row) -> list[Step]:
 
 # each walk query's builder, and the columns it reads the rows by
 BUILDERS = {
-    "paths": (_paths, ("src", "dst", "op", "depth", "file", "line")),
-    "impact": (_impact, ("fn", "kind", "name", "via", "depth", "file", "line", "res")),
+    "paths": (_paths, ("src", "dst", "op", "depth", "file", "line", "res", "rank")),
+    "impact": (_impact, ("fn", "kind", "name", "via", "depth", "file", "line", "res", "rank")),
     "kernels": (_kernels, ("op", "key", "on", "kernel", "host", "entry", "res", "rank", "why",
                            "depth", "file", "line")),
     "tests": (_tests, ("subject", "test", "rank", "why", "op", "how", "via", "depth", "file", "line")),

@@ -30,7 +30,7 @@ CLI_ROWS = 40  # lines of a table without --all / --limit
 SECTION_COLUMNS = ("step", "kind")
 # Steps in this order when they occur (a trace's, or a trace_module's when
 # it has a "class" step), others after them in first-seen order; other
-# section columns (`kind`) keep the rows' order (by depth).
+# section columns (`kind`) keep the rows' order (by rank and depth).
 SECTION_ORDER = (
     "op", "kernel", "unlinked", "delegate", "stub", "stub_impl", "ufunc_loop", "cuda_kernel",
     "python", "derivative", "decomp", "tag", "test",
@@ -124,8 +124,10 @@ def size(columns: tuple[str, ...], rows, total: int) -> Sized:
     fetched = len(rows)
     rows = group_overloads(tuple(columns), rows)
     const = constant_columns(tuple(columns), rows)
-    # a ranked answer (search) keeps its order: best first
-    section = None if "rank" in columns else next(
+    # a ranked search keeps its order, best first; a ranked walk answer (with
+    # a depth: impact, affected) keeps its kind sections, each in rank order
+    # (Note [Chain ranking] in rules/ranking.dl)
+    section = None if "rank" in columns and "depth" not in columns else next(
         (c for c in SECTION_COLUMNS if c in columns and c not in const), None)
     if section == "step":  # a trace's or trace_module's steps in SECTION_ORDER; kinds as they come (by depth)
         i = columns.index(section)
