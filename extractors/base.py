@@ -75,6 +75,10 @@ class ExtractContext:
     torch_root: for an extension indexed beside its torch tree, that tree
                (its native_functions.yaml names the ATen ops), else None
                (Note [Extensions] in torchtalk/extension.py)
+    cached_only: a layer that parses slowly (the compiler tier) writes what
+               its per-file cache holds for the current inputs and names the
+               rest as pending instead of parsing them (Note [Compiler tier
+               catching up] in torchtalk/index.py)
 
     Note [Layer deltas]: a layer that keeps its last run's rows (the C++
     layer's resolved cache) may write, instead of all its rows, what changed
@@ -93,6 +97,7 @@ class ExtractContext:
     memo: dict | None = field(default=None, compare=False, repr=False)
     dirs: tuple[str, ...] | None = None
     torch_root: Path | None = None
+    cached_only: bool = False
 
     # Note [Layer memo]: what a layer reads from its cache dir it may keep in
     # `memo` for its next run in the same process, keyed so that a stale

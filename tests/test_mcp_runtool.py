@@ -107,6 +107,60 @@ def test_indexer_reports_running_before_its_thread_starts_a_child(tmp_path, monk
     assert seen == ["stages"] and ix.state.failed is None
 
 
+def _until(cond, what: str, timeout: float = 10.0):
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.01)
+
+
+def test_a_fast_update_preempts_the_compiler_tier_then_restarts_it(tmp_path, monkeypatch):
+    """Note [Compiler tier in the background]: the compiler tier runs after
+    the stages; a batch of changes stops it, runs the fast update first, then
+    starts it again; stop() ends it. A real child stands for `index --precise`."""
+    import subprocess
+    import sys
+
+    from torchtalk.mcp import db as mcp_db
+
+    monkeypatch.setattr(mcp_db, "stages", lambda: ())
+    ix = mcp_db.Indexer(tmp_path / "tree", None, tmp_path / "index.log", compiler=True)
+    commands, updates = [], []
+
+    def command(layers):
+        commands.append(layers)
+        return [sys.executable, "-c", "import time; time.sleep(60)"]
+
+    monkeypatch.setattr(ix, "_command", command)
+    monkeypatch.setattr(ix, "_run_stage", lambda label, layers: updates.append((label, ix._compiler_proc.poll())))
+    ix.start()
+    _until(lambda: isinstance(ix._compiler_proc, subprocess.Popen), "the compiler tier never started")
+    first = ix._compiler_proc
+    _until(lambda: (ix.state.compiler or "").startswith("compiler tier (libclang) running"), "no running state")
+    ix.catch_up()  # already running: no second child
+    assert ix._compiler_proc is first
+
+    ix._update(frozenset({"aten/src/ATen/native/CPUBlas.cpp"}))
+    assert first.poll() is not None  # stopped before the update ran
+    assert updates == [("update after changes to aten/src/ATen/native/CPUBlas.cpp", first.poll())]
+    _until(lambda: isinstance(ix._compiler_proc, subprocess.Popen) and ix._compiler_proc is not first,
+           "the compiler tier did not start again after the update")
+    second = ix._compiler_proc
+    assert commands == [None, None]  # `index` of every layer, then --precise (added by the runner)
+    ix.stop()
+    assert second.wait(10) is not None
+    ix.catch_up()  # a stopped indexer starts nothing
+    assert ix._compiler_proc is second
+
+
+def test_the_compiler_tier_is_off_unless_asked(tmp_path, monkeypatch):
+    from torchtalk.mcp import db as mcp_db
+
+    ix = mcp_db.Indexer(tmp_path / "tree", None, tmp_path / "index.log")
+    ix.catch_up()
+    assert ix._compiler_proc is None and ix.state.compiler is None
+
+
 @pytest.mark.real_tree
 def test_warm_runs_each_tools_query_kind_on_the_busiest_names(real_db):
     from torchtalk import api

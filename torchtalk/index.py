@@ -152,6 +152,8 @@ def select_layers(src: store.Source, names: Iterable[str] | None, precise: bool)
         for n in wanted:
             if n not in known:
                 raise InputError(f"unknown layer {n!r} (layers: {', '.join(known)})", hint=did_you_mean(n, known))
+        if precise and "precise" not in wanted:  # `--layers ops,cpp --precise` runs the three
+            wanted.append("precise")
     chosen, notes = [], []
     for layer in LAYERS:
         if wanted is not None and layer.name not in wanted:
@@ -284,13 +286,9 @@ def _index_locked(src, db_path, schema, chosen, notes, jobs, force, log, progres
     plans = []
     for layer in chosen:
         mod = importlib.import_module(layer.module)
-        code = code_digest(layer, schema)
-        # the inputs as recorded at the layer's last run, while no dir of them moved (Note [Stale index])
-        stats = freshness.quick_stats(facts / "layers" / layer.name, code) if layer.name in prev else None
-        stats = input_stats(mod, src.root) if stats is None else stats
-        fp = _fingerprint(code, stats)
+        fp, stats = _stamp(layer, mod, schema, src, facts, prev)
         old = prev.get(layer.name)
-        rerun = force or old is None or old.get("input_fingerprint") != fp
+        rerun = force or old is None or old.get("input_fingerprint") != fp or _pending(old) > 0
         plans.append((layer, mod, (fp, stats), rerun))
     keep, dropped = [], False
     for name in prev:
@@ -300,6 +298,10 @@ def _index_locked(src, db_path, schema, chosen, notes, jobs, force, log, progres
             notes.append(f"{name}: dropped (indexed with another facts/schema.dl; re-run with --layers {name})")
             log(notes[-1])
             dropped = True
+            continue
+        catch_up = _catching_up(name, schema, src, facts, prev)
+        if catch_up is not None:
+            plans.append(catch_up)
             continue
         keep.append(name)
     current, rules_current = (False, False) if any(p[3] for p in plans) or dropped else _db_current(
@@ -318,6 +320,59 @@ def _index_locked(src, db_path, schema, chosen, notes, jobs, force, log, progres
     else:
         reports, mode = _build(src, db_path, schema, plans, prev, keep, jobs, log, progress, memo), "built"
     return IndexReport(db_path, src.root, src.kind, False, time.perf_counter() - t0, reports, tuple(notes), mode)
+
+
+def _stamp(layer, mod, schema, src, facts: Path, prev: dict) -> tuple[str, dict]:
+    """(input fingerprint, input stats) of `layer` now."""
+    code = code_digest(layer, schema)
+    # the inputs as recorded at the layer's last run, while no dir of them moved (Note [Stale index])
+    stats = freshness.quick_stats(facts / "layers" / layer.name, code) if layer.name in prev else None
+    stats = input_stats(mod, src.root) if stats is None else stats
+    return _fingerprint(code, stats), stats
+
+
+def _pending(meta: dict | None) -> int:
+    """How many TUs a compiler-tier run left to parse (precise_pending rows)."""
+    return int(((meta or {}).get("rows") or {}).get("precise_pending", 0))
+
+
+# Note [Compiler tier catching up]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# The compiler tier (layer "precise", libclang) takes minutes where the fast
+# tier takes seconds, so an index run without --precise keeps it. But a kept
+# layer whose inputs changed would keep the compiler's edges of an edited TU,
+# and `precise_file` would hide the fast tier's new ones there: answers from
+# code that no longer exists. So when the kept compiler tier's inputs
+# changed, it re-runs with `cached_only` (ExtractContext): every TU whose
+# per-TU cache entry is still current (same content, flags and includes)
+# keeps the compiler's rows; the others are written as `precise_pending`,
+# not as `precise_file`, so their calls are the fast tier's at once. A later
+# `index --precise` (the MCP server runs it in the background) parses the
+# pending TUs and clears them. `status` and the answers name pending TUs.
+_CATCHING_UP = frozenset({"precise"})
+
+
+def _catching_up(name: str, schema, src, facts: Path, prev: dict):
+    """The plan that re-runs kept layer `name` from its cache alone, when
+    its inputs changed (Note [Compiler tier catching up]); None to keep it."""
+    from extractors.layers import LAYERS
+
+    layer = next((lr for lr in LAYERS if lr.name == name), None)
+    if name not in _CATCHING_UP or layer is None or importlib.util.find_spec(layer.module) is None:
+        return None
+    mod = importlib.import_module(layer.module)
+    fp, stats = _stamp(layer, mod, schema, src, facts, prev)
+    if prev[name].get("input_fingerprint") == fp:
+        return None
+    return (layer, mod, (fp, stats), CACHED_ONLY)
+
+
+CACHED_ONLY = "cached-only"  # a plan's `rerun`: run the layer from its cache alone
+
+
+def _extra(rerun) -> dict | None:
+    """The ExtractContext fields a plan's `rerun` asks for."""
+    return {"cached_only": True} if rerun == CACHED_ONLY else None
 
 
 def _can_update(db_path, facts, schema, src, plans, prev, keep) -> bool:
@@ -351,7 +406,7 @@ def _update(src, db_path, schema, plans, prev, keep, jobs, log, progress, memo) 
                 out, old = tmp_facts / "layers" / layer.name, facts / "layers" / layer.name
                 if rerun:
                     lr = _run_layer(src, db_path, schema, layer, mod, fp, out, jobs, bar, previous=old,
-                                    memo=memo.setdefault(layer.name, {}))
+                                    memo=memo.setdefault(layer.name, {}), ctx_extra=_extra(rerun))
                     update.layer_deltas(lr.sink, old, out, deltas)
                     log(f"{lr.name}: {lr.rows:,} rows in {lr.seconds:.2f} s, {lr.warnings} warnings")
                 else:
@@ -487,7 +542,7 @@ def _build(src, db_path, schema, plans, prev, keep, jobs, log, progress, memo) -
                 out = tmp_facts / "layers" / layer.name
                 if rerun:
                     lr = _run_layer(src, db_path, schema, layer, mod, fp, out, jobs, bar,
-                                    memo=memo.setdefault(layer.name, {}))
+                                    memo=memo.setdefault(layer.name, {}), ctx_extra=_extra(rerun))
                     log(f"{lr.name}: {lr.rows:,} rows in {lr.seconds:.2f} s, {lr.warnings} warnings")
                 else:
                     link_tree(facts / "layers" / layer.name, out)

@@ -324,6 +324,19 @@ def quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+def tier_note(relations: dict[str, int]) -> str | None:
+    """What the compiler tier covers, from a DB's relation counts: None
+    without it (Note [Compiler tier catching up] in torchtalk/index.py)."""
+    parsed, pending = relations.get("precise_file", 0), relations.get("precise_pending", 0)
+    if not parsed and not pending:
+        return None
+    note = f"compiler tier: {parsed:,} TUs parsed"
+    if pending:
+        note += (f", {pending:,} changed since and pending (the fast tier answers for them until "
+                 "`torchtalk index --precise` parses them)")
+    return note
+
+
 def db_status(path: Path) -> dict:
     """Everything `torchtalk status` shows, read from the DB (read-only).
 

@@ -60,6 +60,7 @@ class Stats:
     timeout: int = 0
     crash: int = 0
     cached: int = 0
+    pending: list[str] = field(default_factory=list)  # TUs not parsed (cached_only): precise_pending rows
     skipped_cuda: int = 0  # .cu TUs not parsed: the CUDA headers are not fetched
     edges: int = 0
     ops: int = 0  # calls_op rows
@@ -123,15 +124,17 @@ def inputs(root: Path) -> Iterable[Path]:
 
 
 def extract(ctx: ExtractContext, sink: Sink) -> None:
-    """Write `calls_precise` for the tree at ctx.root (see the module doc)."""
-    run(ctx, sink)
+    """Write `calls_precise` for the tree at ctx.root (see the module doc);
+    with ctx.cached_only, only what the cache holds (the rest pending)."""
+    run(ctx, sink, parse=not ctx.cached_only)
 
 
 def run(ctx: ExtractContext, sink: Sink, files: Iterable[Path] | None = None,
         *, skip_header_bodies: bool = True, use_cache: bool = True, use_pch: bool = True,
-        timeout: float = TIMEOUT_S) -> Stats:
+        timeout: float = TIMEOUT_S, parse: bool = True) -> Stats:
     """Parse `files` (default: tu_files(ctx.root)), write their edges to
-    `sink`, and say what happened.
+    `sink`, and say what happened. Without `parse`, a TU whose cache entry
+    is not current is not parsed but written as `precise_pending`.
 
     Example:
         >>> run(ExtractContext(tree, cache, jobs=2), sink,
@@ -164,7 +167,11 @@ def run(ctx: ExtractContext, sink: Sink, files: Iterable[Path] | None = None,
         jobs = []
         for job in plan:
             hit = cache.get(job.path, job.cache_key()) if use_cache else None
-            if hit is None:
+            if hit is None and not parse:
+                sink.add("precise_pending", job.rel)
+                stats.pending.append(job.rel)
+                sink.progress(1)
+            elif hit is None:
                 jobs.append(job)
             else:
                 stats.cached += 1

@@ -8,8 +8,8 @@ Example:
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable
 import re
+from collections.abc import Iterable
 
 ANON = "(anonymous)"  # an anonymous namespace as the compiler prints it; ids use anon_ns(file)
 _MACRO_RE = re.compile(r"^[A-Z][A-Z0-9_]*[A-Z0-9]$")

@@ -26,6 +26,9 @@ def register(p: argparse.ArgumentParser) -> None:
                    help="refresh the index in the background while serving (always done when none exists)")
     p.add_argument("--no-watch", dest="watch", action="store_false",
                    help="do not watch the tree (by default, changed files update the index while serving)")
+    p.add_argument("--no-compiler-tier", dest="compiler", action="store_false",
+                   help="do not run the compiler tier (libclang) in the background; by default it follows "
+                        "the fast tier and each update, parsing only what changed")
     p.add_argument("--rules", type=Path, action="append", default=[], metavar="DIR",
                    help="more .dl rule files for the `query` tool (repeatable; the config dir's rules/ is always read)")
     p.add_argument("--json", action="store_true",
@@ -62,7 +65,8 @@ def run(args: argparse.Namespace) -> int:
     from torchtalk.mcp.serve import serve
 
     serve(source, args.db, transport=args.transport, port=args.port, reindex=args.reindex,
-          rules=tuple(d.resolve() for d in args.rules), host=args.host, token=token, watch=args.watch)
+          rules=tuple(d.resolve() for d in args.rules), host=args.host, token=token, watch=args.watch,
+          compiler=args.compiler)
     return 0
 
 

@@ -18,11 +18,12 @@ def register(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from torchtalk.freshness import notice
-    from torchtalk.store import db_status, resolve_db
+    from torchtalk.store import db_status, resolve_db, tier_note
 
     path = resolve_db(source=args.source, db=args.db)
     st = db_status(path)
     st["stale"] = notice(path, st["meta"].get("source") or None)
+    st["compiler_tier"] = tier_note(st["relations"])
     if args.json:
         print(json.dumps(st, indent=2))
         return 0
@@ -35,6 +36,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"indexed   {meta.get('indexed_at', '')}")
     if st["stale"]:
         print(f"changed   {st['stale']}")
+    if st["compiler_tier"]:
+        print(f"tiers     {st['compiler_tier']}")
     if meta.get("derived"):
         print(f"stored    {meta['derived']} (rules computed once per index)")
     print("layers")

@@ -56,26 +56,82 @@ class IndexState:
     watching: bool = False
     pending: tuple[str, ...] = ()  # changed files not yet in an update
     pending_since: float | None = None  # time.time() of the first of them
+    compiler: str | None = None  # the compiler tier's run in the background, one line (None: none)
+
+
+# Note [Compiler tier in the background]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# With `compiler` on (mcp-serve's default where libclang imports), the server
+# runs `torchtalk index --precise` after its fast stages, at start when the DB
+# has no compiler tier or has TUs pending, and after each update of the
+# watched tree (Note [Compiler tier catching up] in torchtalk/index.py). The
+# per-TU cache makes each run parse only what changed. A fast update never
+# waits for it: a new batch of changes terminates the compiler run (the TUs
+# it parsed are in the cache already; the index is swapped in whole or not
+# at all), runs the fast update, then starts the compiler run again.
 
 
 class Indexer:
-    """Runs `torchtalk index` stages in a background thread, one child at a time."""
+    """Runs `torchtalk index` stages in a background thread, one child at a
+    time, and the compiler tier after them (Note [Compiler tier in the background])."""
 
-    def __init__(self, source: Path, db: Path | None, log: Path) -> None:
-        self.source, self.db, self.log = source, db, log
+    def __init__(self, source: Path, db: Path | None, log: Path, compiler: bool = False) -> None:
+        self.source, self.db, self.log, self.compiler = source, db, log, compiler
         self._state = IndexState("", None, None, None)
         self._proc: subprocess.Popen | None = None
         self._lock = threading.Lock()
         self._watcher = None
+        self._compiler_proc: subprocess.Popen | None = None
+        self._compiler_note: str | None = None
+        self._stopped = False
 
     @property
     def state(self) -> IndexState:
         with self._lock:
-            state = self._state
+            state = dataclasses.replace(self._state, compiler=self._compiler_note)
         if self._watcher is None:
             return state
         pending = self._watcher.pending
         return dataclasses.replace(state, watching=True, pending=pending.files, pending_since=pending.since)
+
+    def catch_up(self) -> None:
+        """Start the compiler tier's run in a thread, unless it is off or running."""
+        if not self.compiler:
+            return
+        with self._lock:
+            running = self._compiler_proc is not None and self._compiler_proc.poll() is None
+            if running or self._stopped:
+                return
+            self._compiler_note = "starting"
+            # claimed under the lock: a second catch_up before the child exists sees it running
+            self._compiler_proc = _Starting()
+        threading.Thread(target=self._run_compiler, name="torchtalk-compiler", daemon=True).start()
+
+    def _run_compiler(self) -> None:
+        cmd = self._command(None) + ["--precise"]
+        with open(self.log, "ab") as out:
+            proc = subprocess.Popen(cmd, stdout=out, stderr=out, stdin=subprocess.DEVNULL)
+        with self._lock:
+            self._compiler_proc = proc
+            self._compiler_note = f"compiler tier (libclang) running, pid {proc.pid}"
+            if self._stopped:
+                proc.terminate()
+        code = proc.wait()
+        with self._lock:
+            if code == 0:
+                self._compiler_note = None
+            elif code < 0:  # terminated: a fast update came first, or the server stops
+                self._compiler_note = "compiler tier interrupted; it starts again after the update"
+            else:
+                self._compiler_note = f"compiler tier failed (exit {code}); see {self.log}"
+
+    def _preempt(self) -> None:
+        """Stop a running compiler tier run, so the fast update needs no wait for the DB's lock."""
+        with self._lock:
+            proc = self._compiler_proc
+        if isinstance(proc, subprocess.Popen) and proc.poll() is None:
+            proc.terminate()
+            proc.wait()
 
     def watch(self) -> None:
         """Watch the tree and update the index after each batch of changes
@@ -88,7 +144,9 @@ class Indexer:
     def _update(self, files: frozenset[str]) -> None:
         from torchtalk.watch import describe
 
+        self._preempt()
         self._run_stage(f"update after changes to {describe(files)}", None)
+        self.catch_up()
 
     def start(self) -> None:
         """Start the stages in a daemon thread (returns at once). The state says
@@ -103,14 +161,19 @@ class Indexer:
             self._run_stage(label, layers)
         with self._lock:  # idle, also when there was no stage to run
             self._state = IndexState("", None, str(self.log), self._state.failed)
+        self.catch_up()
 
-    def _run_stage(self, label: str, layers: str | None) -> None:
-        """One `torchtalk index` child; a failure is reported in the state."""
+    def _command(self, layers: str | None) -> list[str]:
         cmd = [sys.executable, "-m", "torchtalk", "index", "--source", str(self.source), "--quiet"]
         if self.db is not None:
             cmd += ["--db", str(self.db)]
         if layers:
             cmd += ["--layers", layers]
+        return cmd
+
+    def _run_stage(self, label: str, layers: str | None) -> None:
+        """One `torchtalk index` child; a failure is reported in the state."""
+        cmd = self._command(layers)
         with open(self.log, "ab") as out:
             proc = subprocess.Popen(cmd, stdout=out, stderr=out, stdin=subprocess.DEVNULL)
         with self._lock:
@@ -122,14 +185,30 @@ class Indexer:
             self._state = IndexState("", None, str(self.log), failed or self._state.failed)
 
     def stop(self) -> None:
-        """Stop watching and terminate the running child, if any."""
+        """Stop watching and terminate the running children, if any."""
         watcher, self._watcher = self._watcher, None
         with self._lock:
-            proc = self._proc
-        if proc is not None and proc.poll() is None:
-            proc.terminate()
+            self._stopped = True
+            procs = (self._proc, self._compiler_proc)
+        for proc in procs:
+            if isinstance(proc, subprocess.Popen) and proc.poll() is None:
+                proc.terminate()
         if watcher is not None:
             watcher.stop()
+
+
+def compiler_available() -> bool:
+    """Whether the compiler tier can run here (libclang's bindings import)."""
+    import importlib.util
+
+    return importlib.util.find_spec("clang") is not None and importlib.util.find_spec("extractors.clang") is not None
+
+
+class _Starting:
+    """A compiler run claimed but not yet spawned: it counts as running."""
+
+    def poll(self) -> None:
+        return None
 
 
 def _identity(path: Path) -> tuple[int, int] | None:

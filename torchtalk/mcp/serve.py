@@ -20,10 +20,13 @@ from torchtalk.mcp.tools import register
 
 
 def build_server(
-    source: Path | None, db: Path | None, reindex: bool = False, rules: tuple[Path, ...] = (), watch: bool = True
+    source: Path | None, db: Path | None, reindex: bool = False, rules: tuple[Path, ...] = (), watch: bool = True,
+    compiler: bool = False,
 ) -> MCPServer:
     """The server with every TorchTalk tool registered (see torchtalk.mcp.tools);
-    with a `source` and `watch`, it keeps the index live (Note [Watching])."""
+    with a `source` and `watch`, it keeps the index live (Note [Watching]);
+    with `compiler`, it runs the compiler tier in the background (Note
+    [Compiler tier in the background])."""
     from torchtalk import __version__
 
     server = TorchTalkServer(
@@ -31,7 +34,7 @@ def build_server(
         title="TorchTalk",
         version=__version__,
         instructions=INSTRUCTIONS,
-        lifespan=_lifespan(source, db, reindex, rules, watch),
+        lifespan=_lifespan(source, db, reindex, rules, watch, compiler),
         log_level="WARNING",
     )
     register(server)
@@ -48,12 +51,13 @@ def serve(
     host: str = "127.0.0.1",
     token: str | None = None,
     watch: bool = True,
+    compiler: bool = False,
 ) -> None:
     """Serve on stdio, or streamable HTTP on `host`:`port` (path /mcp); with
     `token`, every HTTP request must carry `Authorization: Bearer <token>`
     (Note [Shared HTTP server]); with a `source` and `watch`, the index is
     kept live (Note [Watching])."""
-    server = build_server(source, db, reindex, rules, watch)
+    server = build_server(source, db, reindex, rules, watch, compiler)
     if transport == "stdio":
         server.run("stdio")
         return

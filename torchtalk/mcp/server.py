@@ -30,7 +30,7 @@ from mcp.types import CallToolResult
 from torchtalk.errors import TorchTalkError
 from torchtalk.lookup import Table
 from torchtalk.mcp.answer import More, to_result
-from torchtalk.mcp.db import FactDB, Indexer, default_log
+from torchtalk.mcp.db import FactDB, Indexer, compiler_available, default_log
 
 CALL_TIMEOUT_S = 30.0
 
@@ -52,16 +52,19 @@ class App:
     rules: tuple[Path, ...] = ()  # user rule dirs for `query` (besides the config dir's)
 
 
-def _lifespan(source: Path | None, db: Path | None, reindex: bool, rules: tuple[Path, ...], watch: bool = True):
+def _lifespan(source: Path | None, db: Path | None, reindex: bool, rules: tuple[Path, ...], watch: bool = True,
+              compiler: bool = False):
     @asynccontextmanager
     async def lifespan(_server: MCPServer) -> AsyncIterator[App]:
         facts = FactDB(source, db)
         facts.start_warm(rules)
         indexer = None
         if source is not None:
-            indexer = Indexer(source, db, default_log(source))
+            indexer = Indexer(source, db, default_log(source), compiler=compiler and compiler_available())
             if reindex or facts.path() is None:
-                indexer.start()
+                indexer.start()  # the compiler tier follows the stages
+            else:
+                indexer.catch_up()
             if watch:
                 indexer.watch()
         try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from torchtalk.lookup import Table, db_info, meta
+from torchtalk.store import tier_note
 
 
 def _meta_notes(app: Any, con) -> list[str]:
@@ -52,11 +53,16 @@ def status_table(app: Any, con) -> Table:
             what = "building"
         rows.append((layer.name, what, n, ", ".join(filled)))
     notes = _meta_notes(app, con)
+    tiers = tier_note(counts)
+    if tiers:
+        notes.append(tiers)
     if state is not None and state.stage:
         pid = f"pid {state.pid}, " if state.pid is not None else ""
         notes.append(f"indexing in the background: {state.stage} ({pid}log {state.log})")
     if state is not None and state.watching:
         notes.append(_watch_note(app, state))
+    if state is not None and state.compiler:
+        notes.append(f"in the background: {state.compiler}")
     if state is not None and state.failed:
         notes.append(f"background index failed: {state.failed}")
     missing = [r[0] for r in rows if r[1] in ("not indexed", "building")]

@@ -1,0 +1,84 @@
+"""The compiler tier after an edit (Note [Compiler tier catching up]), on a
+copy of the real tree whose compiler tier covers aten/src/ATen/native/utils
+(Factory.cpp, one TU): an index without --precise never answers from the
+compiler's rows of an edited TU, the fast tier answers for it until
+`index --precise` parses it again, and `status` says which TUs are pending.
+
+The copy is made of hard links; the edited file is written anew, so the
+real tree is never modified.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from tests.test_update_real import _edit, _rows, _seed_cache
+from torchtalk import api
+from torchtalk.cli import main
+
+pytestmark = pytest.mark.real_tree
+
+FACTORY = "aten/src/ATen/native/utils/Factory.cpp"
+CALLER = "at::native::mobile::allocate_padded_contiguous_if_needed"
+CALLEE = "at::native::mobile::empty_with_tail_padding"
+LAYERS = ["ops", "cpp"]
+
+
+def _edges(db, table: str) -> list[tuple]:
+    """The caller -> callee calls of Factory.cpp in `table`, as (file, line)."""
+    sql = (f"select file, line from {table} where caller = ? and callee = ? and file = ? order by line")
+    return _rows(db, sql, [CALLER, CALLEE, FACTORY])
+
+
+def _callers(db) -> list[tuple]:
+    """`callers(CALLEE)` rows in Factory.cpp: (caller, via, file, line)."""
+    rows = api.query(f"callers({CALLEE})", db=db, limit=None).rows
+    return [r[1:] for r in rows if r[3] == FACTORY]
+
+
+@pytest.fixture
+def precise_copy(tree, tmp_path, monkeypatch, cuda_sdk):
+    """(copy of the tree, its DB of LAYERS + the compiler tier over native/utils)."""
+    monkeypatch.setenv("TORCHTALK_PRECISE_DIRS", "aten/src/ATen/native/utils")
+    copy = tmp_path / "pytorch"
+    subprocess.run(["cp", "-al", str(tree.resolve()), str(copy)], check=True)
+    db = tmp_path / "db" / "tree.duckdb"
+    db.parent.mkdir()
+    _seed_cache(db, tree)
+    assert api.index(copy, db, layers=LAYERS, precise=True, jobs=2).mode == "built"
+    return copy, db
+
+
+def test_an_edited_tu_is_the_fast_tiers_until_parsed_again(precise_copy, capsys):
+    copy, db = precise_copy
+    assert _rows(db, "select file from precise_file", []) == [(FACTORY,)]
+    assert _edges(db, "calls_precise") == [(FACTORY, 53)]
+    assert _callers(db) == [(CALLER, "precise", FACTORY, 53)]
+    assert _rows(db, "select count(*) from precise_pending", []) == [(0,)]
+
+    line = _edit(copy, FACTORY, "  const auto* const allocator = input.storage().allocator();",
+                 "  // one line more\n  const auto* const allocator = input.storage().allocator();")
+    assert line == 37
+    report = api.index(copy, db, layers=LAYERS, jobs=2)  # no --precise: the compiler tier catches up from its cache
+    assert report.mode == "updated"
+    assert _rows(db, "select file from precise_pending", []) == [(FACTORY,)]
+    assert _rows(db, "select count(*) from precise_file", []) == [(0,)]
+    assert _edges(db, "calls_precise") == []  # the compiler's rows of the old text are gone
+    assert _edges(db, "calls") == [(FACTORY, 54)]  # and the fast tier answers, at the new line
+    assert _callers(db) == [(CALLER, "scope", FACTORY, 54)]  # the answer names the fast tier's resolution
+
+    assert main(["status", "--db", str(db), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["compiler_tier"] == (
+        "compiler tier: 0 TUs parsed, 1 changed since and pending (the fast tier answers for them until "
+        "`torchtalk index --precise` parses them)")
+
+    again = api.index(copy, db, layers=LAYERS, precise=True, jobs=2)  # parses the pending TU
+    assert {lr.name: lr.action for lr in again.layers}["precise"] == "ran"
+    assert _rows(db, "select count(*) from precise_pending", []) == [(0,)]
+    assert _rows(db, "select file from precise_file", []) == [(FACTORY,)]
+    assert _edges(db, "calls_precise") == [(FACTORY, 54)]
+    assert _callers(db) == [(CALLER, "precise", FACTORY, 54)]
+    assert api.index(copy, db, layers=LAYERS, precise=True, jobs=2).mode == "current"
