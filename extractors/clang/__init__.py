@@ -97,13 +97,15 @@ def _walk(root: Path, dirs: Iterable[str], suffixes: tuple[str, ...]) -> list[Pa
 
 
 def tu_files(root: Path, dirs: Iterable[str] | None = None) -> list[Path]:
-    """The TUs the layer parses (absolute paths, sorted).
+    """The TUs the layer parses (absolute paths, sorted): gtest files
+    (`*_test.cpp` beside the code, as in ATen/core) are tests, left out like
+    the test dirs.
 
     Example:
         >>> len(tu_files(tree, ["aten/src/ATen/native"]))
         452
     """
-    return _walk(root, dirs or _scope_dirs(), TU_SUFFIXES)
+    return [f for f in _walk(root, dirs or _scope_dirs(), TU_SUFFIXES) if not f.stem.endswith("_test")]
 
 
 def inputs(root: Path) -> Iterable[Path]:
