@@ -69,11 +69,14 @@ def test_an_edited_tu_is_the_fast_tiers_until_parsed_again(precise_copy, capsys)
     assert _edges(db, "calls_precise") == []  # the compiler's rows of the old text are gone
     assert _edges(db, "calls") == [(FACTORY, 54)]  # and the fast tier answers, at the new line
     assert _callers(db) == [(CALLER, "scope", FACTORY, 54)]  # the answer names the fast tier's resolution
+    pending = ("compiler tier: 0 TUs parsed, 1 changed since and pending (the fast tier answers for them until "
+               "`torchtalk index --precise` parses them)")
+    assert pending in api.query(f"callers({CALLEE})", db=db).notes
+    assert pending in api.query("impact(at::native::mobile::empty_with_tail_padding, depth=2)", db=db).notes
+    assert pending not in api.query("search(empty_with_tail_padding)", db=db).notes  # reads no C++ call
 
     assert main(["status", "--db", str(db), "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["compiler_tier"] == (
-        "compiler tier: 0 TUs parsed, 1 changed since and pending (the fast tier answers for them until "
-        "`torchtalk index --precise` parses them)")
+    assert json.loads(capsys.readouterr().out)["compiler_tier"] == pending
 
     again = api.index(copy, db, layers=LAYERS, precise=True, jobs=2)  # parses the pending TU
     assert {lr.name: lr.action for lr in again.layers}["precise"] == "ran"
@@ -81,4 +84,5 @@ def test_an_edited_tu_is_the_fast_tiers_until_parsed_again(precise_copy, capsys)
     assert _rows(db, "select file from precise_file", []) == [(FACTORY,)]
     assert _edges(db, "calls_precise") == [(FACTORY, 54)]
     assert _callers(db) == [(CALLER, "precise", FACTORY, 54)]
+    assert not [n for n in api.query(f"callers({CALLEE})", db=db).notes if "compiler tier" in n]
     assert api.index(copy, db, layers=LAYERS, precise=True, jobs=2).mode == "current"

@@ -68,7 +68,7 @@ def query(
 
     extra = (COLUMN,) if wants_chain(program, b.sig.name) else ()  # Note [Chains]
     result = Result(b.sig.name, (*b.sig.columns, *extra), (*b.sig.types, *extra), tuple(shown),
-                    shown.total, b.resolutions, (*left_out, *routed, *_notes(b)))
+                    shown.total, b.resolutions, (*left_out, *routed, *_notes(b), *_tier_notes(con, program, b)))
     if explain:
         from torchtalk.query.explain import explain as _explain
         from torchtalk.query.run import prune
@@ -79,6 +79,19 @@ def query(
                       for r in shown[:explain])
         result = dataclasses.replace(result, explanations=trees)
     return result
+
+
+def _tier_notes(con, program, b) -> tuple[str, ...]:
+    """A note when the answer reads C++ calls and some TUs wait for the
+    compiler tier (Note [Compiler tier catching up] in torchtalk/index.py)."""
+    from torchtalk.datalog.analysis.strata import needed_relations
+    from torchtalk.lookup import db_info
+    from torchtalk.store import tier_note
+
+    rows = db_info(con).rows
+    if not rows.get("precise_pending") or "precise_file" not in needed_relations(program, [b.sig.name]):
+        return ()
+    return (tier_note(rows),)
 
 
 # Note [Trace of anything]: `trace(X)` answers for whatever X names. An op,
