@@ -168,7 +168,7 @@ def test_callers_all_matches(con):
 
 
 def test_callees(con):
-    assert q(con, "callees(matmul)").rows == (
+    assert q(con, "callees(at::native::matmul)").rows == (
         ("at::native::matmul", "at::native::_matmul_impl", "qualified", LA, 2183),)
     assert q(con, "callees(_matmul_impl)").rows == (
         ("at::native::_matmul_impl", "dot", "aten", LA, 2028),
@@ -177,6 +177,22 @@ def test_callees(con):
         ("at::native::_matmul_impl", "mm_out", "aten", LA, 2034),
         ("at::native::_matmul_impl", "mv", "aten (typed)", LA, 2030),
     )
+
+
+def test_callees_of_an_op_are_the_ops_its_kernels_call(con):
+    """Note [Op-level callees]: `callees(matmul)` names the op, so it answers
+    op_callees: the ops called below its kernel, each with its chain."""
+    r = q(con, "callees(matmul)")
+    assert r.name == "op_callees" and r.notes[0].startswith("'matmul' names an ATen op")
+    assert [(row[1], row[3], row[4], row[2], row[9]) for row in r.rows] == [
+        ("CompositeImplicitAutograd", "dot", "at::native::_matmul_impl", 2, 2028),
+        ("CompositeImplicitAutograd", "mm", "at::native::_matmul_impl", 2, 2036),
+        ("CompositeImplicitAutograd", "mm_out", "at::native::_matmul_impl", 2, 2034),
+        ("CompositeImplicitAutograd", "mv", "at::native::_matmul_impl", 2, 2030),
+    ]
+    assert [(s.kind, s.dst, s.line) for s in r.rows[1][-1]] == [
+        ("CompositeImplicitAutograd", "at::native::matmul", 3778), ("call", "at::native::_matmul_impl", 2183),
+        ("aten", "mm", 2036)]
 
 
 def test_impact_reaches_ops_and_python(con):
@@ -416,7 +432,7 @@ def test_cli_json_and_errors(tmp_path):
     db = tmp_path / "f.duckdb"
     build_db(db).close()
     env = {"TORCHTALK_CACHE_DIR": str(tmp_path / "c"), "TORCHTALK_CONFIG_DIR": str(tmp_path / "cfg")}
-    out = _cli("callees(matmul)", "--db", str(db), "--json", env_extra=env)
+    out = _cli("callees(at::native::matmul)", "--db", str(db), "--json", env_extra=env)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["rows"][0]["callee"] == "at::native::_matmul_impl"
     bad = _cli("callees(matmull)", "--db", str(db), env_extra=env)

@@ -41,7 +41,7 @@ def test_trace_of_python_api_names_the_api(con):
 
 
 def test_callees_of_matmul(con):
-    rows = q(con, "callees(matmul)").rows
+    rows = q(con, "callees(at::native::matmul)").rows
     assert {r[0] for r in rows} == {"at::native::matmul"}
     assert ("at::native::(static:aten/src/ATen/native/LinearAlgebra.cpp)::_matmul_impl", LA, 2183) in {(r[1], r[3], r[4]) for r in rows}
 

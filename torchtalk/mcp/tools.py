@@ -334,11 +334,16 @@ async def impact(
 
 async def calls(
     ctx: Context,
-    name: Annotated[str, Field(description="a C++ function: 'matmul', 'at::native::_matmul_impl'")],
+    name: Annotated[str, Field(description=(
+        "an op or Python API ('matmul', 'torch.matmul', 'add.Tensor'), or a C++ function "
+        "('at::native::matmul', 'at::native::_matmul_impl', 'cpublas::gemm')"))],
     budget: Budget = None,
 ) -> Result:
-    """What X calls: the direct callees of a C++/CUDA function, each at its call
-    site file:line. Use to walk down the call graph one step at a time."""
+    """What X calls. For an op (or Python API): the ops its kernels call, per
+    dispatch key, through the helpers in between (matmul -> _matmul_impl -> mm,
+    mv, dot, bmm), each with its call site file:line and chain. For a C++/CUDA
+    function's id: its direct callees at their call sites. Use to walk down
+    from an op to the ops it is built on, or down the call graph one step."""
     def dsl(n: str) -> str:
         return f"callees({n})"
 

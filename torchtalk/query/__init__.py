@@ -112,7 +112,11 @@ def route(q, resolver):
 
     from torchtalk.errors import QueryError
 
-    if q.name != "trace" or len(q.args) != 1 or q.path is not None or q.args[0].quoted:
+    if len(q.args) != 1 or q.path is not None or q.args[0].quoted:
+        return q, ()
+    if q.name == "callees":
+        return route_callees(q, resolver)
+    if q.name != "trace":
         return q, ()
     text = str(q.args[0].value)
     try:
@@ -130,3 +134,43 @@ def route(q, resolver):
         if miss.hint is None:
             miss.hint = "trace takes an op, a Python API, an nn module, a C++ function, a CUDA kernel or a stub"
         raise miss from None
+
+
+# Note [Op-level callees]: "what does matmul call" asks about the op, not
+# about the C++ function at::native::matmul alone: `callees(X)` where X
+# spells an ATen op (a name, an id, a Python API, a C++ API name such as
+# at::mm) answers `op_callees` (rules/calls.dl): the ops its kernels call,
+# per dispatch key, through the helpers in between (matmul → _matmul_impl →
+# mm, mv, dot, bmm), each with its chain. A C++ function's id, or a kernel's
+# name (at::native::matmul, matmul_out_cpu: the tiers that name a function,
+# not an op), keeps the one-step `callees`. Every surface goes through
+# `query`, so the CLI, the API and MCP's `calls` route alike.
+FUNCTION_TIERS = ("kernel", "impl_func")  # op tiers that read a C++ function's name
+
+
+def route_callees(q, resolver):
+    """`q` (callees(X)), or op_callees(X) when X spells an ATen op (Note
+    [Op-level callees]); -> (query, notes)."""
+    import dataclasses
+
+    from torchtalk.errors import QueryError
+    from torchtalk.query.dsl import value_text
+
+    text = str(q.args[0].value)
+    try:
+        res = resolver.resolve(text, "op")
+    except QueryError:
+        return q, ()
+    if res.tier.split(",")[0] in FUNCTION_TIERS:
+        return q, ()
+    routed = dataclasses.replace(q, name="op_callees", text=q.text.replace("callees", "op_callees", 1))
+    note = f"{text!r} names an ATen op: the ops its kernels call, per key ({routed.text})"
+    try:
+        fn = resolver.resolve(text, "fn")
+        if not fn.ambiguous:
+            from extractors.cpp.names import split_sig
+
+            note += f"; the C++ function's own callees: callees({value_text(split_sig(fn.ids[0])[0])})"
+    except QueryError:
+        pass
+    return routed, (note,)

@@ -1,4 +1,4 @@
-"""The chain behind each row of a walk answer (paths, impact, kernels, tests,
+"""The chain behind each row of a walk answer (paths, impact, kernels, tests, op_callees,
 affected): the shortest chain of steps from the row's far end to what was
 asked, each step with its kind and file:line.
 
@@ -23,7 +23,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 # the named queries whose rows carry a chain, and the relation holding its edges
-CHAIN_QUERIES = ("paths", "impact", "kernels", "tests", "affected")
+CHAIN_QUERIES = ("paths", "impact", "kernels", "tests", "affected", "op_callees")
 CHAIN = "chain"
 COLUMN = "chain"
 
@@ -209,6 +209,17 @@ def _kernels(edges: Edges, row) -> list[Step]:
     return []
 
 
+def _op_callees(edges: Edges, row) -> list[Step]:
+    op, key, steps, called, caller, _res, entry, _on, file, line = row
+    for walk in sorted(w for w in edges.out if w[0] == entry):
+        k = next((e for e in edges.from_node(walk, op, "") if e[2] == entry and e[4] == key), None)
+        calls = [x for x in edges.into[walk].get((called, ""), ()) if x[6] == caller]
+        call = first(calls, file, line, left=steps)
+        if k is not None and call is not None:
+            return [_step(k), *down_walk(edges, walk, caller, call[7]), _step(call)]
+    return []
+
+
 def _tests(edges: Edges, row) -> list[Step]:
     subject, test, _rank, _why, op, how, to, depth, file, line = row
     steps = [Step(test, to, how, file, line)]
@@ -236,6 +247,7 @@ BUILDERS = {
     "impact": (_impact, ("fn", "kind", "name", "via", "depth", "file", "line", "res", "rank")),
     "kernels": (_kernels, ("op", "key", "on", "kernel", "host", "entry", "res", "rank", "why",
                            "depth", "file", "line")),
+    "op_callees": (_op_callees, ("op", "key", "steps", "calls", "caller", "res", "entry", "on", "file", "line")),
     "tests": (_tests, ("subject", "test", "rank", "why", "op", "how", "via", "depth", "file", "line")),
     "affected": (_affected, ("fn", "kind", "name", "via", "depth", "rank", "why", "file", "line")),
 }

@@ -1,0 +1,100 @@
+"""The op-level callees (issue 15, deliverable 5; issue 19, deliverable 3) on the
+real PyTorch 2.6.0 tree: `callees(OP)` is the ops OP's kernels call, per
+dispatch key, through the helpers in between, each row with its chain (Note
+[Op-level callees] in torchtalk/query/__init__.py, rules/calls.dl)."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.real_tree
+
+LA = "aten/src/ATen/native/LinearAlgebra.cpp"
+IMPL = "at::native::(static:aten/src/ATen/native/LinearAlgebra.cpp)::_matmul_impl"
+COLUMNS = ("op", "key", "steps", "calls", "caller", "res", "entry", "on", "file", "line", "chain")
+
+
+@pytest.fixture(scope="module")
+def con(real_con):
+    return real_con
+
+
+def q(con, text, **kw):
+    from torchtalk import api
+
+    return api.query(text, con=con, **kw)
+
+
+def records(con, text):
+    return [dict(zip(COLUMNS, r, strict=True)) for r in q(con, text, all_matches=True).rows]
+
+
+def source(tree, file, line) -> str:
+    return (tree / file).read_text().splitlines()[line - 1]
+
+
+def test_callees_of_matmul_go_through_matmul_impl_to_the_products(con, tree):
+    r = q(con, "callees(matmul)")
+    assert r.name == "op_callees" and r.columns == COLUMNS
+    assert r.notes[0] == ("'matmul' names an ATen op: the ops its kernels call, per key (op_callees(matmul)); "
+                          "the C++ function's own callees: callees(at::native::matmul)")
+    rows = {(x["op"], x["key"], x["calls"]): x for x in records(con, "callees(matmul)")}
+    want = {"dot": 2028, "mv": 2030, "mm": 2032, "bmm": 2161}
+    for name, line in want.items():
+        row = rows[("matmul", "CompositeImplicitAutograd", name)]
+        assert (row["entry"], row["on"], row["caller"], row["res"], row["steps"], row["file"], row["line"]) == (
+            "at::native::matmul", "*", IMPL, "resolved", 2, LA, line)
+        assert f"{name}(" in source(tree, LA, line) or f"at::{name}_out(" in source(tree, LA, line)  # op names, as calls_op
+        chain = [(s.src, s.kind, s.dst, s.file, s.line) for s in row["chain"]]
+        assert chain == [
+            ("matmul", "CompositeImplicitAutograd", "at::native::matmul", "aten/src/ATen/native/native_functions.yaml", 3778),
+            ("at::native::matmul", "call", IMPL, LA, 2183),
+            (IMPL, "aten", name, LA, line)]
+    assert "_matmul_impl(" in source(tree, LA, 2183)
+    # matmul.out's kernel reaches the same calls through matmul_out
+    assert rows[("matmul.out", "CompositeImplicitAutograd", "mm")]["caller"] == IMPL
+
+
+def test_a_kernel_name_or_function_id_keeps_the_one_step_callees(con):
+    r = q(con, "callees(at::native::matmul)")
+    assert r.name == "callees"
+    assert {x[1] for x in r.rows} >= {IMPL}
+
+
+def test_callees_keep_the_dispatch_key(con, tree):
+    """sort.stable's CPU and CUDA kernel is one function (structured_sort_stable_out),
+    whose sort_stub call dispatches on the device: the ops the CUDA implementation
+    calls are listed under CUDA only, and the CPU ones under CPU only."""
+    rows = records(con, "callees(sort.stable)")
+    cuda = "aten/src/ATen/native/cuda/Sort.cpp"
+    strided = [(x["key"], x["on"], x["caller"]) for x in rows if (x["calls"], x["file"], x["line"]) == ("empty_strided", cuda, 89)]
+    assert strided == [("CUDA", "CUDA", "at::native::sort_cuda_kernel")]
+    assert "empty_strided(" in source(tree, cuda, 89)
+    fill = [(x["key"], x["caller"]) for x in rows if (x["calls"], x["file"], x["line"]) == ("arange", "aten/src/ATen/native/Sorting.cpp", 99)]
+    assert fill == [("CPU", "at::native::_fill_indices")]
+    assert not [x for x in rows if x["key"] == "CPU" and "/cuda/" in x["file"]]
+    assert not [x for x in rows if x["key"] == "CUDA" and "/cpu/" in x["file"]]
+    # the chain goes through the stub to the CUDA implementation
+    row = next(x for x in rows if x["calls"] == "empty_strided")
+    kinds = [(s.kind, s.dst) for s in row["chain"]]
+    assert ("stub_call", "at::native::sort_stub") in kinds and ("stub_register", "at::native::sort_cuda_kernel") in kinds
+
+
+def test_a_cuda_only_op_is_answered_under_cuda_keys_only(con):
+    keys = {k for (k,) in con.execute("SELECT DISTINCT key FROM dispatch WHERE op = '_cudnn_rnn'").fetchall()}
+    assert keys == {"CUDA"}
+    rows = records(con, "callees(_cudnn_rnn)")
+    assert rows and all(x["key"] == "CUDA" and x["on"] == "CUDA" for x in rows)
+
+
+def test_the_wrong_answer_is_absent(con, tree):
+    """`tensor1.sizes().slice(...)` is c10::ArrayRef::slice, not aten::slice;
+    `.data()` on sizes is ArrayRef's; a call the fast tier could only guess is labelled."""
+    rows = records(con, "callees(matmul)")
+    assert ".sizes().slice(" in source(tree, LA, 2107) and ".sizes().data()" in source(tree, LA, 2110)
+    assert not [x for x in rows if x["file"] == LA and x["line"] in (2107, 2110)]
+    assert not [x for x in rows if x["calls"] == "slice" and x["caller"] == IMPL]
+    guessed = [x for x in rows if (x["file"], x["line"]) == ("aten/src/ATen/ExpandUtils.cpp", 19)]
+    assert guessed and all(x["res"] == "guess" for x in guessed)
+    assert "a.size()" in source(tree, "aten/src/ATen/ExpandUtils.cpp", 19)
+    assert [s.res for s in guessed[0]["chain"]][-1] == "guess"
