@@ -1,7 +1,8 @@
 """Answer sizes of the TorchTalk skill's workflows, as an agent receives them.
 
-Runs each call of WORKFLOWS (the skill's "Common Workflows" as issue 19 lists
-them, and the /trace command's calls) through the SDK's stdio client on an
+Runs each call of WORKFLOWS (parsed from the skill's "Common Workflows" in
+.claude/skills/torchtalk-analyzer/SKILL.md and the /trace command's example in
+.claude/commands/trace.md) through the SDK's stdio client on an
 indexed tree, and prints per call: error or not, the text's characters,
 approximate tokens (characters / 4), the structured output's characters, and
 the answer's first line.
@@ -15,28 +16,55 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
 # this directory holds mcp.py: keep it off sys.path so `import mcp` finds the SDK
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
-# (question the workflow answers, tool, arguments)
-WORKFLOWS: tuple[tuple[str, str, dict], ...] = (
-    ("what breaks if I modify GEMM?", "impact", {"name": "gemm", "depth": 4}),
-    ("who calls gemm?", "called_by", {"name": "gemm"}),
-    ("how does nn.Linear work?", "trace_module", {"name": "Linear"}),
-    ("where is conv2d for CUDA?", "trace", {"name": "conv2d", "focus": "dispatch"}),
-    ("how does matmul work?", "trace", {"name": "matmul"}),
-    ("what does matmul call?", "calls", {"name": "matmul"}),
-    ("which CUDA kernels does softmax reach?", "cuda_kernels", {"name": "softmax"}),
-    ("conv2d on CUDA, by name", "search", {"query": "conv2d", "backend": "CUDA"}),
-    ("what is indexed?", "get_status", {}),
-    ("which optimizers exist?", "list_modules", {"category": "optim"}),
-    ("what does test_linalg.py hold?", "test_file_info", {"path": "test/test_linalg.py"}),
-    ("/trace torch.nn.functional.interpolate", "trace", {"name": "torch.nn.functional.interpolate"}),
-    ("/trace: the CUDA kernels", "cuda_kernels", {"name": "interpolate"}),
-)
+ROOT = Path(__file__).resolve().parents[1]
+SKILL = ROOT / ".claude/skills/torchtalk-analyzer/SKILL.md"
+COMMAND = ROOT / ".claude/commands/trace.md"
+# `- **question** `tool(args)`` in SKILL.md's "Common Workflows"
+_WORKFLOW = re.compile(r"^- \*\*(?P<question>[^*]+)\*\* `(?P<call>\w+\(.*?\))`", re.M)
+# `- `tool(args)`` in the /trace command's example
+_EXAMPLE = re.compile(r"^- `(?P<call>\w+\(.*?\))`", re.M)
+
+
+def parse_call(text: str) -> tuple[str, dict]:
+    """`impact("gemm", depth=4)` -> ("impact", {"name": "gemm", "depth": 4}): positional
+    arguments named as the tool's parameters (torchtalk/mcp/tools.py)."""
+    import ast
+    import inspect
+
+    from torchtalk.mcp import tools
+
+    node = ast.parse(text, mode="eval").body
+    if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name):
+        raise ValueError(f"not a tool call: {text}")
+    tool = node.func.id
+    if tool not in tools.TOOL_NAMES:
+        raise ValueError(f"{tool!r} is no TorchTalk tool: {text}")
+    params = [p for p in inspect.signature(getattr(tools, tool)).parameters if p != "ctx"]
+    args = dict(zip(params, (ast.literal_eval(a) for a in node.args), strict=False))
+    args.update({k.arg: ast.literal_eval(k.value) for k in node.keywords})
+    return tool, args
+
+
+def workflows(skill: Path = SKILL, command: Path = COMMAND) -> tuple[tuple[str, str, dict], ...]:
+    """(question, tool, arguments) of each call the skill's "Common Workflows"
+    teaches (the first call after each question) and of the /trace command's example."""
+    text = skill.read_text()
+    section = text.split("## Common Workflows", 1)[1].split("\n## ", 1)[0]
+    out = [(m["question"], *parse_call(m["call"])) for m in _WORKFLOW.finditer(section)]
+    example = command.read_text().split("Example", 1)[1]
+    name = re.search(r"`/trace ([^`]+)`", example).group(1)
+    out += [(f"/trace {name}: {m['call']}", *parse_call(m["call"])) for m in _EXAMPLE.finditer(example)]
+    return tuple(out)
+
+
+WORKFLOWS = workflows()
 
 
 def tokens(chars: int) -> int:

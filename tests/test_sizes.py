@@ -3,8 +3,10 @@
 - the CLI: no answer prints more than its cap without --all; --json is
   {columns, rows, total, notes}; trace(torch.nn.functional.interpolate)
   fits one screen, grouped, with totals;
-- MCP: every call of the skill's workflows (bench/answer_sizes.py WORKFLOWS)
-  fits the default token budget and opens with the facts it promises.
+- MCP: every call of the skill's workflows (SKILL.md's "Common Workflows" and
+  the /trace command's example, parsed by bench/answer_sizes.py) runs through
+  the SDK's stdio client, fits the default token budget and opens with the
+  facts it promises.
 On the real PyTorch 2.6.0 tree's fact DB.
 """
 
@@ -139,7 +141,11 @@ def mcp(db):
 def _first_facts(tree: Path, tool: str, args: dict, reply, mcp_call) -> None:
     """What each workflow promises in its first lines (issue 19's table)."""
     lines = reply.text.splitlines()
-    if tool == "trace" and args.get("focus") == "dispatch":  # conv2d's kernel per key, at its definition
+    if tool == "trace" and args.get("focus") == "CUDA":  # the CUDA key's kernels, stub implementations, CUDA kernels
+        assert "focus=CUDA" in lines[0] and lines[1].startswith("  step kernel:"), reply.text
+        assert {r["step"] for r in reply.rows} <= {"kernel", "unlinked", "stub_impl", "ufunc_loop", "cuda_kernel"}
+        assert all(r["detail"] == "CUDA" for r in reply.rows if r["step"] == "kernel")
+    elif tool == "trace" and args.get("focus") == "dispatch":  # conv2d's kernel per key, at its definition
         assert "step=kernel" in lines[0]
         for row in reply.rows:
             src = (tree / row["file"]).read_text(errors="replace").splitlines()[row["line"] - 1]
@@ -149,12 +155,18 @@ def _first_facts(tree: Path, tool: str, args: dict, reply, mcp_call) -> None:
         assert lines[1] == "  step op: " + lines[1].rsplit(": ", 1)[1]
         kernel = lines.index(next(ln for ln in lines if ln.startswith("  step kernel:")))
         assert kernel < 8 and all(not ln.startswith("  step ") for ln in lines[2:kernel])
-    elif tool == "trace_module":
+    elif tool == "trace_module":  # torch.nn.Linear → F.linear → aten::linear → addmm / matmul
         assert "module=torch.nn.modules.linear.Linear" in lines[0]
-        ops = {r["name"] for r in reply.rows if r["step"] == "op"}
-        assert "linear" in ops
-    elif tool == "calls":
-        assert "_matmul_impl" in {r["callee"].rsplit("::", 1)[-1] for r in reply.rows}
+        steps = {(r["step"], r["name"], r["detail"]) for r in reply.rows}
+        assert ("calls", "torch.nn.functional.linear", "torch.nn.modules.linear.Linear.forward") in steps
+        assert ("op", "linear", "torch.nn.functional.linear") in steps
+        assert {("op_calls", "addmm", "linear"), ("op_calls", "matmul", "linear")} <= steps, reply.text
+    elif tool == "calls":  # the ops the op's kernels call, per key, each with its chain to the call
+        assert all(r["chain"][0]["src"] == r["op"] and r["chain"][-1]["dst"] == r["calls"] for r in reply.rows)
+        if args["name"] == "matmul":  # through _matmul_impl: mm, mv, dot, bmm
+            first = [r for r in reply.rows if r["key"] == "CompositeImplicitAutograd"]
+            assert {"mm", "mv", "dot", "bmm"} <= {r["calls"] for r in first}, reply.text
+            assert all(r["caller"].endswith("::_matmul_impl") for r in first if r["calls"] in ("mm", "mv", "dot", "bmm"))
     elif tool == "impact":  # callers first; the Python APIs reached, all of them through the call given
         assert any(ln.strip().startswith("kind function:") for ln in lines[:6]), reply.text
         python = next(ln for ln in lines if ln.strip().startswith("kind python:"))
@@ -176,6 +188,15 @@ def _first_facts(tree: Path, tool: str, args: dict, reply, mcp_call) -> None:
         assert reply.rows[0]["file"] == "test/test_linalg.py"
     elif tool == "search":
         assert all("conv2d" in r["id"].lower() for r in reply.rows)
+
+
+def test_the_workflows_are_those_the_skill_and_the_trace_command_teach():
+    """WORKFLOWS is parsed from SKILL.md's "Common Workflows" and trace.md's example
+    (bench/answer_sizes.py): issue 19's acceptance calls are among them."""
+    calls = {(tool, tuple(sorted(args.items()))) for _, tool, args in WORKFLOWS}
+    assert {("impact", (("depth", 4), ("name", "gemm"))), ("trace", (("focus", "dispatch"), ("name", "conv2d"))),
+            ("trace_module", (("name", "Linear"),)), ("calls", (("name", "matmul"),))} <= calls
+    assert len(WORKFLOWS) >= 12 and any(q.startswith("/trace ") for q, _, _ in WORKFLOWS)
 
 
 @pytest.mark.parametrize(("question", "tool", "args"), WORKFLOWS, ids=[w[0] for w in WORKFLOWS])
