@@ -7,8 +7,11 @@ already indexed tree (the cached DB of --source, or --db FILE):
   per call     100 calls cycling through the lookup and query tools on one session,
                p50/p95 overall and per tool (goal p95 <= 50 ms); `coverage` (a whole
                report) timed apart
+  workflows    the skill's workflow calls (SKILL.md's "Common Workflows" and the /trace
+               example, as bench/answer_sizes.py parses them), --rounds times each on one
+               session: p50/p95 overall and per call, with the load average
 
-Usage: .venv/bin/python bench/mcp.py [--source PATH | --db FILE] [--calls 100]
+Usage: .venv/bin/python bench/mcp.py [--source PATH | --db FILE] [--calls 100] [--rounds 5]
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import time
 from pathlib import Path
 
 from _machine import reference_line  # noqa: E402  (from this directory, before it leaves sys.path)
+from answer_sizes import WORKFLOWS, call_text  # noqa: E402  (it keeps this directory off sys.path itself)
 
 # this file is named mcp.py: keep its directory off sys.path so `import mcp` finds the SDK
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
@@ -89,12 +93,46 @@ async def per_call(p: StdioServerParameters, n: int) -> tuple[dict[str, list[flo
     return times, sorted(set(errors)), coverage_ms
 
 
+async def workflows(p: StdioServerParameters, rounds: int) -> tuple[dict[str, list[float]], list[str]]:
+    """Milliseconds of each workflow call, `rounds` times each (round-robin, one session)."""
+    times: dict[str, list[float]] = {}
+    errors: list[str] = []
+    async with Client(p) as client:
+        for _ in range(rounds):
+            for _question, tool, arguments in WORKFLOWS:
+                t0 = time.perf_counter()
+                r = await client.call_tool(tool, arguments)
+                ms = (time.perf_counter() - t0) * 1000
+                call = call_text(tool, arguments)
+                if r.is_error:
+                    errors.append(f"{call}: {r.content[0].text.splitlines()[0]}")
+                times.setdefault(call, []).append(ms)
+    return times, sorted(set(errors))
+
+
+def report_workflows(p: StdioServerParameters, rounds: int) -> None:
+    """Print the workflows' per-call p50/p95, overall and per call, with the load average."""
+    import os
+
+    load0 = os.getloadavg()[0]
+    times, errors = anyio.run(workflows, p, rounds)
+    every = [t for ts in times.values() for t in ts]
+    print(f"workflows ({len(times)} calls x {rounds} rounds, one session; load average {load0:.1f} -> "
+          f"{os.getloadavg()[0]:.1f}): p50 {pct(every, 0.5):.1f} ms, p95 {pct(every, 0.95):.1f} ms, "
+          f"max {max(every):.1f} ms")
+    for call, ts in times.items():
+        print(f"  {call[:64]:64s} p50 {pct(ts, 0.5):7.1f} ms  p95 {pct(ts, 0.95):7.1f} ms")
+    for e in errors:
+        print(f"  error: {e}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--source", type=Path)
     ap.add_argument("--db", type=Path)
     ap.add_argument("--calls", type=int, default=100)
     ap.add_argument("--cold-runs", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=5, help="rounds of the workflow calls")
     args = ap.parse_args()
     if not args.db:
         from torchtalk.paths import default_source
@@ -128,6 +166,8 @@ def main() -> int:
         for tool, ts in sorted(times.items()):
             print(f"  {tool:20s} n={len(ts):3d}  p50 {pct(ts, 0.5):7.1f} ms  p95 {pct(ts, 0.95):7.1f} ms")
     print(f"coverage(key=CPU), a whole report: {coverage_ms:.0f} ms")
+    if args.rounds > 0:
+        report_workflows(p, args.rounds)
     print(f"at the end: {reference_line()}")
     for e in errors:
         print(f"  not answered (layer or query missing?): {e}")
