@@ -176,7 +176,8 @@ def test_warm_runs_each_tools_query_kind_on_the_busiest_names(real_db):
     assert most == 50
     assert warm_queries(con) == [
         'trace("empty.memory_format")', f"impact({fn})", f"callers({fn})", f"callees({fn})",
-        f"search({fn})", 'kernels("empty.memory_format")', 'tests("empty.memory_format")']
+        f"search({fn})", 'kernels("empty.memory_format")', 'tests("empty.memory_format")',
+        'op_callees("empty.memory_format")']
     for text in warm_queries(con):
         assert api.query(text, con=con, limit=1).total > 0, text
     con.close()

@@ -443,7 +443,7 @@ class FactDB:
 WARM_AFTER_S = 2.0  # warm after the first call, or after this long without one
 WARM_GRACE_S = 0.1  # after the first call's answer is returned, for it to be sent
 _WARM = ("trace({op})", "impact({fn})", "callers({fn})", "callees({fn})",
-         "search({fn})", "kernels({op})", "tests({op})")
+         "search({fn})", "kernels({op})", "tests({op})", "op_callees({op})")
 
 
 def prime(con) -> None:
