@@ -98,3 +98,27 @@ def test_the_wrong_answer_is_absent(con, tree):
     assert guessed and all(x["res"] == "guess" for x in guessed)
     assert "a.size()" in source(tree, "aten/src/ATen/ExpandUtils.cpp", 19)
     assert [s.res for s in guessed[0]["chain"]][-1] == "guess"
+
+
+def test_cli_api_and_mcp_give_the_same_rows(con, real_db):
+    """One query surface: `torchtalk query "callees(matmul)" --json`, api.query and
+    MCP's calls("matmul") answer the same named query with the same rows (MCP the
+    first of them, within its budget)."""
+    import json
+    import subprocess
+    import sys
+
+    from test_mcp_server import open_session
+
+    api_rows = q(con, "callees(matmul)").records()
+    out = subprocess.run([sys.executable, "-m", "torchtalk", "query", "callees(matmul)", "--db", str(real_db),
+                          "--json", "--all"], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout)["rows"] == json.loads(json.dumps(api_rows))
+    with open_session(["--db", str(real_db)]) as mcp:
+        reply = mcp.call("calls", name="matmul")
+    assert not reply.is_error and reply.total == len(api_rows)
+    shown = [{k: v for k, v in r.items() if k != "chain"} for r in reply.rows]
+    assert shown and all(r in [{k: v for k, v in a.items() if k != "chain"} for a in api_rows] for r in shown)
+    assert all(r["chain"] == next(a["chain"] for a in json.loads(json.dumps(api_rows))
+                                  if (a["op"], a["key"], a["calls"], a["caller"], a["line"]) ==
+                                  (r["op"], r["key"], r["calls"], r["caller"], r["line"])) for r in reply.rows)
