@@ -7,7 +7,10 @@ Unchanged layers are carried over (their fact files hard-linked), changed ones
 re-run through a `LayerSink` that checks every row against facts/schema.dl.
 The union fact files and a fresh DuckDB file are built under temporary names
 and swapped in at the end (DB first, with os.replace), so a failed or
-interrupted index leaves the previous DB intact. Nothing changed: nothing is
+interrupted index leaves the previous DB intact (one killed between the two
+renames leaves the new DB and its facts dir under its temporary name, which
+the next index puts in place). Workers die with the index (Note [Workers die
+with their parent]). Nothing changed: nothing is
 written at all (a no-op). Per-layer files keep every row's `file` column, so a
 later per-file eviction (issue 9) can filter a layer's files instead of
 re-running it.
@@ -443,7 +446,15 @@ def _discard(tmp_db: Path, tmp_facts: Path) -> None:
 
 def _remove_stale(db_path: Path, facts: Path) -> None:
     """Temporary files of an index that was killed (we hold the lock, so no
-    other index is writing them)."""
+    other index is writing them); one killed between the swap of its DB and
+    that of its facts dir left the DB's facts dir under its temporary name:
+    it is put in place first."""
+    stale = sorted(db_path.parent.glob(f".{facts.name}.tmp-*"))
+    if stale:
+        want = _db_facts_id(db_path)
+        match = next((d for d in stale if want is not None and update.facts_id(d) == want), None)
+        if match is not None and update.facts_id(facts) != want:
+            replace_dir(match, facts)
     for pattern in (f".{db_path.name}.tmp-*", f".{facts.name}.tmp-*", f".{facts.name}.old-*"):
         for p in db_path.parent.glob(pattern):
             if p.is_dir():
@@ -452,13 +463,39 @@ def _remove_stale(db_path: Path, facts: Path) -> None:
                 p.unlink(missing_ok=True)
 
 
+def _db_facts_id(db_path: Path) -> str | None:
+    """The id of the facts dir the DB at `db_path` was built with (None if it does not open)."""
+    from torchtalk.errors import StoreError
+
+    try:
+        con = store.open_db(db_path)
+    except StoreError:
+        return None
+    try:
+        return store.read_meta(con).get(update.FACTS_ID)
+    finally:
+        con.close()
+
+
 @contextlib.contextmanager
 def _locked(db_path: Path):
-    """One index at a time per DB (`<db>.lock`, flock): a second waits."""
+    """One index at a time per DB (`<db>.lock`, flock): a second waits, and
+    says on stderr for whom (the holder writes its pid in the lock file)."""
     import fcntl
+    import sys
 
-    with open(db_path.with_name(db_path.name + ".lock"), "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
+    with open(db_path.with_name(db_path.name + ".lock"), "a+") as fh:  # "a+": the holder's pid is kept
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.seek(0)
+            holder = fh.read().strip() or "?"
+            print(f"torchtalk: waiting for the index of {db_path} held by pid {holder}", file=sys.stderr, flush=True)
+            fcntl.flock(fh, fcntl.LOCK_EX)
+        fh.seek(0)
+        fh.truncate()
+        fh.write(str(os.getpid()))
+        fh.flush()
         try:
             yield
         finally:

@@ -24,6 +24,7 @@ from multiprocessing import get_context
 from pathlib import Path
 
 from extractors.clang.flags import Command
+from extractors.workers import watched
 from torchtalk.atomic import atomic_open
 
 COMMON_HEADERS = (
@@ -71,7 +72,8 @@ def in_child(target, args: tuple, tmpdir: str, what: str, timeout: float = BUILD
     message string: "<what> timed out" / "<what> process died"."""
     ctx = get_context("fork")
     recv, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=target, args=(*args, send, tmpdir), daemon=True)
+    # Note [Workers die with their parent]
+    proc = ctx.Process(target=watched, args=(os.getpid(), target, *args, send, tmpdir), daemon=True)
     proc.start()
     send.close()
     got: object = f"{what} timed out"

@@ -27,6 +27,7 @@ from multiprocessing import connection, get_context
 
 from extractors.clang.flags import CPU_CAPABILITY, Command
 from extractors.clang.visit import Namer, collect_edges, error_count, first_fatal, included_files
+from extractors.workers import watched
 
 _CREATE_PREAMBLE_ON_FIRST_PARSE = 0x100
 _LIMIT_SKIP_FUNCTION_BODIES_TO_PREAMBLE = 0x800
@@ -159,7 +160,8 @@ def run_jobs(jobs: Iterable[Job], n_jobs: int, timeout: float, tmpdir: str) -> I
         while pending and len(running) < max(1, n_jobs):
             job = pending.pop()
             recv, send = ctx.Pipe(duplex=False)
-            proc = ctx.Process(target=_child, args=(job, send, tmpdir), daemon=True)
+            # Note [Workers die with their parent]
+            proc = ctx.Process(target=watched, args=(os.getpid(), _child, job, send, tmpdir), daemon=True)
             proc.start()
             send.close()
             running[recv] = (proc, job, time.monotonic() + timeout)

@@ -261,7 +261,10 @@ def _load_facts(root: Path, cdir: Path, digests: dict[str, str], jobs: int, sink
     if jobs > 1 and len(todo) >= _POOL_MIN:
         import multiprocessing as mp
 
-        with mp.get_context("fork").Pool(jobs) as pool:
+        from extractors.workers import die_with_parent
+
+        # Note [Workers die with their parent]
+        with mp.get_context("fork").Pool(jobs, initializer=die_with_parent, initargs=(os.getpid(),)) as pool:
             results = pool.imap_unordered(_scan_job, jobs_in, chunksize=16)
             facts.extend(_collect(results, warnings, sink))
     else:

@@ -24,6 +24,7 @@ from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 from extractors.python.summary import FileSummary, summarize
+from extractors.workers import die_with_parent
 from torchtalk.atomic import atomic_open
 
 SUMMARY_VERSION = b"pysum-17"
@@ -87,7 +88,8 @@ def _run(root: Path, cache_dir: Path, todo: list[tuple[str, str]], jobs: int):
     args.sort(key=lambda a: -(Path(a[0]) / a[2]).stat().st_size)
     done = 0
     try:
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
+        # Note [Workers die with their parent]
+        with ProcessPoolExecutor(max_workers=jobs, initializer=die_with_parent, initargs=(os.getpid(),)) as pool:
             for a, summary in zip(args, pool.map(_work, args, chunksize=4), strict=True):
                 done += 1
                 yield a[2], summary

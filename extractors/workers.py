@@ -1,0 +1,47 @@
+"""Worker processes that die with the index that started them.
+
+Note [Workers die with their parent]: the layers parse files in forked worker
+processes (the cpp layer's Pool, the python corpus's ProcessPoolExecutor,
+libclang's one process per TU). A `kill -9` of `torchtalk index` gives its
+workers no chance to be told: re-parented to init, they used to go on
+parsing for the rest of their batch. Each worker therefore asks the kernel
+(prctl PR_SET_PDEATHSIG, Linux) for SIGKILL when its parent dies, and checks
+that the parent it was forked by is still its parent (the parent may have
+died between the fork and the prctl). Elsewhere than Linux the check alone
+remains. tests/reliability/test_kill_index.py kills an index among its
+workers and finds none left.
+
+Example:
+    >>> Pool(2, initializer=die_with_parent, initargs=(os.getpid(),))
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import sys
+
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def die_with_parent(parent: int) -> None:
+    """In a worker forked by process `parent`: be killed when it dies (and
+    leave at once if it is gone already)."""
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):  # no prctl in this libc: the check below remains
+            pass
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+def watched(parent: int, target, *args) -> None:
+    """A forked Process's target: `target(*args)` once `die_with_parent(parent)`.
+
+    Example:
+        >>> ctx.Process(target=watched, args=(os.getpid(), _child, job, send, tmpdir))
+    """
+    die_with_parent(parent)
+    target(*args)
