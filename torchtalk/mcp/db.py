@@ -318,6 +318,11 @@ class FactDB:
                 self._leased += 1
                 return con
 
+    def in_use(self) -> tuple[int, int]:
+        """(connections leased now, connections open) of the pool."""
+        with self._cond:
+            return self._leased, len(self._open)
+
     def _release(self, con) -> None:
         with self._cond:
             self._leased -= 1

@@ -32,7 +32,7 @@ from torchtalk.lookup import Table
 from torchtalk.mcp.answer import More, to_result
 from torchtalk.mcp.db import FactDB, Indexer, compiler_available, default_log
 
-CALL_TIMEOUT_S = 30.0
+CALL_TIMEOUT_S = 30.0  # a tool call's limit, unless $TORCHTALK_MCP_CALL_TIMEOUT says otherwise
 
 INSTRUCTIONS = """\
 TorchTalk answers questions about the PyTorch source tree from an index of \
@@ -128,15 +128,83 @@ def argument_error(tool: str, err, params: list[str]) -> str:
     return f"Error executing tool {tool}: error: {field} {what}{more} (parameters: {', '.join(params)})"
 
 
-def _pooled(app: App, work: Callable[[object], Table | CallToolResult], optional_db: bool, used: list):
-    """`work(con)` on a connection leased from the pool (Note [Connection pool]);
-    `used` gets it, for an interrupt from the event loop."""
+def call_timeout() -> float:
+    """Seconds a tool call may run: $TORCHTALK_MCP_CALL_TIMEOUT when it is a
+    positive number, else CALL_TIMEOUT_S."""
+    import os
+
+    try:
+        value = float(os.environ.get("TORCHTALK_MCP_CALL_TIMEOUT", ""))
+    except ValueError:
+        return CALL_TIMEOUT_S
+    return value if value > 0 else CALL_TIMEOUT_S
+
+
+def _pooled(app: App, work: Callable[[object], Table | CallToolResult], optional_db: bool, call: _Call):
+    """`work(con)` on a connection leased from the pool (Note [Connection pool]),
+    unless the call was stopped before; `call` knows the connection meanwhile."""
     with app.db.lease(optional=optional_db) as con:
-        used.append(con)
+        if not call.start(con):
+            return None
         try:
             return work(con)
         finally:
+            call.finish()
             app.db.answered.set()  # warming may start (Note [Warm queries])
+
+
+class _Call:
+    """A tool call's work in its worker thread, as the event loop stops it.
+
+    Note [Stopped calls]: a call the client cancels (notifications/cancelled)
+    or that overruns its time limit (call_timeout) is abandoned by the event
+    loop, but its thread would go on, holding a pooled connection until its
+    query ends (minutes for a deep impact). `stop` interrupts the connection's
+    statement, and keeps interrupting while the work is on it (a work runs
+    several statements: one interrupt could fall between two), so the
+    connection is back in the pool at once; a work not started yet never
+    starts. `start`/`finish` and the interrupts hold one lock: a connection
+    given back to the pool is never interrupted for another call. A client
+    whose HTTP connection drops mid-call has not cancelled it (the MCP spec:
+    a disconnect is not a cancellation): the call runs on to its end or its
+    limit, then its connection is back (tests/reliability/test_mcp_stops.py).
+    """
+
+    def __init__(self, db: FactDB, limit: float) -> None:
+        import threading
+
+        self.db, self.limit, self.con, self.stopped, self.done = db, limit, None, False, False
+        self.lock = threading.Lock()
+
+    def start(self, con) -> bool:
+        """In the worker, once `con` is leased: False when stopped already."""
+        with self.lock:
+            self.con = con
+            return not self.stopped
+
+    def finish(self) -> None:
+        with self.lock:
+            self.done = True
+
+    def stop(self) -> None:
+        """From the event loop: interrupt the work now and until it returns."""
+        import threading
+
+        with self.lock:
+            self.stopped = True
+        threading.Thread(target=self._interrupt, name="torchtalk-stop", daemon=True).start()
+
+    def _interrupt(self) -> None:
+        import time
+
+        deadline = time.monotonic() + self.limit
+        while time.monotonic() < deadline:
+            with self.lock:
+                if self.done:
+                    return
+                if self.con is not None:
+                    self.db.interrupt(self.con)
+            time.sleep(0.05)
 
 
 async def run_tool(
@@ -151,13 +219,17 @@ async def run_tool(
     fits `budget` tokens, `more` saying how to ask for the rest (Note [Answer size]).
     """
     app: App = ctx.request_context.lifespan_context
-    used: list = []
+    limit = call_timeout()
+    call = _Call(app.db, limit)
     try:
-        with anyio.fail_after(CALL_TIMEOUT_S):
-            table = await anyio.to_thread.run_sync(_pooled, app, work, optional_db, used, abandon_on_cancel=True)
+        with anyio.fail_after(limit):
+            table = await anyio.to_thread.run_sync(_pooled, app, work, optional_db, call, abandon_on_cancel=True)
     except TimeoutError:
-        app.db.interrupt(used[0] if used else None)
-        raise ToolError(f"{name}: gave up after {CALL_TIMEOUT_S:g} s; narrow the question") from None
+        call.stop()
+        raise ToolError(f"{name}: gave up after {limit:g} s; narrow the question") from None
+    except anyio.get_cancelled_exc_class():  # the client cancelled the call, or left
+        call.stop()
+        raise
     except TorchTalkError as err:
         raise ToolError(_error_text(err)) from None
     except ToolError:

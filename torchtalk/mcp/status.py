@@ -68,5 +68,10 @@ def status_table(app: Any, con) -> Table:
     missing = [r[0] for r in rows if r[1] in ("not indexed", "building")]
     if missing:
         notes.append("answers use what is indexed; missing layers: " + ", ".join(missing))
+    if con is not None and hasattr(app.db, "in_use"):  # a leak would show here (Note [Stopped calls])
+        from torchtalk.mcp.db import POOL_SIZE
+
+        leased, open_ = app.db.in_use()
+        notes.append(f"connections: {leased} in use (this call's included), {open_} open, at most {POOL_SIZE}")
     cols = ("layer", "state", "rows", "relations")
     return Table("TorchTalk index", cols, tuple(rows), len(rows), tuple(notes))

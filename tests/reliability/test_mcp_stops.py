@@ -1,0 +1,102 @@
+"""MCP over HTTP (a real server process on the real tree's DB): a call the
+client cancels (the SDK sends notifications/cancelled) and a client that
+disconnects mid-call. The server goes on answering the others at once, and
+the slow call's pooled connection is given back: at once when cancelled, at
+the call's time limit when its client is gone (Note [Stopped calls]).
+get_status counts the connections in use."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import anyio
+import httpx2
+import pytest
+
+from ._http import client, http_server
+
+pytestmark = pytest.mark.real_tree
+
+SLOW = ("impact", {"name": "add", "depth": 10})  # ~50 s of recursive walk on one thread
+QUICK = ("called_by", {"name": "at::native::cpublas::gemm"})
+HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+LIMIT = 5  # seconds: the time limit of a call (TORCHTALK_MCP_CALL_TIMEOUT) for the disconnect test
+
+
+@pytest.fixture
+def url(real_db):
+    with http_server(real_db) as url:
+        yield url
+
+
+@pytest.fixture
+def short_url(real_db):
+    with http_server(real_db, env={"TORCHTALK_MCP_CALL_TIMEOUT": str(LIMIT)}) as url:
+        yield url
+
+
+async def in_use(c) -> int:
+    """The pool's connections in use, get_status's own included."""
+    r = await c.call_tool("get_status", {})
+    assert not r.is_error, r.content[0].text
+    return int(re.search(r"connections: (\d+) in use", r.content[0].text).group(1))
+
+
+async def until_in_use(c, n: int, timeout: float) -> float:
+    """Poll get_status until `n` connections are in use; -> the seconds it took."""
+    t0 = time.monotonic()
+    while (got := await in_use(c)) != n:
+        assert time.monotonic() - t0 < timeout, f"{got} connections in use after {timeout} s, not {n}"
+        await anyio.sleep(0.1)
+    return time.monotonic() - t0
+
+
+async def answered(c) -> None:
+    r = await c.call_tool(*QUICK)
+    assert not r.is_error and r.structured_content["rows"], r.content[0].text
+
+
+def test_a_cancelled_call_gives_its_connection_back(url):
+    async def main():
+        async with client(url) as slow, client(url) as other:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(slow.call_tool, *SLOW)
+                await until_in_use(other, 2, 20)  # the slow call holds one
+                await answered(other)
+                tg.cancel_scope.cancel()  # the SDK sends notifications/cancelled
+            assert await until_in_use(other, 1, 3) < 3  # at once, not after the call's 30 s limit
+            await answered(other)
+            await answered(slow)  # the cancelling client is served too
+    anyio.run(main)
+
+
+def test_a_client_gone_mid_call_leaves_the_server_serving(short_url):
+    """A disconnect is no cancellation (Note [Stopped calls]): the call runs on
+    to its time limit, the others are answered meanwhile, then its connection
+    is back."""
+    url = short_url
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
+    with httpx2.Client(timeout=30) as http:
+        r = http.post(url, json=init, headers=HEADERS)
+        session = {**HEADERS, "mcp-session-id": r.headers["mcp-session-id"]}
+        http.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session)
+        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": SLOW[0], "arguments": SLOW[1]}}
+        with http.stream("POST", url, json=call, headers=session) as resp:
+            assert resp.status_code == 200
+
+            async def held():
+                async with client(url) as other:
+                    await until_in_use(other, 2, 20)
+            anyio.run(held)
+        # the stream closed unread, then the client itself: gone mid-call
+
+    async def after():
+        async with client(url) as other:
+            await answered(other)
+            await until_in_use(other, 1, LIMIT + 5)
+            await answered(other)
+    anyio.run(after)
