@@ -286,7 +286,7 @@ def index(
 def _index_locked(src, db_path, schema, chosen, notes, jobs, force, log, progress, t0, memo) -> IndexReport:
     facts = store.facts_dir(db_path)
     _remove_stale(db_path, facts)
-    prev = _previous_layers(db_path, facts)
+    prev = _previous_layers(db_path, facts, src.root)
     plans = []
     for layer in chosen:
         mod = importlib.import_module(layer.module)
@@ -534,9 +534,13 @@ def _disk_full(exc: Exception, db_path: Path):
                       hint="free some space, or index into another filesystem with --db")
 
 
-def _previous_layers(db_path: Path, facts: Path) -> dict[str, dict]:
-    """layer.json of every layer of the current DB's facts dir (none without a DB)."""
+def _previous_layers(db_path: Path, facts: Path, root: Path | None = None) -> dict[str, dict]:
+    """layer.json of every layer of the current DB's facts dir (none without a
+    DB, nor when its layers read another tree than `root`: their recorded
+    inputs would stand for this tree's, Note [Stale index])."""
     if not db_path.is_file() or not (facts / "layers").is_dir():
+        return {}
+    if root is not None and freshness.recorded_root(facts) not in (None, str(root)):
         return {}
     out = {}
     for d in sorted((facts / "layers").iterdir()):
