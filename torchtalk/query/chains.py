@@ -82,6 +82,7 @@ class Edges:
     def __init__(self, rows) -> None:
         self.out: dict[tuple, dict[tuple, list]] = defaultdict(lambda: defaultdict(list))
         self.into: dict[tuple, dict[tuple, list]] = defaultdict(lambda: defaultdict(list))
+        self._any: dict[tuple, dict[str, list]] = {}  # walk -> node -> edges out of it in any state
         for seed, frm, src, ss, dst, ds, left, how, res, file, line in rows:
             e = (file, line, dst, ds, how, res, src, ss, left)
             self.out[(seed, frm)][(src, ss)].append(e)
@@ -95,7 +96,14 @@ class Edges:
         table = self.out.get(walk, {})
         if state is not None:
             return table.get((node, state), [])
-        return sorted((e for (n, _), es in table.items() if n == node for e in es), key=_order)
+        if walk not in self._any:  # by node, in any state: once per walk, not a scan per row
+            by_node: dict[str, list] = defaultdict(list)
+            for (n, _), es in table.items():
+                by_node[n].extend(es)
+            for es in by_node.values():
+                es.sort(key=_order)
+            self._any[walk] = by_node
+        return self._any[walk].get(node, [])
 
 
 def _order(e) -> tuple:
