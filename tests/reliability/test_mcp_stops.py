@@ -18,7 +18,7 @@ from ._http import client, http_server
 
 pytestmark = pytest.mark.real_tree
 
-SLOW = ("impact", {"name": "add", "depth": 10})  # ~50 s of recursive walk on one thread
+SLOW = ("query", {"dsl": "impact(empty, depth=10, all=true)"})  # ~20 s of DuckDB on one thread
 QUICK = ("called_by", {"name": "at::native::cpublas::gemm"})
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 

@@ -164,7 +164,9 @@ class _Call:
     several statements: one interrupt could fall between two), so the
     connection is back in the pool at once; a work not started yet never
     starts. `start`/`finish` and the interrupts hold one lock: a connection
-    given back to the pool is never interrupted for another call. A client
+    given back to the pool is never interrupted for another call. (Python
+    work between statements, such as building chains, is not interrupted: it
+    must stay short, linear in the rows.) A client
     whose HTTP connection drops mid-call has not cancelled it (the MCP spec:
     a disconnect is not a cancellation): the call runs on to its end or its
     limit, then its connection is back (tests/reliability/test_mcp_stops.py).
