@@ -52,6 +52,8 @@ QUERIES = [
     "callees(at::native::structured_topk_out_cpu::impl)",
     "callees(at::native::matmul)",
     "callees(cpublas::gemm)",
+    "callees(sort.stable)",
+    "callers(mm)",
     "tests(softmax)",
     "tests(matmul)",
     "tests(topk)",

@@ -122,3 +122,41 @@ def test_cli_api_and_mcp_give_the_same_rows(con, real_db):
     assert all(r["chain"] == next(a["chain"] for a in json.loads(json.dumps(api_rows))
                                   if (a["op"], a["key"], a["calls"], a["caller"], a["line"]) ==
                                   (r["op"], r["key"], r["calls"], r["caller"], r["line"])) for r in reply.rows)
+
+
+CALLER_COLUMNS = ("op", "by", "key", "steps", "caller", "res", "entry", "on", "file", "line", "chain")
+
+
+def test_callers_of_an_op_are_the_ops_whose_kernels_call_it(con):
+    """`callers(mm)` is op_callers: matmul's composite kernel calls mm through
+    _matmul_impl, the chain from matmul's dispatch entry down to the call."""
+    r = q(con, "callers(mm)")
+    assert r.name == "op_callers" and r.columns == CALLER_COLUMNS
+    assert r.notes[0].startswith("'mm' names an ATen op: the ops whose kernels call it, per key (op_callers(mm))")
+    rows = [dict(zip(CALLER_COLUMNS, x, strict=True)) for x in r.rows]
+    row = next(x for x in rows if (x["by"], x["key"]) == ("matmul", "CompositeImplicitAutograd"))
+    assert (row["steps"], row["caller"], row["res"], row["entry"], row["file"], row["line"]) == (
+        2, IMPL, "resolved", "at::native::matmul", LA, 2032)
+    assert [(s.src, s.kind, s.dst, s.line) for s in row["chain"]] == [
+        ("matmul", "CompositeImplicitAutograd", "at::native::matmul", 3778),
+        ("at::native::matmul", "call", IMPL, 2183), (IMPL, "aten", "mm", 2032)]
+
+
+def test_callers_are_callees_reversed(con):
+    """Each op matmul's composite kernel calls (resolved) has matmul among its
+    callers, at the same call site: the two walks take the same own steps."""
+    for callee in records(con, "callees(matmul)"):
+        if callee["key"] != "CompositeImplicitAutograd" or callee["res"] != "resolved" or callee["op"] != "matmul":
+            continue
+        back = q(con, f"op_callers({callee['calls']}, by=matmul, key=CompositeImplicitAutograd)").rows
+        sites = {(x[4], x[8], x[9]) for x in back}
+        assert (callee["caller"], callee["file"], callee["line"]) in sites, callee
+
+
+def test_callers_keep_the_dispatch_key(con):
+    """empty_strided is called by sort_cuda_kernel, a CUDA implementation of
+    sort_stub: sort.stable calls it under CUDA only, not under CPU."""
+    rows = [dict(zip(CALLER_COLUMNS, x, strict=True)) for x in q(con, "callers(empty_strided, by=sort.stable)").rows]
+    cuda = [(x["key"], x["on"], x["line"]) for x in rows if x["caller"] == "at::native::sort_cuda_kernel"]
+    assert cuda == [("CUDA", "CUDA", 89)]
+    assert not [x for x in rows if x["key"] == "CPU" and "/cuda/" in x["file"]]

@@ -143,7 +143,7 @@ def test_unknown_name_did_you_mean(con):
 def test_unknown_query_did_you_mean(con):
     with pytest.raises(QueryError) as exc:
         q(con, "calers(gemm)")
-    assert exc.value.headline() == "query error: no query or relation named 'calers' (did you mean 'callers', 'callees', 'calls'?)"
+    assert exc.value.headline() == "query error: no query or relation named 'calers' (did you mean 'callers', 'callees', 'op_callers'?)"
 
 
 def test_unknown_option(con):

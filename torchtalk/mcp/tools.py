@@ -353,11 +353,14 @@ async def calls(
 
 async def called_by(
     ctx: Context,
-    name: Annotated[str, Field(description="a C++ function: 'gemm', 'at::native::cpublas::gemm'")],
+    name: Annotated[str, Field(description=(
+        "a C++ function ('gemm', 'at::native::cpublas::gemm') or an op ('mm', 'aten::mm')"))],
     budget: Budget = None,
 ) -> Result:
-    """Who calls X: the direct callers of a C++/CUDA function, each at its call site
-    file:line. Use to walk up the call graph; `impact` follows it transitively."""
+    """Who calls X. For a C++/CUDA function: its direct callers, each at its call
+    site file:line; `impact` follows them transitively. For an op: the ops whose
+    kernels call it, per dispatch key, through the helpers in between (mm <-
+    _matmul_impl <- matmul), each with its chain."""
     def dsl(n: str) -> str:
         return f"callers({n})"
 

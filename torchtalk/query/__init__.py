@@ -114,7 +114,7 @@ def route(q, resolver):
 
     if len(q.args) != 1 or q.path is not None or q.args[0].quoted:
         return q, ()
-    if q.name == "callees":
+    if q.name in OP_LEVEL:
         return route_callees(q, resolver)
     if q.name != "trace":
         return q, ()
@@ -141,16 +141,21 @@ def route(q, resolver):
 # spells an ATen op (a name, an id, a Python API, a C++ API name such as
 # at::mm) answers `op_callees` (rules/calls.dl): the ops its kernels call,
 # per dispatch key, through the helpers in between (matmul → _matmul_impl →
-# mm, mv, dot, bmm), each with its chain. A C++ function's id, or a kernel's
-# name (at::native::matmul, matmul_out_cpu: the tiers that name a function,
-# not an op), keeps the one-step `callees`. Every surface goes through
-# `query`, so the CLI, the API and MCP's `calls` route alike.
+# mm, mv, dot, bmm), each with its chain; `callers(X)` answers `op_callers`,
+# the ops whose kernels call X (mm ← _matmul_impl ← matmul). A C++
+# function's id, or a kernel's name (at::native::matmul, matmul_out_cpu: the
+# tiers that name a function, not an op), keeps the one-step `callees` /
+# `callers`. Every surface goes through `query`, so the CLI, the API and
+# MCP's `calls` / `called_by` route alike.
 FUNCTION_TIERS = ("kernel", "impl_func")  # op tiers that read a C++ function's name
+# the one-step query, its op-level query, and what the op-level one answers
+OP_LEVEL = {"callees": ("op_callees", "the ops its kernels call"),
+            "callers": ("op_callers", "the ops whose kernels call it")}
 
 
 def route_callees(q, resolver):
-    """`q` (callees(X)), or op_callees(X) when X spells an ATen op (Note
-    [Op-level callees]); -> (query, notes)."""
+    """`q` (callees(X) or callers(X)), or op_callees(X) / op_callers(X) when X
+    spells an ATen op (Note [Op-level callees]); -> (query, notes)."""
     import dataclasses
 
     from torchtalk.errors import QueryError
@@ -163,14 +168,15 @@ def route_callees(q, resolver):
         return q, ()
     if res.tier.split(",")[0] in FUNCTION_TIERS:
         return q, ()
-    routed = dataclasses.replace(q, name="op_callees", text=q.text.replace("callees", "op_callees", 1))
-    note = f"{text!r} names an ATen op: the ops its kernels call, per key ({routed.text})"
+    name, what = OP_LEVEL[q.name]
+    routed = dataclasses.replace(q, name=name, text=q.text.replace(q.name, name, 1))
+    note = f"{text!r} names an ATen op: {what}, per key ({routed.text})"
     try:
         fn = resolver.resolve(text, "fn")
         if not fn.ambiguous:
             from extractors.cpp.names import split_sig
 
-            note += f"; the C++ function's own callees: callees({value_text(split_sig(fn.ids[0])[0])})"
+            note += f"; the C++ function's own {q.name}: {q.name}({value_text(split_sig(fn.ids[0])[0])})"
     except QueryError:
         pass
     return routed, (note,)

@@ -1,4 +1,4 @@
-"""The chain behind each row of a walk answer (paths, impact, kernels, tests, op_callees,
+"""The chain behind each row of a walk answer (paths, impact, kernels, tests, op_callees, op_callers,
 affected): the shortest chain of steps from the row's far end to what was
 asked, each step with its kind and file:line.
 
@@ -23,7 +23,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 # the named queries whose rows carry a chain, and the relation holding its edges
-CHAIN_QUERIES = ("paths", "impact", "kernels", "tests", "affected", "op_callees")
+CHAIN_QUERIES = ("paths", "impact", "kernels", "tests", "affected", "op_callees", "op_callers")
 CHAIN = "chain"
 COLUMN = "chain"
 
@@ -228,6 +228,14 @@ def _op_callees(edges: Edges, row) -> list[Step]:
     return []
 
 
+def _op_callers(edges: Edges, row) -> list[Step]:
+    op, by, key, _steps, caller, res, entry, on, file, line = row
+    k = next((e for e in edges.from_node((caller, ""), by, "") if e[2] == entry and e[3] == on and e[4] == key), None)
+    if k is None:
+        return []
+    return [_step(k), *up_walk(edges, caller, entry, on), Step(caller, op, "aten", file, line, res)]
+
+
 def _tests(edges: Edges, row) -> list[Step]:
     subject, test, _rank, _why, op, how, to, depth, file, line = row
     steps = [Step(test, to, how, file, line)]
@@ -256,6 +264,7 @@ BUILDERS = {
     "kernels": (_kernels, ("op", "key", "on", "kernel", "host", "entry", "res", "rank", "why",
                            "depth", "file", "line")),
     "op_callees": (_op_callees, ("op", "key", "steps", "calls", "caller", "res", "entry", "on", "file", "line")),
+    "op_callers": (_op_callers, ("op", "by", "key", "steps", "caller", "res", "entry", "on", "file", "line")),
     "tests": (_tests, ("subject", "test", "rank", "why", "op", "how", "via", "depth", "file", "line")),
     "affected": (_affected, ("fn", "kind", "name", "via", "depth", "rank", "why", "file", "line")),
 }
