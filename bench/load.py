@@ -12,8 +12,11 @@ error where an answer was expected). Then, with `--slow`, p50/p95 of
 Issue 18 goals (on 2 cores): >= 150 calls/s at 8 clients with p95 <= 100 ms,
 no error at 32 clients; a slow call keeps concurrent called_by p95 <= 50 ms.
 
+With `--profile`, each call of the mix on one session, in this process (no
+HTTP) and over HTTP: the tools' work against the transport's share.
+
 Usage: .venv/bin/python bench/load.py [--db FILE | --source PATH | --url URL]
-       [--levels 1,8,32] [--calls 60,240,320] [--token T] [--slow]
+       [--levels 1,8,32] [--calls 60,240,320] [--token T] [--slow] [--profile]
 """
 
 from __future__ import annotations
@@ -137,6 +140,35 @@ async def slow_mix(url: str, token: str | None, seconds: float = 8.0) -> tuple[l
     return quick, slow_done[0], errors
 
 
+async def timed(c, tool: str, args: dict) -> float:
+    t0 = time.perf_counter()
+    await c.call_tool(tool, args)
+    return (time.perf_counter() - t0) * 1000
+
+
+async def profile(url: str, token: str | None, db: Path, rounds: int = 7) -> None:
+    """Where a call's time goes: each call of the mix on a session in this
+    process (the SDK's in-memory transport: the tools' work, no HTTP) and on
+    one over HTTP, taken in turns (other load weighs on both alike); the
+    difference of the medians is the HTTP transport's share."""
+    from mcp import Client
+
+    from torchtalk.mcp.serve import build_server
+
+    print("call                                    | in-process | over HTTP | HTTP's share (median ms)")
+    async with client(url, token) as remote, Client(build_server(None, db, watch=False)) as local:
+        for tool, args, _ in MIX:
+            await local.call_tool(tool, args)  # warm: the first call of a kind compiles its plan
+            await remote.call_tool(tool, args)
+            here, there = [], []
+            for _ in range(rounds):
+                here.append(await timed(local, tool, args))
+                there.append(await timed(remote, tool, args))
+            name = f"{tool}({next(iter(args.values()))})"
+            print(f"{name[:39]:39s} | {pct(here, 0.5):10.1f} | {pct(there, 0.5):9.1f} | "
+                  f"{pct(there, 0.5) - pct(here, 0.5):6.1f}")
+
+
 def start_server(args) -> tuple[subprocess.Popen, str, object]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -178,6 +210,8 @@ def main() -> int:
     ap.add_argument("--levels", default="1,8,32")
     ap.add_argument("--calls", default="60,240,320", help="calls per level, in all")
     ap.add_argument("--slow", action="store_true", help="also called_by p95 beside running `affected` calls")
+    ap.add_argument("--profile", action="store_true",
+                    help="with --db: also each call's median in this process and over HTTP (where time goes)")
     args = ap.parse_args()
     levels = [int(x) for x in args.levels.split(",")]
     calls = [int(x) for x in args.calls.split(",")]
@@ -195,6 +229,8 @@ def main() -> int:
         print("clients | calls | throughput      | latency")
         for clients, n in zip(levels, calls, strict=True):
             report(clients, anyio.run(level, url, args.token, clients, n))
+        if args.profile and args.db:
+            anyio.run(profile, url, args.token, args.db)
         if args.slow:
             quick, slow_n, errors = anyio.run(slow_mix, url, args.token)
             print(f"called_by beside {slow_n} `affected` calls: n={len(quick)} p50 {pct(quick, 0.5):.1f} ms "
