@@ -83,6 +83,7 @@ class Edges:
         self.out: dict[tuple, dict[tuple, list]] = defaultdict(lambda: defaultdict(list))
         self.into: dict[tuple, dict[tuple, list]] = defaultdict(lambda: defaultdict(list))
         self._any: dict[tuple, dict[str, list]] = {}  # walk -> node -> edges out of it in any state
+        self.up: dict[tuple, tuple] = {}  # (seed, node, state) -> up_walk's steps
         for seed, frm, src, ss, dst, ds, left, how, res, file, line in rows:
             e = (file, line, dst, ds, how, res, src, ss, left)
             self.out[(seed, frm)][(src, ss)].append(e)
@@ -120,13 +121,18 @@ def _step(e) -> Step:
 
 
 def up_walk(edges: Edges, seed: str, node: str, state: str) -> list[Step]:
-    """The chain from `node` (in walk state `state`) up to `seed`."""
-    steps = []
-    while (es := edges.from_node((seed, ""), node, state)) and len(steps) < 64:
-        e = es[0]
-        steps.append(_step(e))
-        node, state = e[2], e[3]
-    return steps
+    """The chain from `node` (in walk state `state`) up to `seed` (the same
+    for every row reaching that node: walked once per answer)."""
+    key = (seed, node, state)
+    steps = edges.up.get(key)
+    if steps is None:
+        steps = []
+        while (es := edges.from_node((seed, ""), node, state)) and len(steps) < 64:
+            e = es[0]
+            steps.append(_step(e))
+            node, state = e[2], e[3]
+        steps = edges.up[key] = tuple(steps)
+    return list(steps)
 
 
 def down_walk(edges: Edges, walk: tuple, node: str, state: str) -> list[Step]:
