@@ -124,7 +124,7 @@ def test_cli_api_and_mcp_give_the_same_rows(con, real_db):
                                   (r["op"], r["key"], r["calls"], r["caller"], r["line"])) for r in reply.rows)
 
 
-CALLER_COLUMNS = ("op", "by", "key", "steps", "caller", "res", "entry", "on", "file", "line", "chain")
+CALLER_COLUMNS = ("op", "steps", "by", "key", "caller", "res", "entry", "on", "file", "line", "chain")
 
 
 def test_callers_of_an_op_are_the_ops_whose_kernels_call_it(con):

@@ -167,6 +167,15 @@ def _first_facts(tree: Path, tool: str, args: dict, reply, mcp_call) -> None:
             first = [r for r in reply.rows if r["key"] == "CompositeImplicitAutograd"]
             assert {"mm", "mv", "dot", "bmm"} <= {r["calls"] for r in first}, reply.text
             assert all(r["caller"].endswith("::_matmul_impl") for r in first if r["calls"] in ("mm", "mv", "dot", "bmm"))
+    elif tool == "called_by" and args["name"] == "mm":  # the ops built on mm: matmul through _matmul_impl
+        assert lines[0].startswith("callers(mm): ") and all(r["op"] == "mm" for r in reply.rows)
+        assert reply.rows[0]["steps"] == 1 and [r["steps"] for r in reply.rows] == sorted(r["steps"] for r in reply.rows)
+        assert {"cov", "tensordot"} <= {r["by"] for r in reply.rows if r["steps"] == 1}, reply.text
+        more = re.search(r"… \d+ more: (called_by\(name='mm', budget=(\d+)\))$", reply.text, re.M)
+        rows = mcp_call("called_by", name="mm", budget=int(more.group(2))).rows
+        assert any(r["by"] == "matmul" and r["caller"].endswith("::_matmul_impl") for r in rows)
+    elif tool == "called_by":  # each gemm, cpublas::gemm first, with its callers
+        assert lines[2].startswith("[1] at::native::cpublas::gemm ") and lines[3].startswith("callers(")
     elif tool == "impact":  # callers first; the Python APIs reached, all of them through the call given
         assert any(ln.strip().startswith("kind function:") for ln in lines[:6]), reply.text
         python = next(ln for ln in lines if ln.strip().startswith("kind python:"))

@@ -235,7 +235,7 @@ def _op_callees(edges: Edges, row) -> list[Step]:
 
 
 def _op_callers(edges: Edges, row) -> list[Step]:
-    op, by, key, _steps, caller, res, entry, on, file, line = row
+    op, _steps, by, key, caller, res, entry, on, file, line = row
     k = next((e for e in edges.from_node((caller, ""), by, "") if e[2] == entry and e[3] == on and e[4] == key), None)
     if k is None:
         return []
@@ -270,7 +270,7 @@ BUILDERS = {
     "kernels": (_kernels, ("op", "key", "on", "kernel", "host", "entry", "res", "rank", "why",
                            "depth", "file", "line")),
     "op_callees": (_op_callees, ("op", "key", "steps", "calls", "caller", "res", "entry", "on", "file", "line")),
-    "op_callers": (_op_callers, ("op", "by", "key", "steps", "caller", "res", "entry", "on", "file", "line")),
+    "op_callers": (_op_callers, ("op", "steps", "by", "key", "caller", "res", "entry", "on", "file", "line")),
     "tests": (_tests, ("subject", "test", "rank", "why", "op", "how", "via", "depth", "file", "line")),
     "affected": (_affected, ("fn", "kind", "name", "via", "depth", "rank", "why", "file", "line")),
 }
