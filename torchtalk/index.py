@@ -24,7 +24,6 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import errno
 import hashlib
 import importlib
 import importlib.util
@@ -501,37 +500,13 @@ def _locked(db_path: Path):
         try:
             yield
         except Exception as exc:
-            full = _disk_full(exc, db_path)
+            full = store.disk_full(exc, db_path)
             if full is None:
                 raise
             raise full from None
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
-
-# What the OS says when a write does not fit (ENOSPC, EDQUOT, EFBIG: a file-size limit).
-_FULL = {errno.ENOSPC: "no space left on device", errno.EDQUOT: "disk quota exceeded",
-         errno.EFBIG: "file too large"}
-
-
-def _disk_full(exc: Exception, db_path: Path):
-    """A write of the index that did not fit (an OSError from Python, or a
-    DuckDB error carrying the OS's text) as a one-line StoreError naming where;
-    None for any other error. The index's temporary files are already removed
-    and the previous DB kept (`_build`, `_update`)."""
-    from torchtalk.errors import StoreError
-
-    if isinstance(exc, OSError) and exc.errno in _FULL:
-        what = _FULL[exc.errno]
-        where = Path(exc.filename).parent if exc.filename else db_path.parent
-    elif type(exc).__module__.lstrip("_").startswith("duckdb") and any(
-            os.strerror(code) in str(exc) for code in _FULL):
-        what = next(_FULL[code] for code in _FULL if os.strerror(code) in str(exc))
-        where = db_path.parent
-    else:
-        return None
-    return StoreError(f"{what} in {where}: the index of {db_path.name} was not written, the previous one is kept",
-                      hint="free some space, or index into another filesystem with --db")
 
 
 def _previous_layers(db_path: Path, facts: Path, root: Path | None = None) -> dict[str, dict]:

@@ -23,6 +23,7 @@ Example:
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 from dataclasses import dataclass
@@ -267,6 +268,34 @@ def database_error(exc: BaseException, path: str | Path | None = None) -> TorchT
         return StoreError(f"cannot read the database{where}: {text}",
                           hint="it may be truncated or corrupt; re-run `torchtalk index --force`")
     return EngineError(f"DuckDB failed: {text}")
+
+
+# What the OS says when a write does not fit (ENOSPC, EDQUOT, EFBIG: a file-size limit).
+_FULL = {errno.ENOSPC: "no space left on device", errno.EDQUOT: "disk quota exceeded",
+         errno.EFBIG: "file too large"}
+
+
+def disk_full(exc: BaseException, db_path: Path) -> StoreError | None:
+    """A write of the index of `db_path` that did not fit (an OSError from
+    Python, or a DuckDB error carrying the OS's text) as a one-line
+    StoreError naming where; None for any other error. The index's temporary
+    files are removed and the previous DB kept by then (torchtalk/index.py).
+
+    Example:
+        >>> disk_full(OSError(errno.ENOSPC, "No space left on device"), Path("/d/t.duckdb")).message
+        'no space left on device in /d: the index of t.duckdb was not written, the previous one is kept'
+    """
+    if isinstance(exc, OSError) and exc.errno in _FULL:
+        what = _FULL[exc.errno]
+        where = Path(exc.filename).parent if exc.filename else db_path.parent
+    elif type(exc).__module__.lstrip("_").startswith("duckdb") and any(
+            os.strerror(code) in str(exc) for code in _FULL):
+        what = next(_FULL[code] for code in _FULL if os.strerror(code) in str(exc))
+        where = db_path.parent
+    else:
+        return None
+    return StoreError(f"{what} in {where}: the index of {db_path.name} was not written, the previous one is kept",
+                      hint="free some space, or index into another filesystem with --db")
 
 
 def _unreadable(exc: BaseException) -> bool:
