@@ -148,8 +148,8 @@ def mcp(db):
 
 
 @pytest.mark.parametrize(("tool", "args", "text"), [
-    ("impact", {"name": "gemm", "depth": 99}, "impact: error: depth must be at most 10, got 99 (parameters: name, depth, budget)"),
-    ("impact", {"name": "gemm", "depth": -1}, "impact: error: depth must be at least 1, got -1 (parameters: name, depth, budget)"),
+    ("impact", {"name": "gemm", "depth": 99}, f"impact: error: depth must be 1 to {MAX_DEPTH}, got 99 (parameters: name, depth, budget)"),
+    ("impact", {"name": "gemm", "depth": -1}, f"impact: error: depth must be 1 to {MAX_DEPTH}, got -1 (parameters: name, depth, budget)"),
     ("impact", {"name": "gemm", "depth": "deep"},
      "impact: error: depth must be an integer, got 'deep' (parameters: name, depth, budget)"),
     ("impact", {}, "impact: error: name is required (parameters: name, depth, budget)"),
@@ -161,6 +161,38 @@ def test_mcp_argument_errors_are_one_line_without_pydantic(mcp, tool, args, text
     assert r.is_error
     assert r.text.startswith(f"Error executing tool {tool}: ") and r.text.endswith(text), r.text
     assert "\n" not in r.text and "pydantic" not in r.text and "http" not in r.text
+
+
+def test_every_mcp_depth_is_the_cli_bound(mcp):
+    """Note [Depth bound]: each tool taking a `depth` says 1 to MAX_DEPTH in its
+    schema, refuses one more (or 0) in one line, as the CLI words it, and
+    answers at the bound."""
+    tools = [t for t in mcp.list_tools() if "depth" in t.input_schema["properties"]]
+    assert [t.name for t in tools] == ["impact"]
+    for t in tools:
+        schema = t.input_schema["properties"]["depth"]
+        number = next(s for s in schema.get("anyOf", [schema]) if s.get("type") == "integer")
+        assert (number["minimum"], number["maximum"]) == (1, MAX_DEPTH)
+        assert f"1 to {MAX_DEPTH}" in schema["description"]
+        for bad in (MAX_DEPTH + 1, 0):
+            r = mcp.call(t.name, name="softmax_warp_forward", depth=bad)
+            assert r.is_error and "\n" not in r.text, r.text
+            assert r.text.endswith(f"error: depth must be 1 to {MAX_DEPTH}, got {bad} (parameters: name, depth, budget)")
+        r = mcp.call(t.name, name="softmax_warp_forward", depth=MAX_DEPTH)
+        assert not r.is_error and r.total > 0, r.text
+
+
+def test_mcp_query_memory_is_capped_as_the_cli_s(db):
+    """Note [Query memory]: the server's connections take the same cap; the
+    deepest walk under a tiny one is refused by DuckDB in one line."""
+    import os
+
+    from test_mcp_server import open_session
+
+    with open_session(["--db", str(db)], env={**os.environ, "TORCHTALK_QUERY_MEMORY": "30MB"}) as s:
+        r = s.call("query", dsl=f"kernels(add, depth={MAX_DEPTH})")
+        assert r.is_error and "\n" not in r.text, r.text
+        assert "engine error: DuckDB failed: Out of Memory Error" in r.text
 
 
 def test_mcp_query_depth_is_the_cli_bound(mcp):

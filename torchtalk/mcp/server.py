@@ -83,7 +83,7 @@ class TorchTalkServer(MCPServer):
     The SDK checks a call's arguments against the tool's signature before the
     tool runs and reports pydantic's message (the model name, the error type,
     a URL). `call_tool` (the SDK's public entry for a call) says the same in
-    one line: `impact: depth must be at most 10, got 99 (parameters: name, depth)`.
+    one line: `impact: depth must be 1 to 20, got 99 (parameters: name, depth)`.
     """
 
     async def call_tool(self, name, arguments, context=None):
@@ -95,22 +95,29 @@ class TorchTalkServer(MCPServer):
             if not isinstance(exc.__cause__, ValidationError):
                 raise
             tool = self._tool_manager.get_tool(name)
-            params = list((tool.parameters if tool else {}).get("properties", {}))
-            raise ToolError(argument_error(name, exc.__cause__, params)) from None
+            props = (tool.parameters if tool else {}).get("properties", {})
+            raise ToolError(argument_error(name, exc.__cause__, list(props), props)) from None
 
 
-def argument_error(tool: str, err, params: list[str]) -> str:
-    """One line for a pydantic ValidationError of `tool`'s arguments (first problem only).
+def argument_error(tool: str, err, params: list[str], schemas: dict | None = None) -> str:
+    """One line for a pydantic ValidationError of `tool`'s arguments (first
+    problem only); a number out of a range the parameter's JSON schema
+    (`schemas[name]`) bounds on both sides is said as the range, in the
+    CLI's words (Note [Depth bound] in torchtalk/query/run.py).
 
     Example:
-        >>> argument_error("impact", exc, ["name", "depth"])
-        'Error executing tool impact: error: depth must be at most 10, got 99 (parameters: name, depth)'
+        >>> argument_error("impact", exc, ["name", "depth"], props)
+        'Error executing tool impact: error: depth must be 1 to 20, got 99 (parameters: name, depth)'
     """
     e = err.errors()[0]
     field = ".".join(str(x) for x in e.get("loc", ())) or "arguments"
     got, ctx, kind = e.get("input"), e.get("ctx") or {}, e.get("type", "")
     shown = repr(got) if len(repr(got)) <= 40 else repr(got)[:37] + "..."
+    lo, hi = _bounds((schemas or {}).get(field, {}))
+    if kind in ("less_than_equal", "greater_than_equal") and lo is not None and hi is not None:
+        ctx, kind = {}, "range"
     what = {
+        "range": f"must be {lo} to {hi}, got {shown}",
         "missing": "is required",
         "less_than_equal": f"must be at most {ctx.get('le')}, got {shown}",
         "less_than": f"must be less than {ctx.get('lt')}, got {shown}",
@@ -126,6 +133,15 @@ def argument_error(tool: str, err, params: list[str]) -> str:
         what = f"must be {want}, got {shown}"
     more = f" ({len(err.errors()) - 1} more)" if len(err.errors()) > 1 else ""
     return f"Error executing tool {tool}: error: {field} {what}{more} (parameters: {', '.join(params)})"
+
+
+def _bounds(schema: dict) -> tuple:
+    """(minimum, maximum) of a parameter's JSON schema (an optional one's
+    number schema is under `anyOf`); None where unbounded."""
+    for sub in (schema, *schema.get("anyOf", ())):
+        if "minimum" in sub or "maximum" in sub:
+            return sub.get("minimum"), sub.get("maximum")
+    return None, None
 
 
 def call_timeout() -> float:

@@ -26,6 +26,7 @@ from torchtalk.errors import QueryError
 from torchtalk.lookup import Table
 from torchtalk.mcp.answer import BUDGET, MAX_BUDGET, Answer, More
 from torchtalk.mcp.server import run_tool
+from torchtalk.query.run import MAX_DEPTH
 
 TOOL_NAMES = (
     "get_status", "trace", "search", "impact", "calls", "called_by", "cuda_kernels",
@@ -316,8 +317,8 @@ async def search(
 async def impact(
     ctx: Context,
     name: Annotated[str, Field(description="a C++ function, op or kernel: 'at::native::cpublas::gemm', 'gemm'")],
-    depth: Annotated[int | None, Field(ge=1, le=10, description="how many caller levels to follow "
-                                       "(default: impact's own, as on the command line)")] = None,
+    depth: Annotated[int | None, Field(ge=1, le=MAX_DEPTH, description=f"how many caller levels to follow, 1 to "
+                                       f"{MAX_DEPTH} (default: impact's own, as on the command line)")] = None,
     budget: Budget = None,
 ) -> Result:
     """What breaks if I change X: the transitive callers of a function up to `depth`
