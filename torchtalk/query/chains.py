@@ -77,34 +77,55 @@ def short(name: str) -> str:
 
 # ------------------------------------------------------------------ edges
 class Edges:
-    """The `chain` rows, by walk (seed, from) and node."""
+    """The `chain` rows, by walk (seed, from) and node. Indexed as read and
+    sorted best first only where a chain looks (Note [Chains]: an answer's
+    edges may be many more than its shown rows' chains take)."""
 
     def __init__(self, rows) -> None:
         self.out: dict[tuple, dict[tuple, list]] = defaultdict(lambda: defaultdict(list))
-        self.into: dict[tuple, dict[tuple, list]] = defaultdict(lambda: defaultdict(list))
-        self._any: dict[tuple, dict[str, list]] = {}  # walk -> node -> edges out of it in any state
         self.up: dict[tuple, tuple] = {}  # (seed, node, state) -> up_walk's steps
         for seed, frm, src, ss, dst, ds, left, how, res, file, line in rows:
-            e = (file, line, dst, ds, how, res, src, ss, left)
-            self.out[(seed, frm)][(src, ss)].append(e)
-            self.into[(seed, frm)][(dst, ds)].append(e)
-        for table in (*self.out.values(), *self.into.values()):
-            for es in table.values():
-                es.sort(key=_order)
+            self.out[(seed, frm)][(src, ss)].append((file, line, dst, ds, how, res, src, ss, left))
+        self._into: dict[tuple, dict[tuple, list]] = {}
+        self._nodes: dict[tuple, dict[str, list]] = {}
+        self._sorted: set[int] = set()
+
+    def _best_first(self, es: list) -> list:
+        if id(es) not in self._sorted:
+            es.sort(key=_order)
+            self._sorted.add(id(es))
+        return es
+
+    def walks(self):
+        """The walks (seed, from) that have edges."""
+        return self.out.keys()
 
     def from_node(self, walk: tuple, node: str, state: str | None = None) -> list:
         """Edges out of `node` (in `state`, or any) in `walk`, best first."""
-        table = self.out.get(walk, {})
+        table = self.out.get(walk)
+        if table is None:
+            return []
         if state is not None:
-            return table.get((node, state), [])
-        if walk not in self._any:  # by node, in any state: once per walk, not a scan per row
-            by_node: dict[str, list] = defaultdict(list)
-            for (n, _), es in table.items():
-                by_node[n].extend(es)
-            for es in by_node.values():
-                es.sort(key=_order)
-            self._any[walk] = by_node
-        return self._any[walk].get(node, [])
+            es = table.get((node, state))
+            return self._best_first(es) if es else []
+        nodes = self._nodes.get(walk)
+        if nodes is None:  # by node, in any state: grouped once per walk, not a scan per row
+            nodes = self._nodes[walk] = defaultdict(list)
+            for key, es in table.items():
+                nodes[key[0]].extend(es)
+        es = nodes.get(node)
+        return self._best_first(es) if es else []
+
+    def into(self, walk: tuple, node: str, state: str) -> list:
+        """Edges into `node` in `state` in `walk`, best first."""
+        table = self._into.get(walk)
+        if table is None:
+            table = self._into[walk] = defaultdict(list)
+            for es in self.out.get(walk, {}).values():
+                for e in es:
+                    table[(e[2], e[3])].append(e)
+        es = table.get((node, state))
+        return self._best_first(es) if es else []
 
 
 def _order(e) -> tuple:
@@ -138,8 +159,7 @@ def up_walk(edges: Edges, seed: str, node: str, state: str) -> list[Step]:
 def down_walk(edges: Edges, walk: tuple, node: str, state: str) -> list[Step]:
     """The chain from the walk's seed down to `node` (in `state`)."""
     steps = []
-    table = edges.into.get(walk, {})
-    while (es := [e for e in table.get((node, state), ()) if e[8] > 0]) and len(steps) < 64:
+    while (es := [e for e in edges.into(walk, node, state) if e[8] > 0]) and len(steps) < 64:
         e = es[0]
         steps.append(_step(e))
         node, state = e[6], e[7]
@@ -192,7 +212,7 @@ def _paths(edges: Edges, row) -> list[Step]:
     head = via(edges, (src, ""), src, op)
     for k in edges.from_node((src, ""), op, ""):  # down: the op's kernel, a launch of `dst`
         walk = (k[2], k[3])
-        launches = [x for x in edges.into.get(walk, {}).get((dst, ""), ()) if x[0] == file and x[1] == line]
+        launches = [x for x in edges.into(walk, dst, "") if x[0] == file and x[1] == line]
         launch = first(launches, left=depth)
         if launch is not None:
             return [*head, _step(k), *down_walk(edges, walk, launch[6], launch[7]), _step(launch)]
@@ -212,11 +232,11 @@ def _impact(edges: Edges, row) -> list[Step]:
 
 def _kernels(edges: Edges, row) -> list[Step]:
     op, key, _on, kernel, host, entry, _res, _rank, _why, depth, file, line = row
-    for walk in sorted(w for w in edges.out if w[0] == entry):
+    for walk in sorted(w for w in edges.walks() if w[0] == entry):
         ks = [e for e in edges.from_node(walk, op, "") if e[2] == entry]
         # the kernel for the row's key, or the composite kernel serving it
         k = next((e for e in ks if e[4] == key), ks[0] if ks else None)
-        launches = [x for x in edges.into[walk].get((kernel, ""), ()) if x[6] == host]
+        launches = [x for x in edges.into(walk, kernel, "") if x[6] == host]
         launch = first(launches, file, line, left=depth)
         if k is not None and launch is not None:
             return [_step(k), *down_walk(edges, walk, host, launch[7]), _step(launch)]
@@ -225,9 +245,9 @@ def _kernels(edges: Edges, row) -> list[Step]:
 
 def _op_callees(edges: Edges, row) -> list[Step]:
     op, key, steps, called, caller, _res, entry, _on, file, line = row
-    for walk in sorted(w for w in edges.out if w[0] == entry):
+    for walk in sorted(w for w in edges.walks() if w[0] == entry):
         k = next((e for e in edges.from_node(walk, op, "") if e[2] == entry and e[4] == key), None)
-        calls = [x for x in edges.into[walk].get((called, ""), ()) if x[6] == caller]
+        calls = [x for x in edges.into(walk, called, "") if x[6] == caller]
         call = first(calls, file, line, left=steps)
         if k is not None and call is not None:
             return [_step(k), *down_walk(edges, walk, caller, call[7]), _step(call)]
