@@ -120,3 +120,20 @@ def test_every_named_query_has_five_arguments_here():
     assert len(names) >= 11
     per = Counter(text.split("(")[0].strip('"') for text in QUERIES)
     assert {name: per[name] for name in names if per[name] < 5} == {}
+
+
+# Note [Chains for the page]: a page's chains come from a second run, given
+# the rows shown; both engines give the same page and the same chains.
+PAGED = ["impact(cpublas::gemm, depth=3)", "impact(at::native::layer_norm_cpu)",
+         "affected(at::native::layer_norm_cpu)", "affected(softmax_warp_forward)"]
+
+
+@pytest.mark.parametrize("text", PAGED)
+def test_souffle_gives_the_same_page_and_chains(con, text, souffle_bin):
+    from torchtalk import api
+
+    embedded = api.query(text, con=con, all_matches=True, limit=7)
+    souffle = api.query(text, con=con, all_matches=True, limit=7, engine="souffle")
+    assert embedded.total > 7 and len(embedded.rows) == 7
+    assert souffle.rows == embedded.rows and souffle.total == embedded.total
+    assert all(len(r[-1]) > 0 for r in embedded.rows)  # every row has its chain

@@ -213,31 +213,78 @@ def evaluate_bound(b: Bound, program, con, *, engine: str = "duckdb",
     """The rows of the bound relation, filtered, in `sort_order`, at most
     `limit` of them: a `Page` (its `total` counts them all); `tables` = the
     fact DB's table names (for Note [Pruning]). The program goes through
-    `query_passes` first; `dump(name, stage)` sees it after each pass."""
-    from torchtalk.datalog import evaluate
+    `query_passes` first; `dump(name, stage)` sees it after each pass. A
+    walk answer's rows end with their chain (Note [Chains]), computed with
+    them or, for a query that declares `<query>_shown`, for the rows of the
+    page only (Note [Chains for the page] in rules/chains.dl)."""
     from torchtalk.datalog.engines import Fetch, Page
-    from torchtalk.datalog.transform.pipeline import Stage, run_pipeline
     from torchtalk.query.chains import CHAIN, chains, wants_chain
 
-    stage = run_pipeline(Stage(program, dict(b.facts)), query_passes(b, program, con, engine, tables), dump)
+    name = b.sig.name
     spec = Fetch(sort_order(b.sig), b.filters, limit)
-    outputs = [b.sig.name]
-    with_chain = wants_chain(program, b.sig.name)
-    if with_chain and CHAIN in stage.program.decls:  # Note [Chains] in rules/chains.dl
-        outputs.append(CHAIN)
-    out = evaluate(stage.program, con, outputs=outputs, facts=stage.facts, engine=engine, checked=True,
-                   tables=stage.tables, fetch={b.sig.name: spec})
-    page = out.get(b.sig.name, Page([]))
+    with_chain = wants_chain(program, name) and CHAIN in program.decls
+    shown = f"{name}_shown"
+    paged = with_chain and shown in program.inputs
+    facts = b.facts
+    if paged and (limit is None or limit > PAGE_ROWS):  # every row, or many: one run
+        program, paged = _all_shown(program, name, shown), False
+        if ALL_SHOWN in program.decls:
+            facts = {**facts, ALL_SHOWN: [()]}
+    outputs = [name, CHAIN] if with_chain and not paged else [name]
+    out = _evaluate(b, program, con, engine, tables, dump, facts, outputs, name, {name: spec})
+    page = out.get(name, Page([]))
     if not with_chain:
         return page
-    found = chains(b.sig.name, page, out.get(CHAIN, ()))
+    if paged:
+        facts = {**b.facts, shown: [tuple(r) for r in page]}
+        later = None if dump is None else (lambda n, st: dump(f"chain-{n}", st))
+        edges = _evaluate(b, program, con, engine, tables, later, facts, [CHAIN], CHAIN, {})[CHAIN] if page else ()
+    else:
+        edges = out.get(CHAIN, ())
+    found = chains(name, page, edges)
     return Page([(*r, c) for r, c in zip(page, found, strict=True)], page.total)
 
 
-def query_passes(b: Bound, library, con, engine: str, tables: frozenset | None) -> list:
+# A page of at most this many rows gets its chains by a second run (Note
+# [Chains for the page]); a longer answer (every row, as a table or `--all`
+# fetches) in the same run as its rows, its `_shown` relation all of them.
+PAGE_ROWS = 1000
+# given then: every row is shown (rules/chains.dl)
+ALL_SHOWN = "chain_all_shown"
+
+
+def _all_shown(program, name: str, shown: str):
+    """`program` with `shown` derived as a copy of relation `name` instead
+    of given (Note [Chains for the page]: every row is shown)."""
+    import dataclasses
+
+    from torchtalk.datalog import ast as A
+
+    def compute():
+        args = tuple(A.Var(f"x{i}") for i in range(program.decls[name].arity))
+        rule = A.Rule(A.Atom(shown, args), (A.Atom(name, args),))
+        dirs = tuple(d for d in program.directives if not (d.kind is A.IOKind.INPUT and d.name == shown))
+        return dataclasses.replace(program, rules=(*program.rules, rule), directives=dirs)
+
+    return program.cached(("all_shown", shown), compute)
+
+
+def _evaluate(b: Bound, program, con, engine, tables, dump, facts, outputs, output, fetch):
+    """`outputs` of `program` given `facts`, through `query_passes` (presolved
+    toward `output`)."""
+    from torchtalk.datalog import evaluate
+    from torchtalk.datalog.transform.pipeline import Stage, run_pipeline
+
+    stage = run_pipeline(Stage(program, dict(facts)), query_passes(b, program, con, engine, tables, output), dump)
+    return evaluate(stage.program, con, outputs=outputs, facts=stage.facts, engine=engine, checked=True,
+                    tables=stage.tables, fetch=fetch)
+
+
+def query_passes(b: Bound, library, con, engine: str, tables: frozenset | None, output: str | None = None) -> list:
     """A query's passes, in order: prune (Note [Pruning]), stored relations
     read as inputs (Note [Derived at index time]; the embedded engine only,
-    Soufflé computes everything), presolve (Note [Presolve])."""
+    Soufflé computes everything), presolve (Note [Presolve]) toward `output`
+    (the query's relation unless given)."""
     from dataclasses import replace
 
     from torchtalk.query.derived import use_derived
@@ -250,7 +297,7 @@ def query_passes(b: Bound, library, con, engine: str, tables: frozenset | None) 
         return replace(s, program=program, tables=found)
 
     def presolved(s):
-        program, facts = presolve(s.program, con, s.facts, b.sig.name, engine, s.tables)
+        program, facts = presolve(s.program, con, s.facts, output or b.sig.name, engine, s.tables)
         return replace(s, program=program, facts=facts)
 
     return [("prune", pruned), *([("use_stored", stored)] if engine == "duckdb" else []), ("presolve", presolved)]
