@@ -207,3 +207,19 @@ def test_explain_stays_for_the_full_derivation(con):
     r = api.query("paths(vectorized_layer_norm_kernel -> python)", con=con, limit=1, explain=1)
     assert r.explanations[0]["fact"].startswith("paths(")
     assert "chain" in r.columns and r.rows[0][-1]
+
+
+@pytest.mark.parametrize("text", ["impact(cpublas::gemm)", "impact(at::native::layer_norm_cpu)",
+                                  "affected(cpublas::gemm)", "affected(at::native::layer_norm_cpu)"])
+def test_a_page_s_chains_are_the_whole_answer_s(con, text):
+    """Note [Chains for the page]: a page's chains come from a second run
+    given the rows shown (their own closure), the whole answer's from one run
+    (every reached node's steps); a row's chain is the same either way."""
+    from torchtalk import api
+
+    whole = api.query(text, con=con, limit=None, all_matches=True)
+    for n in (1, 50):
+        page = api.query(text, con=con, limit=n, all_matches=True)
+        assert page.total == whole.total and len(page.rows) == n
+        assert page.records() == whole.records()[:n]
+        assert all(r["chain"] for r in page.records())
