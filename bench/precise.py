@@ -103,7 +103,7 @@ def fast_tier(facts: Path | None, parsed: set[str], cu_files: set[str]) -> dict 
 
 
 def main(argv: list[str] | None = None) -> int:
-    from extractors.clang import DEFAULT_DIRS, run, sdk, tu_files
+    from extractors.clang import DEFAULT_DIRS, excluded_tus, run, sdk, tu_files
     from extractors.clang.flags import generated_dir
     from torchtalk import store
     from torchtalk.paths import default_source
@@ -126,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     dirs = args.dir or list(DEFAULT_DIRS)
     all_files = tu_files(root, dirs)
     files = all_files[: args.limit] if args.limit else all_files
+    excluded = excluded_tus(root, dirs)  # Note [Not a TU of the build]: neither parsed nor failures
     t0 = time.perf_counter()
     generated_dir(root, cache)
     gen_s = time.perf_counter() - t0
@@ -154,6 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     out = {
         "dirs": dirs, "jobs": args.jobs, "tus": st.tus, "ok": st.ok, "fatal": st.fatal,
         "timeout": st.timeout, "crash": st.crash, "cached": st.cached, "skipped_cu": st.skipped_cuda,
+        "excluded": len(excluded),
         "parsed_share": round(st.parsed_share, 4),
         "by_group": {g: dict(c) for g, c in sorted(by_group.items())},
         "calls_precise": st.edges, "calls_op": st.ops, "precise_file": len(parsed),
@@ -186,8 +188,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(out, indent=1))
         return 0
     print(f"precise tier over {', '.join(dirs)} (--jobs {args.jobs}), cache {cache}")
-    print(f"  TUs {st.tus} (+{st.skipped_cuda} .cu not parsed: no CUDA headers); SDK headers:"
-          f" {', '.join(out['sdks']) or 'none'}")
+    print(f"  TUs {st.tus} (+{st.skipped_cuda} .cu not parsed: no CUDA headers; {len(excluded)} files excluded:"
+          f" no CUDA/CPU build compiles them); SDK headers: {', '.join(out['sdks']) or 'none'}")
     print(f"  parsed without fatal error: {st.ok}/{st.tus} = {100 * st.parsed_share:.1f}%"
           f"  (fatal {st.fatal}, timeout {st.timeout}, crash {st.crash})")
     for g, c in sorted(by_group.items()):

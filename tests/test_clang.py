@@ -256,8 +256,16 @@ def test_missing_sdk_header_names_the_sdk(snippet: Path, tmp_path: Path) -> None
      "the XPU (SYCL and oneDNN, oneAPI 2025.0) headers are missing: run `torchtalk fetch xpu`"),
     ("'sycl/sycl.hpp' file not found",
      "the XPU (SYCL and oneDNN, oneAPI 2025.0) headers are missing: run `torchtalk fetch xpu`"),
+    ("'cudnn.h' file not found", "the cuDNN 9.1 headers are missing: run `torchtalk fetch cudnn`"),
+    ("'cute/algorithm/copy.hpp' file not found", "the CUTLASS 3.5.1 headers are missing: run `torchtalk fetch cutlass`"),
+    ("'cutlass/cutlass.h' file not found", "the CUTLASS 3.5.1 headers are missing: run `torchtalk fetch cutlass`"),
+    ("'pybind11/pybind11.h' file not found", "the pybind11 2.13.6 headers are missing: run `torchtalk fetch pybind11`"),
+    ("'mkl_dfti.h' file not found", "the MKL 2024.2 headers are missing: run `torchtalk fetch mkl`"),
+    ("'Python.h' file not found",
+     "the Python headers are missing: install the -dev package of the Python that runs torchtalk"),
     ("'ATen/ops/eq_mps_dispatch.h' file not found", None),
     ("'cudaless.h' file not found", None),
+    ("'cutlassy.h' file not found", None),
     ("expected ';' after expression", None),
 ])
 def test_sdk_hint(message: str, expected: str | None) -> None:
@@ -304,7 +312,8 @@ def test_sdk_fetch_unpacks_headers_once(tmp_path: Path, monkeypatch) -> None:
         "fake_api.h", "fake_blas.h", "sub/x.h"]
     assert (root / "fake" / "pins.txt").read_text() == "fake-rt==1.0\nfake-blas==1.0\n"
     assert [p.name for p in root.iterdir()] == ["fake"]  # no temp dir, no wheels left
-    assert sdk.include_dirs() == (inc, inc / "sub")
+    py = sdk.python_include()  # the interpreter's Python.h, last (None without a -dev package)
+    assert sdk.include_dirs() == (inc, inc / "sub", *([py] if py else []))
     assert sdk.fetch("fake") == inc and len(calls) == 1
     monkeypatch.setitem(sdk.SDKS, "fake", dataclasses.replace(fake, wheels=("fake-rt==2.0",)))
     assert sdk.fetch("fake") == inc and len(calls) == 2
@@ -354,7 +363,7 @@ def test_sdk_fetch_errors(tmp_path: Path, monkeypatch, capsys) -> None:
 
     with pytest.raises(InputError) as err:
         fetch("rocm")
-    assert err.value.render() == "error: unknown SDK 'rocm' (one of: cuda, xpu)"
+    assert err.value.render() == "error: unknown SDK 'rocm' (one of: cuda, cudnn, cutlass, mkl, pybind11, xpu)"
 
 
 CUDA_STUB_H = """\
@@ -463,6 +472,46 @@ def test_configure_template() -> None:
         #define AT_PARALLEL_NATIVE 1
         #define NVCC_FLAGS_EXTRA ""
         """)
+
+
+def test_configure_version_header(tmp_path: Path) -> None:
+    """torch/version.h.in gets the tree's version.txt (2.6.0a0 -> 2, 6, 0);
+    a tree without one leaves the @VARS@ to the CPU-build rule."""
+    from extractors.clang.flags import configure, tree_version
+
+    (tmp_path / "version.txt").write_text("2.6.0a0\n")
+    text = ('#define TORCH_VERSION_MAJOR @TORCH_VERSION_MAJOR@\n'
+            '#define TORCH_VERSION "@TORCH_VERSION_MAJOR@.@TORCH_VERSION_MINOR@.@TORCH_VERSION_PATCH@"\n')
+    assert configure(text, tree_version(tmp_path)) == ('#define TORCH_VERSION_MAJOR 2\n'
+                                                       '#define TORCH_VERSION "2.6.0"\n')
+    assert tree_version(tmp_path / "none") == {}
+    (tmp_path / "version.txt").write_text("main\n")
+    assert tree_version(tmp_path) == {}
+
+
+def test_scope_leaves_out_what_no_build_compiles(tmp_path: Path) -> None:
+    """Note [Not a TU of the build]: torchgen templates and the ROCm-only
+    dirs are not TUs; they are listed as excluded, tests are neither."""
+    from extractors.clang import excluded_tus, tu_files
+
+    for rel in ("aten/src/ATen/native/A.cpp", "aten/src/ATen/templates/Functions.cpp",
+                "aten/src/ATen/hip/impl/G.cpp", "aten/src/ATen/native/miopen/Conv_miopen.cpp",
+                "aten/src/ATen/native/cuda/K.cu", "aten/src/ATen/test/t.cpp", "c10/core/x_test.cpp"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("")
+    rels = lambda files: [f.relative_to(tmp_path).as_posix() for f in files]  # noqa: E731
+    assert rels(tu_files(tmp_path, ["aten", "c10"])) == ["aten/src/ATen/native/A.cpp", "aten/src/ATen/native/cuda/K.cu"]
+    assert rels(excluded_tus(tmp_path, ["aten", "c10"])) == [
+        "aten/src/ATen/hip/impl/G.cpp", "aten/src/ATen/native/miopen/Conv_miopen.cpp",
+        "aten/src/ATen/templates/Functions.cpp"]
+
+
+def test_fetch_names_every_sdk() -> None:
+    """`torchtalk fetch` offers exactly the SDKs sdk.py knows."""
+    from extractors.clang.sdk import SDKS
+    from torchtalk.cli.fetch import SDK_NAMES
+
+    assert SDK_NAMES == tuple(SDKS)
 
 
 def test_compile_db_options_cleaned(snippet: Path) -> None:

@@ -21,8 +21,8 @@ header belongs to a GPU SDK the warning names the SDK and `torchtalk fetch`
 command that provides it (Note [SDK headers] in sdk.py).
 
 Scope: the `.cpp`/`.cc`/`.cu` files under DEFAULT_DIRS (tests and benchmarks
-left out), or the `:`-separated dirs (relative to the tree) in
-TORCHTALK_PRECISE_DIRS. A `.cu` file is parsed as CUDA host code with the
+left out, and what no CUDA/CPU build compiles: Note [Not a TU of the build]),
+or the `:`-separated dirs (relative to the tree) in TORCHTALK_PRECISE_DIRS. A `.cu` file is parsed as CUDA host code with the
 headers `torchtalk fetch cuda` provides (Note [CUDA host parse] in flags.py);
 without them it is counted as `skipped_cuda` and left to the fast tier. The
 `.cpp` files of the CUDA and XPU backends are parsed with the SDK headers
@@ -47,6 +47,15 @@ TU_SUFFIXES = (".cpp", ".cc", ".cu")
 CUDA_SUFFIXES = (".cu",)
 HEADER_SUFFIXES = (".h", ".hpp", ".cuh", ".in", ".yaml")
 EXCLUDED_PARTS = frozenset({"test", "tests", "bench", "benchmark", "benchmarks"})
+# Note [Not a TU of the build]: some `.cpp`/`.cu` files under the scope are
+# never compiled by a CUDA or CPU build, so they are left out of the scope and
+# counted as `excluded`, not as failures: `templates` (aten/src/ATen/templates:
+# torchgen's templates, with `${name}` placeholders, that it instantiates into
+# the build dir) and the ROCm-only dirs `hip` and `miopen` (aten/src/ATen/hip,
+# ATen/miopen, native/hip, native/miopen, native/transformers/hip, c10/hip:
+# compiled only by a ROCm build, after hipify, against ROCm's headers). A dir
+# of one of these names anywhere under the scope is left out.
+NOT_BUILT_PARTS = frozenset({"templates", "hip", "miopen"})
 TIMEOUT_S = 300.0
 
 
@@ -62,6 +71,7 @@ class Stats:
     cached: int = 0
     pending: list[str] = field(default_factory=list)  # TUs not parsed (cached_only): precise_pending rows
     skipped_cuda: int = 0  # .cu TUs not parsed: the CUDA headers are not fetched
+    excluded: int = 0  # files of the scope no CUDA/CPU build compiles (Note [Not a TU of the build])
     edges: int = 0
     ops: int = 0  # calls_op rows
     sites: int = 0  # call expressions in the TUs' functions (dropped["unresolved"]: no callee)
@@ -86,12 +96,13 @@ def _scope_dirs() -> tuple[str, ...]:
     return tuple(d for d in env.split(":") if d) if env else DEFAULT_DIRS
 
 
-def _walk(root: Path, dirs: Iterable[str], suffixes: tuple[str, ...]) -> list[Path]:
+def _walk(root: Path, dirs: Iterable[str], suffixes: tuple[str, ...],
+          skip: frozenset[str] = EXCLUDED_PARTS) -> list[Path]:
     out: list[Path] = []
     for d in dirs:
         base = root / d
         for dirpath, dirnames, filenames in os.walk(base):
-            dirnames[:] = sorted(n for n in dirnames if n not in EXCLUDED_PARTS)
+            dirnames[:] = sorted(n for n in dirnames if n not in skip)
             out.extend(Path(dirpath, f) for f in sorted(filenames) if f.endswith(suffixes))
     return out
 
@@ -99,13 +110,28 @@ def _walk(root: Path, dirs: Iterable[str], suffixes: tuple[str, ...]) -> list[Pa
 def tu_files(root: Path, dirs: Iterable[str] | None = None) -> list[Path]:
     """The TUs the layer parses (absolute paths, sorted): gtest files
     (`*_test.cpp` beside the code, as in ATen/core) are tests, left out like
-    the test dirs.
+    the test dirs; so are the files no CUDA/CPU build compiles (Note [Not a
+    TU of the build]).
 
     Example:
         >>> len(tu_files(tree, ["aten/src/ATen/native"]))
         452
     """
-    return [f for f in _walk(root, dirs or _scope_dirs(), TU_SUFFIXES) if not f.stem.endswith("_test")]
+    files = _walk(root, dirs or _scope_dirs(), TU_SUFFIXES, EXCLUDED_PARTS | NOT_BUILT_PARTS)
+    return [f for f in files if not f.stem.endswith("_test")]
+
+
+def excluded_tus(root: Path, dirs: Iterable[str] | None = None) -> list[Path]:
+    """The files of the scope left out as no TU of a CUDA/CPU build (Note
+    [Not a TU of the build]), sorted.
+
+    Example:
+        >>> [f.relative_to(tree).as_posix() for f in excluded_tus(tree, ["aten/src/ATen/native"])]
+        ['aten/src/ATen/native/miopen/BatchNorm_miopen.cpp', ...]
+    """
+    dirs = tuple(dirs or _scope_dirs())
+    kept = set(tu_files(root, dirs))
+    return [f for f in _walk(root, dirs, TU_SUFFIXES) if f not in kept and not f.stem.endswith("_test")]
 
 
 def inputs(root: Path) -> Iterable[Path]:
@@ -155,6 +181,8 @@ def run(ctx: ExtractContext, sink: Sink, files: Iterable[Path] | None = None,
         todo = [f for f in todo if f.suffix not in CUDA_SUFFIXES]
     else:
         stats = Stats()
+    if files is None:
+        stats.excluded = len(excluded_tus(root))
     stats.tus = len(todo)
     from extractors.cpp import tree_overloads
 

@@ -41,7 +41,10 @@ TEMPLATES = {
     "aten/src/ATen/cuda/CUDAConfig.h.in": "ATen/cuda/CUDAConfig.h",
     "c10/cuda/impl/cuda_cmake_macros.h.in": "c10/cuda/impl/cuda_cmake_macros.h",
     "c10/xpu/impl/xpu_cmake_macros.h.in": "c10/xpu/impl/xpu_cmake_macros.h",
+    # TORCH_VERSION_MAJOR/MINOR/PATCH from the tree's version.txt (tree_version)
+    "torch/csrc/api/include/torch/version.h.in": "torch/version.h",
 }
+VERSION_FILE = "version.txt"
 # A CPU build: these @VARS@ are 1, every other one is 0; these #cmakedefines are set.
 CONFIG_ON = frozenset({"AT_BUILD_WITH_BLAS", "AT_BUILD_WITH_LAPACK", "AT_PARALLEL_NATIVE"})
 CMAKEDEFINE_ON = frozenset({"C10_BUILD_SHARED_LIBS"})
@@ -232,7 +235,7 @@ def _inputs_digest(root: Path) -> str:
                          AUTOGRAD_ARGS]).encode())
     paths = [root / "aten/src/ATen/native/native_functions.yaml", root / "aten/src/ATen/native/tags.yaml",
              root / "aten/src/ATen/native/ts_native_functions.yaml", root / AUTOGRAD_SCRIPT]
-    paths += [root / t for t in TEMPLATES]
+    paths += [root / t for t in TEMPLATES] + [root / VERSION_FILE]
     paths += sorted((root / "aten/src/ATen/templates").glob("*"))
     paths += sorted((root / "torchgen").rglob("*.py"))
     paths += sorted(p for p in (root / "tools/autograd").rglob("*") if p.is_file())
@@ -256,11 +259,12 @@ def generated_dir(root: Path, cache_dir: Path, log=lambda msg: None) -> Path:
         log("generating ATen headers with the tree's torchgen")
         _run_torchgen(root, tmp)
         _run_autograd_codegen(root, tmp, log)
+        values = tree_version(root)
         for template, out in TEMPLATES.items():
             if (root / template).is_file():
                 dest = tmp / out
                 dest.parent.mkdir(parents=True, exist_ok=True)
-                dest.write_text(configure((root / template).read_text()))
+                dest.write_text(configure((root / template).read_text(), values))
         os.replace(tmp, final)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -311,14 +315,38 @@ def _run_autograd_codegen(root: Path, out: Path, log) -> None:
             path.unlink()  # generated sources and Python: only the headers are included
 
 
-def configure(text: str) -> str:
-    """Fill a CMake `.h.in` template as a CPU-only build.
+def tree_version(root: Path) -> dict[str, str]:
+    """TORCH_VERSION_MAJOR/MINOR/PATCH of the tree, from its version.txt
+    ("2.6.0a0" -> 2, 6, 0), as the build's cmake/public/utils.cmake reads
+    them; {} when the file is missing or unreadable.
+
+    Example:
+        >>> tree_version(tree)
+        {'TORCH_VERSION_MAJOR': '2', 'TORCH_VERSION_MINOR': '6', 'TORCH_VERSION_PATCH': '0'}
+    """
+    try:
+        text = (root / VERSION_FILE).read_text()
+    except OSError:
+        return {}
+    m = re.match(r"\s*(\d+)\.(\d+)\.(\d+)", text)
+    if not m:
+        return {}
+    return dict(zip(("TORCH_VERSION_MAJOR", "TORCH_VERSION_MINOR", "TORCH_VERSION_PATCH"), m.groups(), strict=True))
+
+
+def configure(text: str, values: dict[str, str] | None = None) -> str:
+    """Fill a CMake `.h.in` template as a CPU-only build: an @VAR@ named in
+    `values` gets its value, any other is 1 if on (CONFIG_ON) else 0.
 
     Example:
         >>> configure("#define AT_MKL_ENABLED() @AT_MKL_ENABLED@\\n#cmakedefine C10_USE_GLOG")
         '#define AT_MKL_ENABLED() 0\\n/* #undef C10_USE_GLOG */'
     """
+    values = values or {}
+
     def at_var(m: re.Match) -> str:
+        if m.group(1) in values:
+            return values[m.group(1)]
         return "1" if m.group(1) in CONFIG_ON else "0"
 
     def cmakedefine(m: re.Match) -> str:

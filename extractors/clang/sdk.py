@@ -1,20 +1,27 @@
-"""GPU SDK headers for the precise tier: which SDKs, pinned to which
-versions, where their headers live, and fetching them.
+"""SDK and third-party headers for the precise tier: which ones, pinned to
+which versions, where their headers live, and fetching them.
 
 Note [SDK headers]: ATen's CUDA `.cpp` files (native/cuda/Blas.cpp,
 cuda/linalg/*, sparse/cuda/*, ...) include the CUDA toolkit's headers
 (cuda_runtime_api.h, cublas_v2.h, cusparse.h, cusolverDn.h, cufft.h,
 nvrtc.h), mostly through ATen/cuda/CUDAContext.h, and the XPU ones
 (native/mkldnn/xpu/*) include SYCL's and oneDNN's; without them they do not
-parse. The vendors ship those headers in pip wheels (NVIDIA's `nvidia-*-cu12`
-under `nvidia/<lib>/include/`, Intel's under `<wheel>.data/data/include/`),
-so `torchtalk fetch cuda` (or `xpu`) downloads the pinned wheels with `pip
+parse. So do the TUs that include what a build takes from outside the tree:
+cuDNN (ATen/cudnn), CUTLASS and CuTe (the attention kernels), pybind11 and
+Python.h (torch/csrc's bindings), MKL (ATen/mkl). The vendors ship those
+headers in pip wheels (NVIDIA's `nvidia-*-cu12` under `nvidia/<lib>/
+include/`, Intel's under `<wheel>.data/data/include/`, `nvidia-cutlass` and
+`pybind11` under their package), so `torchtalk fetch NAME` (cuda, xpu,
+cudnn, cutlass, pybind11, mkl) downloads the pinned wheels with `pip
 download --no-deps`, unpacks only their headers into `<cache>/sdk/<name>/
 include` and drops the wheels (for CUDA ~1 GB of libraries for ~10 MB of
 headers). The directory is made under a temp name and renamed into place,
 with the pins written beside it: a killed fetch leaves nothing half-made, a
 second fetch is a no-op, and a change of pins fetches again (only the added
-wheels when pins were only added). Synthesized
+wheels when pins were only added). Python.h is not fetched: it is the
+running interpreter's (python_include). Kineto's and ITT's headers have no
+pinned wheel or release tarball (the `ittapi` wheel has no headers), so
+profiler_kineto.cpp and itt_wrapper.cpp stay reported failures. Synthesized
 flags add every fetched SDK as `-isystem` (flags.synthesized); a TU that
 still misses an SDK header is reported with the SDK's name and the command
 that fetches it (`hint`).
@@ -98,7 +105,57 @@ XPU = Sdk(
     headers=("sycl", "oneapi/dnnl", "dnnl.hpp", "dnnl.h"),
     subdirs=("sycl",),
 )
-SDKS = {sdk.name: sdk for sdk in (CUDA, XPU)}
+# cuDNN 9.1.0.70, the wheel torch==2.6.0 pins for CUDA 12.4 (ATen/cudnn/*,
+# native/cudnn/*, torch/csrc/cuda/shared/cudnn.cpp). Its own SDK, not a CUDA
+# pin: the wheel is ~660 MB for ~1 MB of headers, and most TUs never need it.
+CUDNN = Sdk(
+    name="cudnn",
+    title="cuDNN 9.1",
+    wheels=("nvidia-cudnn-cu12==9.1.0.70",),
+    layout=r"nvidia/[^/]+/include/(.+)",
+    marker="cudnn.h",
+    headers=("cudnn*.h",),
+)
+# CUTLASS and CuTe (flash attention's and mem-efficient attention's kernels,
+# RowwiseScaledMM.cu, nested/cuda/NestedTensorMatmul.cu): header-only, vendored
+# by torch as the third_party/cutlass submodule. NVIDIA's `nvidia-cutlass` wheel
+# ships the release's include/ and tools/util/include/ (cutlass/util/*.h) under
+# cutlass_library/source/. The version is a labelled guess: 3.5.1, the last
+# CUTLASS release before torch 2.6's branch cut (December 2024; pytorch#123458
+# moved the submodule to 3.5.1, the 3.6 -> 3.7 move of pytorch#145818 came in
+# 2025, and the 3.6.0 wheel was built 2024-12-30); every cutlass/ and cute/
+# header the 2.6.0 tree includes is in it.
+CUTLASS = Sdk(
+    name="cutlass",
+    title="CUTLASS 3.5.1",
+    wheels=("nvidia-cutlass==3.5.1.0",),
+    layout=r"cutlass_library/source/(?:tools/util/)?include/(.+)",
+    marker="cutlass/cutlass.h",
+    headers=("cutlass", "cute"),
+)
+# pybind11 2.13.6, the version of torch 2.6.0's third_party/pybind11 submodule
+# (pytorch#136087, September 2024); torch/csrc's Python bindings include it
+# (with Python.h, which comes from the running interpreter: python_include).
+PYBIND11 = Sdk(
+    name="pybind11",
+    title="pybind11 2.13.6",
+    wheels=("pybind11==2.13.6",),
+    layout=r"pybind11/include/(.+)",
+    marker="pybind11/pybind11.h",
+    headers=("pybind11",),
+)
+# MKL's headers (aten/src/ATen/mkl/*, native/mkl/*: mkl.h, mkl_dfti.h,
+# mkl_spblas.h). The version is a labelled guess: 2024.2.0, the MKL of torch
+# 2.6's manylinux build images; the interfaces these TUs use are older than it.
+MKL = Sdk(
+    name="mkl",
+    title="MKL 2024.2",
+    wheels=("mkl-include==2024.2.0",),
+    layout=r"[^/]+\.data/data/include/(.+)",
+    marker="mkl_dfti.h",
+    headers=("mkl*.h", "fftw"),
+)
+SDKS = {sdk.name: sdk for sdk in (CUDA, XPU, CUDNN, CUTLASS, PYBIND11, MKL)}
 _PINS = "pins.txt"
 
 
@@ -127,7 +184,24 @@ def include_dirs() -> tuple[Path, ...]:
         inc = include_dir(sdk)
         if inc is not None:
             out += [inc, *(inc / sub for sub in sdk.subdirs)]
-    return tuple(out)
+    py = python_include()
+    return tuple(out) + ((py,) if py is not None else ())
+
+
+def python_include() -> Path | None:
+    """The running interpreter's include dir (Python.h, for torch/csrc's
+    bindings), or None when it has no Python.h (no -dev package): not
+    fetched, the interpreter that runs torchtalk is the one a build of the
+    tree would use.
+
+    Example:
+        >>> python_include()
+        PosixPath('/usr/include/python3.11')
+    """
+    import sysconfig
+
+    inc = Path(sysconfig.get_paths()["include"])
+    return inc if (inc / "Python.h").is_file() else None
 
 
 def cuda_path() -> Path | None:
@@ -161,6 +235,8 @@ def hint(message: str) -> str | None:
     for sdk in SDKS.values():
         if sdk.owns(m.group(1)):
             return f"the {sdk.title} headers are missing: run `torchtalk fetch {sdk.name}`"
+    if m.group(1) == "Python.h":
+        return "the Python headers are missing: install the -dev package of the Python that runs torchtalk"
     return None
 
 
