@@ -256,6 +256,7 @@ def test_missing_sdk_header_names_the_sdk(snippet: Path, tmp_path: Path) -> None
      "the XPU (SYCL and oneDNN, oneAPI 2025.0) headers are missing: run `torchtalk fetch xpu`"),
     ("'sycl/sycl.hpp' file not found",
      "the XPU (SYCL and oneDNN, oneAPI 2025.0) headers are missing: run `torchtalk fetch xpu`"),
+    ("'nvToolsExt.h' file not found", "the CUDA 12.4 headers are missing: run `torchtalk fetch cuda`"),
     ("'cudnn.h' file not found", "the cuDNN 9.1 headers are missing: run `torchtalk fetch cudnn`"),
     ("'cute/algorithm/copy.hpp' file not found", "the CUTLASS 3.5.1 headers are missing: run `torchtalk fetch cutlass`"),
     ("'cutlass/cutlass.h' file not found", "the CUTLASS 3.5.1 headers are missing: run `torchtalk fetch cutlass`"),

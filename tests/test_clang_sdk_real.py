@@ -2,9 +2,10 @@
 the tree (Note [SDK headers] in extractors/clang/sdk.py) or a configured
 header (torch/version.h, flags.TEMPLATES) parse, and the compiler's edges
 are there at file:line. One TU per missing header of the whole-scope run:
-Python.h and pybind11 (torch/csrc), cuDNN, MKL, torch/version.h, CUTLASS
-and CuTe (the attention kernels, parsed as CUDA host code); and ITT, which
-has no pinned headers, stays a reported failure. The TUs are parsed once."""
+Python.h and pybind11 (torch/csrc), cuDNN, MKL, NVTX, torch/version.h,
+CUTLASS and CuTe (the attention kernels, parsed as CUDA host code); and ITT
+and Kineto, which have no pinned headers, stay reported failures. The TUs
+are parsed once."""
 
 from __future__ import annotations
 
@@ -27,8 +28,11 @@ MEM_EFF_B = "aten/src/ATen/native/transformers/cuda/mem_eff_attention/kernels/cu
 MEM_EFF_F = "aten/src/ATen/native/transformers/cuda/mem_eff_attention/kernels/cutlassF_f32_notaligned.cu"
 NESTED_MM = "aten/src/ATen/native/nested/cuda/NestedTensorMatmul.cu"  # cutlass/gemm/device/...
 ROWWISE = "aten/src/ATen/native/cuda/RowwiseScaledMM.cu"  # cutlass/core_io.h, cutlass/util/host_tensor.h
+NVTX = "torch/csrc/cuda/shared/nvtx.cpp"  # nvToolsExt.h
 ITT = "torch/csrc/itt_wrapper.cpp"  # ittnotify.h: no pinned headers
-PARSE = (DEVICE, STREAM, SIZE, CUDNN, TUNABLE, MKL, FLASH, MEM_EFF_B, MEM_EFF_F, NESTED_MM, ROWWISE)
+MODULE = "torch/csrc/Module.cpp"  # libshm.h (torch/lib/libshm), then Kineto's ActivityType.h: no pinned headers
+PARSE = (DEVICE, STREAM, SIZE, CUDNN, TUNABLE, MKL, NVTX, FLASH, MEM_EFF_B, MEM_EFF_F, NESTED_MM, ROWWISE)
+FAIL = (ITT, MODULE)
 
 
 class Rows:
@@ -57,20 +61,25 @@ def parsed(tree: Path, sdk_headers: dict[str, Path], tmp_path_factory):
 
     rows = Rows()
     stats = run(ExtractContext(tree, tmp_path_factory.mktemp("precise-sdk"), jobs=2), rows,
-                [tree / f for f in (*PARSE, ITT)])
+                [tree / f for f in (*PARSE, *FAIL)])
     return rows, stats
 
 
 def test_each_parses(parsed) -> None:
     rows, stats = parsed
-    assert {rel: v[0] for rel, v in stats.per_tu.items()} == {**{rel: "ok" for rel in PARSE}, ITT: "fatal"}
+    assert {rel: v[0] for rel, v in stats.per_tu.items()} == {**{rel: "ok" for rel in PARSE},
+                                                               **{rel: "fatal" for rel in FAIL}}
     assert rows.rel["precise_file"] == {(rel,) for rel in PARSE}
 
 
-def test_itt_stays_a_reported_failure(parsed) -> None:
-    """No wheel or release tarball pins ITT's headers (Note [SDK headers])."""
+def test_itt_and_kineto_stay_reported_failures(parsed) -> None:
+    """No wheel or release tarball pins ITT's or Kineto's headers (Note [SDK
+    headers]). Module.cpp gets past libshm.h (its line 33) to Kineto's header."""
     rows, _ = parsed
-    assert rows.warnings == [(ITT, 1, f"precise: {ITT} does not parse: 'ittnotify.h' file not found")]
+    assert sorted(rows.warnings) == [
+        (ITT, 1, f"precise: {ITT} does not parse: 'ittnotify.h' file not found"),
+        ("torch/csrc/profiler/kineto_shim.h", 15, f"precise: {MODULE} does not parse: 'ActivityType.h' file not found"),
+    ]
 
 
 def test_python_bindings(parsed) -> None:

@@ -61,6 +61,8 @@ INCLUDE_DIRS = (
     "aten/src/ATen/native/quantized/cpu/qnnpack/src",
     # the XPU oneDNN kernels', as aten/src/ATen/CMakeLists.txt adds them to ATen_XPU_INCLUDE
     "aten/src/ATen/native/mkldnn/xpu", "aten/src/ATen/native/mkldnn/xpu/detail",
+    # libshm.h (torch/csrc/Module.cpp), as torch/CMakeLists.txt adds it to TORCH_PYTHON_INCLUDE_DIRECTORIES
+    "torch/lib/libshm",
 )
 
 # How torchgen is run (part of the generated dir's key); the optional flags

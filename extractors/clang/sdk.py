@@ -70,6 +70,8 @@ class Sdk:
 # it; 12.4.127 was yanked for lacking nv/, 12.4.127.post1 has it). cuRAND's
 # headers are needed by `.cu` files (curand_kernel.h) and by clang's own CUDA
 # wrapper (__clang_cuda_runtime_wrapper.h includes curand_mtgp32_kernel.h).
+# NVTX's (nvToolsExt.h: torch/csrc/cuda/shared/nvtx.cpp, the profiler) are
+# torch 2.6.0's pin too; added last, so a fetched SDK gets only that wheel.
 CUDA = Sdk(
     name="cuda",
     title="CUDA 12.4",
@@ -83,6 +85,7 @@ CUDA = Sdk(
         "nvidia-cusolver-cu12==11.6.1.9",
         "nvidia-cufft-cu12==11.2.1.3",
         "nvidia-curand-cu12==10.3.5.147",
+        "nvidia-nvtx-cu12==12.4.127",
     ),
     layout=r"nvidia/[^/]+/include/(.+)",
     marker="cuda_runtime_api.h",
@@ -90,6 +93,7 @@ CUDA = Sdk(
         "cuda.h", "cuda_runtime.h", "cuda_runtime_api.h", "cuda_fp16.h", "cuda_bf16.h",
         "cublas_v2.h", "cublas.h", "cublasLt.h", "cusparse.h", "cusolverDn.h", "cusolver_common.h",
         "cufft.h", "cufftXt.h", "nvrtc.h", "curand*.h", "crt", "nv", "thrust", "cub",
+        "nvToolsExt*.h", "nvtx3",
     ),
 )
 # The XPU build's SYCL runtime headers (oneAPI 2025.0, the DPC++ release of
