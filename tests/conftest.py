@@ -49,15 +49,15 @@ def cuda_sdk() -> Path:
 def sdk_headers(cuda_sdk: Path) -> dict[str, Path]:
     """Every SDK's headers `torchtalk fetch NAME` puts in the user cache dir
     (cuDNN, CUTLASS, pybind11, MKL beside CUDA; scripts/setup fetches them),
-    by name, and the interpreter's Python.h dir as "python"."""
-    from extractors.clang.sdk import SDKS, include_dir, python_include
+    fetched at their current pins, by name, and the interpreter's Python.h
+    dir as "python"."""
+    from extractors.clang.sdk import SDKS, fetched_pins, include_dir, python_include
 
     out = {"cuda": cuda_sdk}
-    for name in ("cudnn", "cutlass", "pybind11", "mkl"):
-        path = include_dir(SDKS[name])
-        if path is None:
-            _missing(f"{SDKS[name].title} headers not fetched; run `torchtalk fetch {name}`")
-        out[name] = path
+    for name in ("cuda", "cudnn", "cutlass", "pybind11", "mkl"):
+        if fetched_pins(SDKS[name]) != list(SDKS[name].wheels):
+            _missing(f"{SDKS[name].title} headers not fetched at the current pins; run `torchtalk fetch {name}`")
+        out[name] = include_dir(SDKS[name])
     py = python_include()
     if py is None:
         _missing("no Python.h for this interpreter; install its -dev package")

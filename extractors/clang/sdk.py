@@ -176,6 +176,14 @@ def include_dir(sdk: Sdk) -> Path | None:
     return inc if (inc / sdk.marker).is_file() else None
 
 
+def fetched_pins(sdk: Sdk) -> list[str]:
+    """The pins `sdk` was fetched with ([] if it was not fetched); equal to
+    `list(sdk.wheels)` when it is current."""
+    if include_dir(sdk) is None:
+        return []
+    return (_read(sdk_root() / sdk.name / _PINS) or "").splitlines()
+
+
 def include_dirs() -> tuple[Path, ...]:
     """The include dirs of every fetched SDK, in a fixed order.
 
@@ -258,7 +266,7 @@ def fetch(name: str, log=lambda msg: None) -> Path:
         raise InputError(f"unknown SDK {name!r}", hint=f"one of: {', '.join(sorted(SDKS))}")
     final = sdk_root() / sdk.name
     pins = "\n".join(sdk.wheels) + "\n"
-    had = (_read(final / _PINS) or "").splitlines() if include_dir(sdk) is not None else []
+    had = fetched_pins(sdk)
     if had == list(sdk.wheels):
         return final / "include"
     final.parent.mkdir(parents=True, exist_ok=True)
