@@ -72,8 +72,9 @@ class AtenNames:
     # kernels (Note [Structured kernel classes])
     structured: frozenset[tuple[str, tuple[str, ...]]] = frozenset()
 
-    @property
+    @functools.cached_property
     def digest(self) -> str:
+        """A hash of the names (computed once: part of every precise TU's cache key)."""
         return hashlib.sha1("\n".join(sorted(self.ops) + ["--"] + sorted(self.methods) + ["--"]
                                       + sorted(self.tensor_returning) + ["--"] + sorted(self.generated)
                                       + ["--"] + sorted(self.functions) + ["--"] + sorted(map(str, self.arity))
