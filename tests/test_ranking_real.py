@@ -187,3 +187,57 @@ def test_affected_of_an_embedding_bag_cuda_diff_opens_with_its_ops_and_apis(con,
     assert {r["kind"] for r in head} == {"op", "python"}
     assert {r["via"] for r in head} <= {"_embedding_bag", "_embedding_bag_forward_only", "embedding_bag.padding_idx"}
     assert [r["rank"] for r in rows] == sorted(r["rank"] for r in rows)
+
+
+# Note [API tiers]: at equal rank, documented Python APIs, then other public
+# names, then private ones (a `_` segment, torch._C.*, torch.ops.*).
+TIERS = ("documented", "other public", "private")
+
+
+def _tier(name: str) -> str:
+    """The tier of a Python name by Note [API tiers]'s words, from resolve.py's
+    PUBLIC_API_MODULES (what the rules' documented_module must agree with)."""
+    from torchtalk.query.resolve import PUBLIC_API_MODULES
+
+    parts = name.split(".")
+    if any(p.startswith("_") for p in parts) or name.startswith("torch.ops."):
+        return "private"
+    return "documented" if name.rsplit(".", 1)[0] in PUBLIC_API_MODULES else "other public"
+
+
+@pytest.mark.parametrize(("subject", "documented", "private"), [
+    ("impact(cpublas::gemm, depth=4, kind=python)", {"torch.mm", "torch.addmm", "torch.Tensor.mm"},
+     {"torch._C._nn.slow_conv_dilated2d", "torch.ops.aten.addmm", "torch.Tensor._addmm_activation"}),
+    ("impact(at::native::layer_norm_cpu, kind=python)", {"torch.nn.functional.layer_norm", "torch.native_layer_norm"},
+     {"torch.ops.aten.native_layer_norm"}),
+])
+def test_impact_puts_documented_apis_first_at_equal_rank(con, subject, documented, private):
+    rows = _rows(con, subject)
+    assert all(r["api"] == _tier(r["name"]) for r in rows)
+    names = {r["name"] for r in rows}
+    assert documented <= names and private <= names
+    assert [(r["rank"], TIERS.index(r["api"])) for r in rows] == sorted(
+        (r["rank"], TIERS.index(r["api"])) for r in rows)
+    for rank in {r["rank"] for r in rows}:  # within a rank: documented, then public, then private
+        tiers = [r["api"] for r in rows if r["rank"] == rank]
+        assert tiers == sorted(tiers, key=TIERS.index)
+    first = {r["name"]: i for i, r in reversed(list(enumerate(rows)))}
+    by_rank = {r["name"]: r["rank"] for r in rows}
+    for d in documented:
+        for p in private:
+            if by_rank[d] == by_rank[p]:
+                assert first[d] < first[p], (d, p)
+
+
+def test_the_rules_documented_modules_are_resolve_s_public_api_modules():
+    from pathlib import Path
+
+    from torchtalk.query.resolve import PUBLIC_API_MODULES
+
+    text = (Path(__file__).resolve().parents[1] / "rules/ranking.dl").read_text()
+    import re
+
+    found = dict(re.findall(r'^documented_module\("([^"]+)", "([^"]+)"\)\.$', text, re.M))
+    assert set(found) == PUBLIC_API_MODULES
+    for m, members in found.items():  # the regex of the module's direct public members
+        assert members.replace("\\\\", "\\") == re.escape(m) + r"\.[^._][^.]*"

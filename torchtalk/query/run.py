@@ -327,10 +327,11 @@ def query_passes(b: Bound, library, con, engine: str, tables: frozenset | None, 
 
 
 def sort_order(sig: Signature) -> tuple[int, ...]:
-    """How a query's rows are sorted: by rank, then depth (for the columns
-    there are; Note [Test ranking] in rules/ranking.dl), then column by column."""
+    """How a query's rows are sorted: by rank, then API tier, then depth (for
+    the columns there are; Notes [Test ranking], [API tiers] in
+    rules/ranking.dl), then column by column."""
     cols = tuple(range(len(sig.columns)))
-    lead = tuple(sig.columns.index(c) for c in ("rank", "depth") if c in sig.columns)
+    lead = tuple(sig.columns.index(c) for c in ("rank", "api", "depth") if c in sig.columns)
     return (*lead, *cols)
 
 
