@@ -48,13 +48,14 @@ def cuda_sdk() -> Path:
 @pytest.fixture(scope="session")
 def sdk_headers(cuda_sdk: Path) -> dict[str, Path]:
     """Every SDK's headers `torchtalk fetch NAME` puts in the user cache dir
-    (cuDNN, CUTLASS, pybind11, MKL beside CUDA; scripts/setup fetches them),
+    (cuDNN, CUTLASS, pybind11, MKL, nlohmann/json beside CUDA; scripts/setup
+    fetches them),
     fetched at their current pins, by name, and the interpreter's Python.h
     dir as "python"."""
     from extractors.clang.sdk import SDKS, fetched_pins, include_dir, python_include
 
     out = {"cuda": cuda_sdk}
-    for name in ("cuda", "cudnn", "cutlass", "pybind11", "mkl"):
+    for name in ("cuda", "cudnn", "cutlass", "pybind11", "mkl", "nlohmann"):
         if fetched_pins(SDKS[name]) != list(SDKS[name].wheels):
             _missing(f"{SDKS[name].title} headers not fetched at the current pins; run `torchtalk fetch {name}`")
         out[name] = include_dir(SDKS[name])

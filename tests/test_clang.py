@@ -262,6 +262,8 @@ def test_missing_sdk_header_names_the_sdk(snippet: Path, tmp_path: Path) -> None
     ("'cutlass/cutlass.h' file not found", "the CUTLASS 3.5.1 headers are missing: run `torchtalk fetch cutlass`"),
     ("'pybind11/pybind11.h' file not found", "the pybind11 2.13.6 headers are missing: run `torchtalk fetch pybind11`"),
     ("'mkl_dfti.h' file not found", "the MKL 2024.2 headers are missing: run `torchtalk fetch mkl`"),
+    ("'nlohmann/json.hpp' file not found",
+     "the nlohmann/json 3.11.3 headers are missing: run `torchtalk fetch nlohmann`"),
     ("'Python.h' file not found",
      "the Python headers are missing: install the -dev package of the Python that runs torchtalk"),
     ("'ATen/ops/eq_mps_dispatch.h' file not found", None),
@@ -364,7 +366,7 @@ def test_sdk_fetch_errors(tmp_path: Path, monkeypatch, capsys) -> None:
 
     with pytest.raises(InputError) as err:
         fetch("rocm")
-    assert err.value.render() == "error: unknown SDK 'rocm' (one of: cuda, cudnn, cutlass, mkl, pybind11, xpu)"
+    assert err.value.render() == "error: unknown SDK 'rocm' (one of: cuda, cudnn, cutlass, mkl, nlohmann, pybind11, xpu)"
 
 
 CUDA_STUB_H = """\

@@ -2,8 +2,8 @@
 the tree (Note [SDK headers] in extractors/clang/sdk.py) or a configured
 header (torch/version.h, flags.TEMPLATES) parse, and the compiler's edges
 are there at file:line. One TU per missing header of the whole-scope run:
-Python.h and pybind11 (torch/csrc), cuDNN, MKL, NVTX, torch/version.h,
-CUTLASS and CuTe (the attention kernels, parsed as CUDA host code); and ITT
+Python.h and pybind11 (torch/csrc), cuDNN, MKL, NVTX, nlohmann/json, the
+tree's miniz, torch/version.h, CUTLASS and CuTe (the attention kernels, parsed as CUDA host code); and ITT
 and Kineto, which have no pinned headers, stay reported failures. The TUs
 are parsed once."""
 
@@ -29,9 +29,10 @@ MEM_EFF_F = "aten/src/ATen/native/transformers/cuda/mem_eff_attention/kernels/cu
 NESTED_MM = "aten/src/ATen/native/nested/cuda/NestedTensorMatmul.cu"  # cutlass/gemm/device/...
 ROWWISE = "aten/src/ATen/native/cuda/RowwiseScaledMM.cu"  # cutlass/core_io.h, cutlass/util/host_tensor.h
 NVTX = "torch/csrc/cuda/shared/nvtx.cpp"  # nvToolsExt.h
+AOTI = "torch/csrc/inductor/aoti_package/model_package_loader.cpp"  # miniz.h (third_party/miniz-3.0.2), nlohmann/json.hpp
 ITT = "torch/csrc/itt_wrapper.cpp"  # ittnotify.h: no pinned headers
 MODULE = "torch/csrc/Module.cpp"  # libshm.h (torch/lib/libshm), then Kineto's ActivityType.h: no pinned headers
-PARSE = (DEVICE, STREAM, SIZE, CUDNN, TUNABLE, MKL, NVTX, FLASH, MEM_EFF_B, MEM_EFF_F, NESTED_MM, ROWWISE)
+PARSE = (DEVICE, STREAM, SIZE, CUDNN, TUNABLE, MKL, NVTX, AOTI, FLASH, MEM_EFF_B, MEM_EFF_F, NESTED_MM, ROWWISE)
 FAIL = (ITT, MODULE)
 
 
@@ -113,6 +114,16 @@ def test_cudnn_mkl_and_version_header(parsed) -> None:
     v = "at::cuda::tunable::TuningResultsValidator::"
     assert rows.at("calls_precise", TUNABLE, 371) == {
         (v + "ValidatePyTorchVersion", v + "GetPyTorchVersion", TUNABLE, 371)}
+
+
+def test_nlohmann_and_miniz(parsed) -> None:
+    rows, _ = parsed
+    anon = "torch::inductor::(anonymous:torch/csrc/inductor/aoti_package/model_package_loader.cpp)::"
+    # :261 `const nlohmann::json compile_flags = load_json_file(compile_flags_path);`
+    assert rows.at("calls_precise", AOTI, 261) == {(anon + "compile_so", anon + "load_json_file", AOTI, 261)}
+    # :339 `if (!mz_zip_reader_init_file(&zip_archive, model_package_path.c_str(), 0))`: miniz is in the tree
+    loader = "torch::inductor::AOTIModelPackageLoader::AOTIModelPackageLoader(const string&, const string&)"
+    assert rows.at("calls_precise", AOTI, 339) == {(loader, "mz_zip_reader_init_file", AOTI, 339)}
 
 
 def test_cutlass_tus(parsed) -> None:

@@ -63,6 +63,8 @@ INCLUDE_DIRS = (
     "aten/src/ATen/native/mkldnn/xpu", "aten/src/ATen/native/mkldnn/xpu/detail",
     # libshm.h (torch/csrc/Module.cpp), as torch/CMakeLists.txt adds it to TORCH_PYTHON_INCLUDE_DIRECTORIES
     "torch/lib/libshm",
+    # miniz.h (inductor/aoti_package), vendored in the tree; caffe2/CMakeLists.txt adds it to torch_cpu's
+    "third_party/miniz-3.0.2",
 )
 
 # How torchgen is run (part of the generated dir's key); the optional flags

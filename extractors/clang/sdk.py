@@ -8,20 +8,23 @@ nvrtc.h), mostly through ATen/cuda/CUDAContext.h, and the XPU ones
 (native/mkldnn/xpu/*) include SYCL's and oneDNN's; without them they do not
 parse. So do the TUs that include what a build takes from outside the tree:
 cuDNN (ATen/cudnn), CUTLASS and CuTe (the attention kernels), pybind11 and
-Python.h (torch/csrc's bindings), MKL (ATen/mkl). The vendors ship those
-headers in pip wheels (NVIDIA's `nvidia-*-cu12` under `nvidia/<lib>/
-include/`, Intel's under `<wheel>.data/data/include/`, `nvidia-cutlass` and
-`pybind11` under their package), so `torchtalk fetch NAME` (cuda, xpu,
-cudnn, cutlass, pybind11, mkl) downloads the pinned wheels with `pip
-download --no-deps`, unpacks only their headers into `<cache>/sdk/<name>/
-include` and drops the wheels (for CUDA ~1 GB of libraries for ~10 MB of
+Python.h (torch/csrc's bindings), MKL (ATen/mkl), nlohmann/json
+(torch.export's schema types, AOTInductor). The vendors ship those headers in
+pip wheels (NVIDIA's `nvidia-*-cu12` under `nvidia/<lib>/include/`, Intel's
+under `<wheel>.data/data/include/`, `nvidia-cutlass`, `pybind11` and
+`nlohmann-json` under their package), so `torchtalk fetch NAME` (cuda, xpu,
+cudnn, cutlass, pybind11, mkl, nlohmann) downloads the pinned wheels with
+`pip download --no-deps`, unpacks only their headers into `<cache>/sdk/
+<name>/include` and drops the wheels (for CUDA ~1 GB of libraries for ~10 MB of
 headers). The directory is made under a temp name and renamed into place,
 with the pins written beside it: a killed fetch leaves nothing half-made, a
 second fetch is a no-op, and a change of pins fetches again (only the added
 wheels when pins were only added). Python.h is not fetched: it is the
 running interpreter's (python_include). Kineto's and ITT's headers have no
-pinned wheel or release tarball (the `ittapi` wheel has no headers), so
-profiler_kineto.cpp and itt_wrapper.cpp stay reported failures. Synthesized
+pinned wheel or release tarball (the `ittapi` wheel has no headers), so the
+TUs that include Kineto's ActivityType.h (through profiler/kineto_shim.h:
+torch/csrc/Module.cpp, autograd/profiler_kineto.cpp, profiler/*) and
+itt_wrapper.cpp stay reported failures. Synthesized
 flags add every fetched SDK as `-isystem` (flags.synthesized); a TU that
 still misses an SDK header is reported with the SDK's name and the command
 that fetches it (`hint`).
@@ -159,7 +162,20 @@ MKL = Sdk(
     marker="mkl_dfti.h",
     headers=("mkl*.h", "fftw"),
 )
-SDKS = {sdk.name: sdk for sdk in (CUDA, XPU, CUDNN, CUTLASS, PYBIND11, MKL)}
+# nlohmann/json 3.11.3, the version of torch 2.6.0's third_party/nlohmann
+# submodule (a labelled guess: the release current at 2.6's branch cut):
+# torch/csrc/utils/generated_serialization_types.h (torch.export's schema) and
+# the c10d flight recorder include it. The `nlohmann-json` wheel repackages
+# the release's single-include headers under nlohmann_json/include/.
+NLOHMANN = Sdk(
+    name="nlohmann",
+    title="nlohmann/json 3.11.3",
+    wheels=("nlohmann-json==3.11.3",),
+    layout=r"nlohmann_json/include/(.+)",
+    marker="nlohmann/json.hpp",
+    headers=("nlohmann",),
+)
+SDKS = {sdk.name: sdk for sdk in (CUDA, XPU, CUDNN, CUTLASS, PYBIND11, MKL, NLOHMANN)}
 _PINS = "pins.txt"
 
 

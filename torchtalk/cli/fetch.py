@@ -9,16 +9,16 @@ from pathlib import Path
 
 NAME = "fetch"
 HELP = ("download the PyTorch 2.6.0 (or torchvision 0.21.0, torchaudio 2.6.0) source tree (Debian source package), "
-        "or an SDK's headers (CUDA, XPU, cuDNN, CUTLASS, pybind11, MKL)")
+        "or an SDK's headers (CUDA, XPU, cuDNN, CUTLASS, pybind11, MKL, nlohmann/json)")
 TREES = ("pytorch", "torchvision", "torchaudio")
-SDK_NAMES = ("cuda", "xpu", "cudnn", "cutlass", "pybind11", "mkl")  # extractors.clang.sdk.SDKS
+SDK_NAMES = ("cuda", "xpu", "cudnn", "cutlass", "pybind11", "mkl", "nlohmann")  # extractors.clang.sdk.SDKS
 WHAT = TREES + SDK_NAMES
 
 
 def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("what", nargs="?", default="pytorch", choices=WHAT,
                    help="pytorch (default): the source tree; torchvision, torchaudio: torchvision 0.21.0's, torchaudio 2.6.0's, "
-                        "for `index --source EXT --with-torch`; cuda, xpu, cudnn, cutlass, pybind11, mkl: those headers, "
+                        "for `index --source EXT --with-torch`; cuda, xpu, cudnn, cutlass, pybind11, mkl, nlohmann: those headers, "
                         "for `index --precise` (pinned pip wheels, headers only, into the user cache dir)")
     p.add_argument("--dest", type=Path, help="where to unpack the tree (default: the user cache dir)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
