@@ -11,6 +11,7 @@ Example:
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from mcp.server import MCPServer
@@ -64,7 +65,7 @@ def serve(
     import anyio
     import uvicorn
 
-    app = server.streamable_http_app(host=host)
+    app = DisconnectCancels(server.streamable_http_app(host=host))
     if token:
         app = BearerToken(app, token)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning")
@@ -118,3 +119,71 @@ class BearerToken:
         got = next((v for k, v in scope.get("headers", ()) if k.lower() == b"authorization"), b"")
         scheme, _, given = got.partition(b" ")
         return scheme.lower() == b"bearer" and hmac.compare_digest(given.strip(), self._want)
+
+
+# Note [Disconnect cancels]: a client whose HTTP connection drops while its
+# tools/call streams (an agent stopped, a crashed editor) will never read the
+# answer, but the SDK runs the call on (the MCP spec: a disconnect is not a
+# cancellation), holding a pooled connection to its time limit (Note [Stopped
+# calls] in server.py). `DisconnectCancels` sees the request's body and the
+# ASGI `http.disconnect` before the response ended, and sends the session
+# the `notifications/cancelled` the client would have sent: the call stops
+# as a cancelled one, its query interrupted, its connection back at once.
+class DisconnectCancels:
+    """ASGI middleware: a POSTed JSON-RPC request whose client disconnects
+    before its response ends is cancelled (Note [Disconnect cancels])."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http" or scope.get("method") != "POST":
+            await self.app(scope, receive, send)
+            return
+        body, ended, cancelled = bytearray(), [False], [False]
+
+        async def watched_receive():
+            message = await receive()
+            if message["type"] == "http.request":
+                body.extend(message.get("body", b""))
+            elif message["type"] == "http.disconnect" and not ended[0] and not cancelled[0]:
+                cancelled[0] = True
+                await self._cancel(scope, bytes(body))
+            return message
+
+        async def watched_send(message):
+            if message["type"] == "http.response.body" and not message.get("more_body", False):
+                ended[0] = True
+            await send(message)
+
+        await self.app(scope, watched_receive, watched_send)
+
+    async def _cancel(self, scope, body: bytes) -> None:
+        """Send the session `notifications/cancelled` for the request in `body`."""
+        import json
+
+        try:
+            request = json.loads(body)
+        except ValueError:
+            return
+        if not isinstance(request, dict) or "id" not in request or "method" not in request:
+            return
+        note = json.dumps({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                           "params": {"requestId": request["id"], "reason": "the client disconnected"}}).encode()
+        headers = [(k, v) for k, v in scope.get("headers", ()) if k.lower() != b"content-length"]
+        headers.append((b"content-length", str(len(note)).encode()))
+        sent = [False]
+
+        async def receive():
+            if sent[0]:
+                return {"type": "http.disconnect"}
+            sent[0] = True
+            return {"type": "http.request", "body": note, "more_body": False}
+
+        async def send(_message) -> None:
+            return None
+
+        try:
+            await self.app({**scope, "headers": headers}, receive, send)
+        except Exception as err:  # the session may be gone already: nothing to cancel
+            print(f"torchtalk mcp: cancelling a disconnected call: {err!r}", file=sys.stderr)

@@ -183,9 +183,8 @@ class _Call:
     given back to the pool is never interrupted for another call. (Python
     work between statements, such as building chains, is not interrupted: it
     must stay short, linear in the rows.) A client
-    whose HTTP connection drops mid-call has not cancelled it (the MCP spec:
-    a disconnect is not a cancellation): the call runs on to its end or its
-    limit, then its connection is back (tests/reliability/test_mcp_stops.py).
+    whose HTTP connection drops mid-call is taken to have cancelled it (Note
+    [Disconnect cancels] in serve.py; tests/reliability/test_mcp_stops.py).
     """
 
     def __init__(self, db: FactDB, limit: float) -> None:
