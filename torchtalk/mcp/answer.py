@@ -17,8 +17,8 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from mcp.types import CallToolResult, TextContent
@@ -64,90 +64,10 @@ def tokens(text: str) -> int:
     return (len(text) + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
 
 
-# Note [Chains for the answer]: impact and affected answer up to FETCH_ROWS
-# rows (torchtalk/mcp/tools.py), an answer shows a few dozen. Their chains
-# are computed for the rows shown only (Note [Chains for the page] in
-# rules/chains.dl): the tools ask `query(chains_later=True)`, whose rows'
-# chains are None, as a `Chained` table; `fit` gets the chains of the first
-# FIRST_CHAINS rows of each section, fits the text, and asks for more (x4)
-# while a text that fit showed a row without its chain. A row without its
-# chain renders no longer than with it, so a text too long without is too
-# long with: the text and rows are those of the answer with every chain.
-# A chain that could be a constant column (said once in the heading: the
-# rows known have one chain) or rows that could be grouped (an `op` column)
-# get every chain first. `fit` runs in the call's worker thread, on its
-# pooled connection (run_tool in server.py: a stopped call interrupts it).
-FIRST_CHAINS = 50
-
-
-@dataclass(frozen=True)
-class Chained(Table):
-    """A Table whose last column (the chain) is None where not computed yet:
-    `origin[i]` is row i as the query gave it (without its chain),
-    `chain_of(origins)` their chains (Note [Chains for the answer])."""
-
-    origin: tuple[tuple, ...] = ()
-    chain_of: Callable[[list[tuple]], list] | None = None
-
-    @classmethod
-    def of(cls, table: Table, chain_of: Callable[[list[tuple]], list]) -> Chained:
-        """`table` (rows ending with a None chain) whose chains `chain_of` gives."""
-        return cls(table.title, table.columns, table.rows, table.total, table.notes,
-                   origin=tuple(r[:-1] for r in table.rows), chain_of=chain_of)
-
-    def with_chains(self, wanted: Iterable[int]) -> Table:
-        """This table with the chains of rows `wanted` (indices); a plain
-        Table once every row has its chain."""
-        todo = [i for i in dict.fromkeys(wanted) if self.rows[i][-1] is None]
-        rows = list(self.rows)
-        for i, c in zip(todo, self.chain_of([self.origin[i] for i in todo]) if todo else (), strict=True):
-            rows[i] = (*rows[i][:-1], c)
-        if all(r[-1] is not None for r in rows):
-            return Table(self.title, self.columns, tuple(rows), self.total, self.notes)
-        return replace(self, rows=tuple(rows))
-
-
-def _firsts(table: Table, k: int) -> list[int]:
-    """The indices of the first `k` rows of each section of `table` (all
-    rows when its rows could be grouped or reordered: Note [Sized answers])."""
-    sized = size(table.columns, table.rows, table.total)
-    if "op" in table.columns or sized.section == "step":
-        return list(range(len(table.rows)))
-    if sized.section is None:
-        return list(range(min(k, len(table.rows))))
-    col = table.columns.index(sized.section)
-    seen: dict = {}
-    out = []
-    for i, r in enumerate(table.rows):
-        seen[r[col]] = seen.get(r[col], 0) + 1
-        if seen[r[col]] <= k:
-            out.append(i)
-    return out
-
-
 def fit(table: Table, budget: int = BUDGET, more: More | None = None) -> tuple[str, list[tuple]]:
     """The text of `table` within `budget` tokens, and the rows it shows: the
     most rows per section that fit, then cells and notes cut shorter; the
-    heading and each section's first rows always come first. A `Chained`
-    table gets the chains of the rows it may show (Note [Chains for the answer])."""
-    k = FIRST_CHAINS
-    while isinstance(table, Chained):
-        table = table.with_chains(_firsts(table, k))
-        if isinstance(table, Chained) and len({r[-1] for r in table.rows if r[-1] is not None}) < 2:
-            table = table.with_chains(range(len(table.rows)))  # the chain could be constant
-        if not isinstance(table, Chained):
-            break
-        unsure: list = []
-        text, kept = _fit(table, budget, more, unsure)
-        if not unsure and all(r[-1] is not None for r in kept):
-            return text, kept
-        k *= 4
-    return _fit(table, budget, more)
-
-
-def _fit(table: Table, budget: int, more: More | None, unsure: list | None = None) -> tuple[str, list[tuple]]:
-    """`fit` of a table; a text that fit while showing a row without its
-    chain is noted in `unsure` (Note [Chains for the answer])."""
+    heading and each section's first rows always come first."""
     more = more or More()
     limit = budget * CHARS_PER_TOKEN
     sized = size(table.columns, table.rows, table.total)
@@ -156,10 +76,7 @@ def _fit(table: Table, budget: int, more: More | None, unsure: list | None = Non
 
     def render(cap: int, most: int) -> tuple[str, list[tuple]]:
         lines, kept = render_lines(table.title, sized, cap, more=more.section, rest=rest, most=most)
-        text = "\n".join(lines + [f"note: {n}" for n in notes])
-        if unsure is not None and len(text) <= limit and any(r[-1] is None for r in kept):
-            unsure.append(cap)
-        return text, kept
+        return "\n".join(lines + [f"note: {n}" for n in notes]), kept
 
     caps = [c for c in _CAPS if c <= 2 * max(1, len(sized.rows))] or [1]
     text, kept = "", []

@@ -237,17 +237,10 @@ async def run_tool(
     """
     app: App = ctx.request_context.lifespan_context
     limit = call_timeout()
-
-    def fitted(con) -> CallToolResult:
-        # fitted in the worker, on its connection: a Chained answer's chains
-        # are computed as it fits (Note [Chains for the answer] in answer.py)
-        table = work(con)
-        return table if isinstance(table, CallToolResult) else to_result(table, budget, more)
-
     call = _Call(app.db, limit)
     try:
         with anyio.fail_after(limit):
-            table = await anyio.to_thread.run_sync(_pooled, app, fitted, optional_db, call, abandon_on_cancel=True)
+            table = await anyio.to_thread.run_sync(_pooled, app, work, optional_db, call, abandon_on_cancel=True)
     except TimeoutError:
         call.stop()
         raise ToolError(f"{name}: gave up after {limit:g} s; narrow the question") from None
@@ -266,7 +259,8 @@ async def run_tool(
             raise ToolError(_error_text(bad_db)) from None
         print(f"torchtalk mcp: {name} failed: {err!r}", file=sys.stderr)
         raise ToolError(f"{name}: internal error: {type(err).__name__}: {err}") from err
-    return table
+    # a tool may build its result itself (an answer per definition, torchtalk/mcp/tools.py)
+    return table if isinstance(table, CallToolResult) else to_result(table, budget, more)
 
 
 def _error_text(err: TorchTalkError, max_lines: int = 40) -> str:

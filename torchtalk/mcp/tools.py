@@ -73,18 +73,12 @@ def _table(result: Any, title: str) -> Table:
     return Table(title, tuple(order), tuple(tuple(d.get(c) for c in order) for d in dicts), len(dicts))
 
 
-def _dsl(ctx: Context, con, text: str, limit: int | None = FETCH_ROWS, later: bool = True) -> Table:
-    """Evaluate a query-DSL text through the facade (with the server's --rules dirs);
-    `later`: impact's and affected's chains for the rows shown only (Note [Chains for the answer])."""
+def _dsl(ctx: Context, con, text: str, limit: int | None = FETCH_ROWS) -> Table:
+    """Evaluate a query-DSL text through the facade (with the server's --rules dirs)."""
     from torchtalk import api
-    from torchtalk.mcp.answer import Chained
 
     rules = ctx.request_context.lifespan_context.rules
-    result = api.query(text, con=con, limit=limit, rules=rules, chains_later=later)
-    table = _table(result, text)
-    if getattr(result, "chain_of", None) is None:
-        return table
-    return Chained.of(table, result.chain_of)  # chains for the rows shown only (Note [Chains for the answer])
+    return _table(api.query(text, con=con, limit=limit, rules=rules), text)
 
 
 # Note [Ambiguous names for agents]: an agent that asks about `gemm` wants an
@@ -116,32 +110,19 @@ def _merged(table: Table, name: str) -> Table:
     `name`'s overloads written as `name`, and the rows that become equal
     once (Note [Overload ids]: the overloads of one name are one definition
     here, so gemm's ten overloads do not answer ten times over)."""
-    from collections import Counter
     from dataclasses import replace
 
     from extractors.cpp.names import split_sig
-    from torchtalk.mcp.answer import Chained
 
     if split_sig(name)[1]:
         return table
-
-    def renamed(r: tuple) -> tuple:
-        return tuple(name if isinstance(v, str) and v.endswith(")") and split_sig(v)[0] == name else v for v in r)
-
-    if isinstance(table, Chained):  # rows that may merge need their chains (Note [Chains for the answer])
-        merging = Counter(renamed(r[:-1]) for r in table.rows)
-        table = table.with_chains(i for i, r in enumerate(table.rows) if merging[renamed(r[:-1])] > 1)
-    first: dict[tuple, int] = {}
-    for i, r in enumerate(table.rows):
-        first.setdefault(renamed(r), i)
-    if len(first) == len(table.rows):
-        return table
-    out = replace(table, rows=tuple(first), total=table.total - len(table.rows) + len(first))
-    return replace(out, origin=tuple(table.origin[i] for i in first.values())) if isinstance(out, Chained) else out
+    rows = tuple(dict.fromkeys(
+        tuple(name if isinstance(v, str) and v.endswith(")") and split_sig(v)[0] == name else v for v in r)
+        for r in table.rows))
+    return table if len(rows) == len(table.rows) else replace(table, rows=rows, total=table.total - len(table.rows) + len(rows))
 
 
 def _per_definition(ctx: Context, con, res, dsl: Callable[[str], str], budget: int) -> CallToolResult:
-    from extractors.cpp.names import split_sig
     from torchtalk.mcp.answer import fit, tokens
     from torchtalk.query.dsl import value_text
     from torchtalk.query.resolve import Resolver
@@ -151,9 +132,7 @@ def _per_definition(ctx: Context, con, res, dsl: Callable[[str], str], budget: i
             f"first (public namespace, most callers)")
     texts, rows, columns, total, notes = [head], [], (), 0, []
     for i, (m, callers) in enumerate(ranked[:GROUPS]):
-        # an overload packet's rows merge by their chains (_merged): every chain, in one run
-        packet = not split_sig(m.id)[1]
-        table = _merged(_dsl(ctx, con, dsl(value_text(m.id)), later=not packet), m.id)
+        table = _merged(_dsl(ctx, con, dsl(value_text(m.id))), m.id)
         columns, total = table.columns, total + table.total
         texts.append(f"\n[{i + 1}] {m.id}  {m.where()}  ({callers} caller{'s' if callers != 1 else ''})")
         share = max(100, int(budget * GROUP_BUDGET[min(i, len(GROUP_BUDGET) - 1)]))

@@ -28,16 +28,12 @@ def query(
     engine: str = "duckdb",
     explain: int | None = None,
     dump_passes: Path | None = None,
-    chains_later: bool = False,
 ):
     """Run DSL `text` on fact DB connection `con`; a `run.Result`.
 
     `explain=N` adds the derivation trees of the first N rows
     (`result.explanations`, see torchtalk.query.explain). `dump_passes=DIR`
     writes the program after each pass into DIR (`NN-<pass>.dl`).
-    `chains_later`: a query that chains the rows shown only (impact,
-    affected) leaves its chains None and `result.chain_of(rows)` computes
-    them (Note [Chains for the answer] in torchtalk/mcp/answer.py).
 
     Example:
         >>> query("impact(cpublas::gemm, depth=2)", con, limit=5).total
@@ -66,15 +62,13 @@ def query(
         from torchtalk.datalog.transform.pipeline import dump_to
 
         dump = dump_to(Path(dump_passes))
-    shown = evaluate_bound(b, program, con, engine=engine, tables=tables, limit=limit, dump=dump,
-                           later=chains_later)
+    shown = evaluate_bound(b, program, con, engine=engine, tables=tables, limit=limit, dump=dump)
     from torchtalk.query.chains import COLUMN, wants_chain
     from torchtalk.query.run import _notes
 
     extra = (COLUMN,) if wants_chain(program, b.sig.name) else ()  # Note [Chains]
     result = Result(b.sig.name, (*b.sig.columns, *extra), (*b.sig.types, *extra), tuple(shown),
-                    shown.total, b.resolutions, (*left_out, *routed, *_notes(b), *_tier_notes(con, program, b)),
-                    chain_of=getattr(shown, "chain_of", None))
+                    shown.total, b.resolutions, (*left_out, *routed, *_notes(b), *_tier_notes(con, program, b)))
     if explain:
         from torchtalk.query.explain import explain as _explain
         from torchtalk.query.run import prune

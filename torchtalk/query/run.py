@@ -15,7 +15,6 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from torchtalk.errors import InputError, QueryError, SrcLoc, did_you_mean
@@ -62,9 +61,6 @@ class Result:
     resolutions: tuple[Resolution, ...] = ()
     notes: tuple[str, ...] = field(default=())
     explanations: tuple[dict, ...] = ()
-    # query(chains_later=True): the rows' chains are None, this gives those
-    # of the rows asked for (Note [Chains for the answer] in torchtalk/mcp/answer.py)
-    chain_of: Callable | None = field(default=None, compare=False, repr=False)
 
     def records(self) -> list[dict]:
         """One dict per row keyed by column name (the `--json` form; a
@@ -213,18 +209,14 @@ def _typed(q: Query, v: Value, p: Param):
 
 
 def evaluate_bound(b: Bound, program, con, *, engine: str = "duckdb",
-                   tables: frozenset | None = None, limit: int | None = None, dump=None,
-                   later: bool = False):
+                   tables: frozenset | None = None, limit: int | None = None, dump=None):
     """The rows of the bound relation, filtered, in `sort_order`, at most
     `limit` of them: a `Page` (its `total` counts them all); `tables` = the
     fact DB's table names (for Note [Pruning]). The program goes through
     `query_passes` first; `dump(name, stage)` sees it after each pass. A
     walk answer's rows end with their chain (Note [Chains]), computed with
     them or, for a query that declares `<query>_shown`, for the rows of the
-    page only (Note [Chains for the page] in rules/chains.dl). `later`: such
-    a query's rows end with None, and the page's `chain_of(rows)` gives the
-    chains of the rows asked for (Note [Chains for the answer] in
-    torchtalk/mcp/answer.py)."""
+    page only (Note [Chains for the page] in rules/chains.dl)."""
     from torchtalk.datalog.engines import Fetch, Page
     from torchtalk.query.chains import CHAIN, chains, wants_chain
 
@@ -234,7 +226,7 @@ def evaluate_bound(b: Bound, program, con, *, engine: str = "duckdb",
     shown = f"{name}_shown"
     paged = with_chain and shown in program.inputs
     facts = b.facts
-    if paged and not later and (limit is None or limit > PAGE_ROWS):  # every row, or many: one run
+    if paged and (limit is None or limit > PAGE_ROWS):  # every row, or many: one run
         program, paged = _all_shown(program, name, shown), False
         if ALL_SHOWN in program.decls:
             facts = {**facts, ALL_SHOWN: [()]}
@@ -243,29 +235,14 @@ def evaluate_bound(b: Bound, program, con, *, engine: str = "duckdb",
     page = out.get(name, Page([]))
     if not with_chain:
         return page
-    if not paged:
-        found = chains(name, page, out.get(CHAIN, ()))
-        return Page([(*r, c) for r, c in zip(page, found, strict=True)], page.total)
-
-    def chain_of(rows) -> list:
-        """The chains of `rows` (of `page`, without their chain): a second
-        run, given them, or for many of them every row's (as one run would)."""
-        rows = [tuple(r) for r in rows]
-        if not rows:
-            return []
-        step = None if dump is None else (lambda n, st: dump(f"chain-{n}", st))
-        if len(rows) <= PAGE_ROWS:
-            given, chained = {**b.facts, shown: rows}, program
-        else:
-            chained = _all_shown(program, name, shown)
-            given = {**b.facts, **({ALL_SHOWN: [()]} if ALL_SHOWN in chained.decls else {})}
-        return chains(name, rows, _evaluate(b, chained, con, engine, tables, step, given, [CHAIN], CHAIN, {})[CHAIN])
-
-    if later:
-        out = Page([(*r, None) for r in page], page.total)
-        out.chain_of = chain_of
-        return out
-    return Page([(*r, c) for r, c in zip(page, chain_of(page), strict=True)], page.total)
+    if paged:
+        facts = {**b.facts, shown: [tuple(r) for r in page]}
+        later = None if dump is None else (lambda n, st: dump(f"chain-{n}", st))
+        edges = _evaluate(b, program, con, engine, tables, later, facts, [CHAIN], CHAIN, {})[CHAIN] if page else ()
+    else:
+        edges = out.get(CHAIN, ())
+    found = chains(name, page, edges)
+    return Page([(*r, c) for r, c in zip(page, found, strict=True)], page.total)
 
 
 # A page of at most this many rows gets its chains by a second run (Note
