@@ -221,6 +221,12 @@ def test_impact_puts_documented_apis_first_at_equal_rank(con, subject, documente
     for rank in {r["rank"] for r in rows}:  # within a rank: documented, then public, then private
         tiers = [r["api"] for r in rows if r["rank"] == rank]
         assert tiers == sorted(tiers, key=TIERS.index)
+        for tier in TIERS:  # in a tier, the API with the most tests first (its tests_cover rows)
+            tests = [r["tests"] for r in rows if (r["rank"], r["api"]) == (rank, tier)]
+            assert tests == sorted(tests, reverse=True)
+    for r in rows[:50]:
+        n = con.execute("SELECT count(DISTINCT test) FROM tests_cover WHERE subject = ?", [r["name"]]).fetchone()[0]
+        assert r["tests"] == n, r["name"]
     first = {r["name"]: i for i, r in reversed(list(enumerate(rows)))}
     by_rank = {r["name"]: r["rank"] for r in rows}
     for d in documented:

@@ -277,6 +277,27 @@ def test_fetch_filters_sorts_limits_and_counts(db):
     assert list(zero) == [] and zero.total == 16
 
 
+NUMS = """
+.decl r(a: symbol, n: number)
+.input r
+.decl out(a: symbol, n: number)
+.output out
+out(a, n) :- r(a, n).
+"""
+
+
+def test_fetch_sorts_a_number_column_largest_first(db):
+    """Fetch.order's `~i`: column i descending (impact's `tests`, Note [API tiers])."""
+    from torchtalk.datalog.engines import Fetch, fetch_rows
+
+    con = duckdb.connect(str(db), read_only=True)
+    rows = [("a", 1), ("b", 239), ("d", 50), ("c", 50)]
+    spec = Fetch(order=(~1, 0), limit=3)
+    page = evaluate(parse_text(NUMS), con, outputs=["out"], facts={"r": rows}, fetch={"out": spec})["out"]
+    assert list(page) == [("b", 239), ("c", 50), ("d", 50)] and page.total == 4
+    assert list(fetch_rows(rows, spec)) == list(page)
+
+
 GROUPED = """
 .decl r(a: number, b: number, c: number)
 .input r

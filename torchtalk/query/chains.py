@@ -220,7 +220,7 @@ def _paths(edges: Edges, row) -> list[Step]:
 
 
 def _impact(edges: Edges, row) -> list[Step]:
-    fn, kind, name, to, depth, file, line, _res, _api, _rank = row
+    fn, kind, name, to, depth, file, line, _res, _api, _tests, _rank = row
     es = edges.from_node((fn, ""), name, None if kind == "function" else "")
     e = first(es, file, line, to, depth - 1) or first(es, file, line, to)
     if e is None:
@@ -286,7 +286,7 @@ def _affected(edges: Edges, row) -> list[Step]:
 # each walk query's builder, and the columns it reads the rows by
 BUILDERS = {
     "paths": (_paths, ("src", "dst", "op", "depth", "file", "line", "res", "rank")),
-    "impact": (_impact, ("fn", "kind", "name", "via", "depth", "file", "line", "res", "api", "rank")),
+    "impact": (_impact, ("fn", "kind", "name", "via", "depth", "file", "line", "res", "api", "tests", "rank")),
     "kernels": (_kernels, ("op", "key", "on", "kernel", "host", "entry", "res", "rank", "why",
                            "depth", "file", "line")),
     "op_callees": (_op_callees, ("op", "key", "steps", "calls", "caller", "res", "entry", "on", "file", "line")),

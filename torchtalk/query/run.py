@@ -304,12 +304,14 @@ def query_passes(b: Bound, library, con, engine: str, tables: frozenset | None, 
 
 
 def sort_order(sig: Signature) -> tuple[int, ...]:
-    """How a query's rows are sorted: by rank, then API tier, then depth (for
-    the columns there are; Notes [Test ranking], [API tiers] in
-    rules/ranking.dl), then column by column."""
+    """How a query's rows are sorted: by rank, then API tier, then the most
+    tests first, then depth (for the columns there are; Notes [Test ranking],
+    [API tiers] in rules/ranking.dl), then column by column (Fetch.order:
+    `~i` is column i, largest first)."""
     cols = tuple(range(len(sig.columns)))
-    lead = tuple(sig.columns.index(c) for c in ("rank", "api", "depth") if c in sig.columns)
-    return (*lead, *cols)
+    lead = tuple(sig.columns.index(c) for c in ("rank", "api") if c in sig.columns)
+    most = tuple(~sig.columns.index(c) for c in ("tests",) if c in sig.columns and "api" in sig.columns)
+    return (*lead, *most, *(sig.columns.index(c) for c in ("depth",) if c in sig.columns), *cols)
 
 
 def _notes(b: Bound) -> tuple[str, ...]:

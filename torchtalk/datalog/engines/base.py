@@ -17,7 +17,8 @@ Rows = list[tuple]
 @dataclass(frozen=True)
 class Fetch:
     """How an output comes back: its distinct rows whose column i is one of
-    `keep`'s values for i, sorted by the columns `order`, at most `limit`.
+    `keep`'s values for i, sorted by the columns `order` (`~i`: number
+    column i, largest first), at most `limit`.
     With `write_to` (a file path) the rows go to that file instead, in
     Soufflé's output format (io.write_rows), and the Page holds none: its
     total counts them."""
@@ -39,7 +40,7 @@ class Page(list):
 def fetch_rows(rows: Iterable[tuple], spec: Fetch) -> Page:
     """`spec` applied in Python (for an engine that cannot do it itself)."""
     kept = [r for r in set(rows) if all(r[i] in allowed for i, allowed in spec.keep)]
-    kept.sort(key=lambda r: tuple(r[i] for i in spec.order))
+    kept.sort(key=lambda r: tuple(r[i] if i >= 0 else -r[~i] for i in spec.order))
     page = Page(kept if spec.limit is None else kept[: spec.limit], len(kept))
     if spec.write_to is None:
         return page

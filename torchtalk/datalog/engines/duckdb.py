@@ -182,7 +182,7 @@ def _page(con, sql: str, spec: Fetch, columns: list[str]) -> Page:
     conds = [f"{q(columns[i])} IN ({', '.join(_literal(v) for v in sorted(allowed, key=repr))})"
              if allowed else "false" for i, allowed in spec.keep]
     rows_sql = f"SELECT DISTINCT * FROM ({sql}) AS r" + (f" WHERE {' AND '.join(conds)}" if conds else "")
-    order = ", ".join(str(i + 1) for i in spec.order)
+    order = ", ".join(str(i + 1) if i >= 0 else f"{~i + 1} DESC" for i in spec.order)
     if spec.write_to is not None:
         return Page([], copy_rows(con, f"{rows_sql} ORDER BY {order}", spec.write_to))
     if spec.limit is None:
