@@ -465,13 +465,15 @@ def test_configure_template() -> None:
         #cmakedefine C10_BUILD_SHARED_LIBS
         #cmakedefine C10_USE_GLOG
         #define AT_MKL_ENABLED() @AT_MKL_ENABLED@
+        #define AT_NNPACK_ENABLED() @AT_NNPACK_ENABLED@
         #define AT_PARALLEL_NATIVE @AT_PARALLEL_NATIVE@
         #define NVCC_FLAGS_EXTRA "@NVCC_FLAGS_EXTRA@"
         """)
     assert configure(text) == textwrap.dedent("""\
         #define C10_BUILD_SHARED_LIBS
         /* #undef C10_USE_GLOG */
-        #define AT_MKL_ENABLED() 0
+        #define AT_MKL_ENABLED() 1
+        #define AT_NNPACK_ENABLED() 0
         #define AT_PARALLEL_NATIVE 1
         #define NVCC_FLAGS_EXTRA ""
         """)

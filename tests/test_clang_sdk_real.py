@@ -23,6 +23,7 @@ SIZE = "torch/csrc/Size.cpp"  # pybind11/pytypes.h
 CUDNN = "aten/src/ATen/cudnn/Types.cpp"  # cudnn.h
 TUNABLE = "aten/src/ATen/cuda/tunable/Tunable.cpp"  # torch/version.h (generated)
 MKL = "aten/src/ATen/mkl/SparseBlas.cpp"  # mkl_spblas.h
+FFT = "aten/src/ATen/native/mkl/SpectralOps.cpp"  # the wheel's `#elif AT_MKL_ENABLED()` branch
 FLASH = "aten/src/ATen/native/transformers/cuda/flash_attn/kernels/flash_bwd_hdim192_fp16_sm80.cu"  # cute/
 MEM_EFF_B = "aten/src/ATen/native/transformers/cuda/mem_eff_attention/kernels/cutlassB_bf16_aligned_k32_dropout.cu"
 MEM_EFF_F = "aten/src/ATen/native/transformers/cuda/mem_eff_attention/kernels/cutlassF_f32_notaligned.cu"
@@ -32,7 +33,7 @@ NVTX = "torch/csrc/cuda/shared/nvtx.cpp"  # nvToolsExt.h
 AOTI = "torch/csrc/inductor/aoti_package/model_package_loader.cpp"  # miniz.h (third_party/miniz-3.0.2), nlohmann/json.hpp
 ITT = "torch/csrc/itt_wrapper.cpp"  # ittnotify.h: no pinned headers
 MODULE = "torch/csrc/Module.cpp"  # libshm.h (torch/lib/libshm), then Kineto's ActivityType.h: no pinned headers
-PARSE = (DEVICE, STREAM, SIZE, CUDNN, TUNABLE, MKL, NVTX, AOTI, FLASH, MEM_EFF_B, MEM_EFF_F, NESTED_MM, ROWWISE)
+PARSE = (DEVICE, STREAM, SIZE, CUDNN, TUNABLE, MKL, FFT, NVTX, AOTI, FLASH, MEM_EFF_B, MEM_EFF_F, NESTED_MM, ROWWISE)
 FAIL = (ITT, MODULE)
 
 
@@ -152,3 +153,14 @@ def test_cutlass_tus(parsed) -> None:
         for t in ("float", "Half", "BFloat16", "scalar_t")}
     # :468 `at::mm_out(output_unbind[i], ...)`: the op call the compiler names
     assert ("at::native::bmm_nested_cuda", "mm", NESTED_MM, 468, "compiler") in rows.rel["calls_op"]
+
+
+def test_the_wheels_mkl_branch(parsed) -> None:
+    """Note [Build configuration]: the configured headers say MKL is on, as
+    in torch 2.6.0's wheel, so mkl/SpectralOps.cpp's MKL branch is the one
+    parsed: `_exec_fft` calls permute at :452 (the runtime's `_fft_c2c ->
+    permute`), and the pocketfft branch's at::empty (:266) is not compiled."""
+    rows, _ = parsed
+    exec_fft = "at::native::(static:aten/src/ATen/native/mkl/SpectralOps.cpp)::_exec_fft"
+    assert (exec_fft, "permute", FFT, 452, "compiler") in rows.at("calls_op", FFT, 452)
+    assert rows.at("calls_op", FFT, 266) == set()

@@ -45,8 +45,18 @@ TEMPLATES = {
     "torch/csrc/api/include/torch/version.h.in": "torch/version.h",
 }
 VERSION_FILE = "version.txt"
-# A CPU build: these @VARS@ are 1, every other one is 0; these #cmakedefines are set.
-CONFIG_ON = frozenset({"AT_BUILD_WITH_BLAS", "AT_BUILD_WITH_LAPACK", "AT_PARALLEL_NATIVE"})
+# Note [Build configuration]: a `#if AT_X_ENABLED()` branch the compiler tier
+# does not take has no edges (the fast tier reads both), so the configured
+# headers follow the build the answers are about: torch 2.6.0's Linux x86-64
+# wheel, whose torch.__config__.show() says USE_MKL=ON (oneAPI MKL 2024.2),
+# USE_MKLDNN=ON, USE_NNPACK=ON, LAPACK from MKL. Of these the tier turns on
+# what it has headers for: MKL (`torchtalk fetch mkl`). MKLDNN's ideep and
+# NNPACK are submodules the source package lacks, so they stay off, and with
+# MKL on, pocketfft is off as in the wheel. Measured by bench/runtime_oracle.py
+# on a compiler-tier DB: with MKL off, the runtime's `_fft_c2c -> permute`
+# (mkl/SpectralOps.cpp:452, under `#elif AT_MKL_ENABLED()`) had no path.
+# These @VARS@ are 1, every other one is 0; these #cmakedefines are set.
+CONFIG_ON = frozenset({"AT_BUILD_WITH_BLAS", "AT_BUILD_WITH_LAPACK", "AT_PARALLEL_NATIVE", "AT_MKL_ENABLED"})
 CMAKEDEFINE_ON = frozenset({"C10_BUILD_SHARED_LIBS"})
 
 DEFINES = (
@@ -339,12 +349,12 @@ def tree_version(root: Path) -> dict[str, str]:
 
 
 def configure(text: str, values: dict[str, str] | None = None) -> str:
-    """Fill a CMake `.h.in` template as a CPU-only build: an @VAR@ named in
+    """Fill a CMake `.h.in` template as the wheel's build (Note [Build configuration]): an @VAR@ named in
     `values` gets its value, any other is 1 if on (CONFIG_ON) else 0.
 
     Example:
-        >>> configure("#define AT_MKL_ENABLED() @AT_MKL_ENABLED@\\n#cmakedefine C10_USE_GLOG")
-        '#define AT_MKL_ENABLED() 0\\n/* #undef C10_USE_GLOG */'
+        >>> configure("#define AT_NNPACK_ENABLED() @AT_NNPACK_ENABLED@\\n#cmakedefine C10_USE_GLOG")
+        '#define AT_NNPACK_ENABLED() 0\\n/* #undef C10_USE_GLOG */'
     """
     values = values or {}
 
