@@ -205,16 +205,19 @@ def _tier(name: str) -> str:
     return "documented" if name.rsplit(".", 1)[0] in PUBLIC_API_MODULES else "other public"
 
 
-@pytest.mark.parametrize(("subject", "documented", "private"), [
-    ("impact(cpublas::gemm, depth=4, kind=python)", {"torch.mm", "torch.addmm", "torch.Tensor.mm"},
+@pytest.mark.parametrize(("subject", "key", "documented", "private"), [
+    ("impact(cpublas::gemm, depth=4, kind=python)", "name", {"torch.mm", "torch.addmm", "torch.Tensor.mm"},
      {"torch._C._nn.slow_conv_dilated2d", "torch.ops.aten.addmm", "torch.Tensor._addmm_activation"}),
-    ("impact(at::native::layer_norm_cpu, kind=python)", {"torch.nn.functional.layer_norm", "torch.native_layer_norm"},
+    ("paths(at::native::layer_norm_cpu -> python)", "dst",
+     {"torch.native_layer_norm", "torch.nn.functional.layer_norm", "torch.layer_norm"},
+     {"torch.ops.aten.native_layer_norm", "torch.ops.aten.layer_norm.default"}),
+    ("impact(at::native::layer_norm_cpu, kind=python)", "name", {"torch.nn.functional.layer_norm", "torch.native_layer_norm"},
      {"torch.ops.aten.native_layer_norm"}),
 ])
-def test_impact_puts_documented_apis_first_at_equal_rank(con, subject, documented, private):
+def test_impact_and_paths_put_documented_apis_first_at_equal_rank(con, subject, key, documented, private):
     rows = _rows(con, subject)
-    assert all(r["api"] == _tier(r["name"]) for r in rows)
-    names = {r["name"] for r in rows}
+    assert all(r["api"] == _tier(r[key]) for r in rows)
+    names = {r[key] for r in rows}
     assert documented <= names and private <= names
     assert [(r["rank"], TIERS.index(r["api"])) for r in rows] == sorted(
         (r["rank"], TIERS.index(r["api"])) for r in rows)
@@ -225,10 +228,10 @@ def test_impact_puts_documented_apis_first_at_equal_rank(con, subject, documente
             tests = [r["tests"] for r in rows if (r["rank"], r["api"]) == (rank, tier)]
             assert tests == sorted(tests, reverse=True)
     for r in rows[:50]:
-        n = con.execute("SELECT count(DISTINCT test) FROM tests_cover WHERE subject = ?", [r["name"]]).fetchone()[0]
-        assert r["tests"] == n, r["name"]
-    first = {r["name"]: i for i, r in reversed(list(enumerate(rows)))}
-    by_rank = {r["name"]: r["rank"] for r in rows}
+        n = con.execute("SELECT count(DISTINCT test) FROM tests_cover WHERE subject = ?", [r[key]]).fetchone()[0]
+        assert r["tests"] == n, r[key]
+    first = {r[key]: i for i, r in reversed(list(enumerate(rows)))}
+    by_rank = {r[key]: r["rank"] for r in rows}
     for d in documented:
         for p in private:
             if by_rank[d] == by_rank[p]:

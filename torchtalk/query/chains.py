@@ -205,7 +205,7 @@ def via(edges: Edges, walk: tuple, src: str, dst: str, file=None, line=None) -> 
 
 # ------------------------------------------------------------------ rows
 def _paths(edges: Edges, row) -> list[Step]:
-    src, dst, op, depth, file, line, _res, _rank = row
+    src, dst, op, depth, file, line, _res, _api, _tests, _rank = row
     e = first(edges.from_node((src, ""), dst, ""), file, line, op)
     if e is not None:  # up: the API, its op (or bound function), the chain to `src`
         return [_step(e), *from_op_or_fn(edges, src, op, depth)]
@@ -285,7 +285,7 @@ def _affected(edges: Edges, row) -> list[Step]:
 
 # each walk query's builder, and the columns it reads the rows by
 BUILDERS = {
-    "paths": (_paths, ("src", "dst", "op", "depth", "file", "line", "res", "rank")),
+    "paths": (_paths, ("src", "dst", "op", "depth", "file", "line", "res", "api", "tests", "rank")),
     "impact": (_impact, ("fn", "kind", "name", "via", "depth", "file", "line", "res", "api", "tests", "rank")),
     "kernels": (_kernels, ("op", "key", "on", "kernel", "host", "entry", "res", "rank", "why",
                            "depth", "file", "line")),
