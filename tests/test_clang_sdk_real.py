@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from extractors.base import ExtractContext
+from tests.test_clang_real import Rows
 
 pytestmark = pytest.mark.real_tree
 
@@ -35,26 +36,6 @@ ITT = "torch/csrc/itt_wrapper.cpp"  # ittnotify.h: no pinned headers
 MODULE = "torch/csrc/Module.cpp"  # libshm.h (torch/lib/libshm), then Kineto's ActivityType.h: no pinned headers
 PARSE = (DEVICE, STREAM, SIZE, CUDNN, TUNABLE, MKL, FFT, NVTX, AOTI, FLASH, MEM_EFF_B, MEM_EFF_F, NESTED_MM, ROWWISE)
 FAIL = (ITT, MODULE)
-
-
-class Rows:
-    """Rows by relation, and the warnings."""
-
-    def __init__(self) -> None:
-        self.rel: dict[str, set[tuple]] = {"calls_precise": set(), "calls_op": set(), "precise_file": set()}
-        self.warnings: list[tuple[str, int, str]] = []
-
-    def add(self, relation: str, *values) -> None:
-        self.rel[relation].add(values)
-
-    def warn(self, file: str, line: int, message: str) -> None:
-        self.warnings.append((file, line, message))
-
-    def progress(self, advance: int = 1, total: int | None = None, what: str = "") -> None:
-        pass
-
-    def at(self, relation: str, file: str, line: int) -> set[tuple]:
-        return {r for r in self.rel[relation] if r[2] == file and r[3] == line}
 
 
 @pytest.fixture(scope="module")
