@@ -145,14 +145,17 @@ def test_the_compilers_edges_supersede_the_fast_tiers_in_a_parsed_file():
 def test_impact_labels_what_only_a_guess_reaches(con):
     """helper is called by f_cuda through a name guess ("unique"): its callers
     and the op above are labelled "guess"; k1's are resolved."""
-    rows = query("impact(helper)", con, user_rules=False, limit=None).rows
-    got = {(r[1], r[2].rpartition("::")[2], r[7]) for r in rows}
+    def impact(name: str) -> list[dict]:
+        res = query(f"impact({name})", con, user_rules=False, limit=None)
+        return [dict(zip(res.columns, r, strict=False)) for r in res.rows]
+
+    rows = impact("helper")
+    got = {(r["kind"], r["name"].rpartition("::")[2], r["res"]) for r in rows}
     assert {("function", "f_cuda", "guess"), ("op", "f", "guess")} <= got
     assert not {r for r in got if r[2] == "resolved"}
-    sure = {(r[1], r[2].rpartition("::")[2], r[7]) for r in query("impact(k1)", con, user_rules=False, limit=None).rows}
+    sure = {(r["kind"], r["name"].rpartition("::")[2], r["res"]) for r in impact("k1")}
     assert {("function", "f_cuda_impl", "resolved"), ("op", "f", "resolved")} <= sure
     # Note [Chain ranking]: rank = depth, plus 3 for a row only a guess reaches
-    assert {r[8] - r[4] for r in rows} == {3}
-    assert [r[8] for r in rows] == sorted(r[8] for r in rows)
-    assert {(r[4], r[8]) for r in query("impact(k1)", con, user_rules=False, limit=None).rows if r[7] == "resolved"} \
-        >= {(1, 1)}
+    assert {r["rank"] - r["depth"] for r in rows} == {3}
+    assert [r["rank"] for r in rows] == sorted(r["rank"] for r in rows)
+    assert {(r["depth"], r["rank"]) for r in impact("k1") if r["res"] == "resolved"} >= {(1, 1)}
