@@ -152,8 +152,9 @@ PYBIND11 = Sdk(
     headers=("pybind11",),
 )
 # MKL's headers (aten/src/ATen/mkl/*, native/mkl/*: mkl.h, mkl_dfti.h,
-# mkl_spblas.h). The version is a labelled guess: 2024.2.0, the MKL of torch
-# 2.6's manylinux build images; the interfaces these TUs use are older than it.
+# mkl_spblas.h). 2024.2.0: torch 2.6.0's wheel reports "oneAPI Math Kernel
+# Library Version 2024.2" (torch.__config__.show()); the patch level is a
+# labelled guess. The interfaces these TUs use are older than it.
 MKL = Sdk(
     name="mkl",
     title="MKL 2024.2",
