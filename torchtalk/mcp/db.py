@@ -68,7 +68,8 @@ class IndexState:
 # per-TU cache makes each run parse only what changed. A fast update never
 # waits for it: a new batch of changes terminates the compiler run (the TUs
 # it parsed are in the cache already; the index is swapped in whole or not
-# at all), runs the fast update, then starts the compiler run again.
+# at all) and holds off one about to start, runs the fast update, then starts
+# the compiler run again.
 
 
 class Indexer:
@@ -81,8 +82,10 @@ class Indexer:
         self._proc: subprocess.Popen | None = None
         self._lock = threading.Lock()
         self._watcher = None
-        self._compiler_proc: subprocess.Popen | None = None
+        self._compiler_proc: subprocess.Popen | None = None  # the last compiler child spawned
+        self._compiler_busy = False  # a compiler run is claimed (its thread may not have spawned yet)
         self._compiler_note: str | None = None
+        self._held = False  # a fast update runs: no compiler child may start
         self._stopped = False
 
     @property
@@ -99,39 +102,48 @@ class Indexer:
         if not self.compiler:
             return
         with self._lock:
-            running = self._compiler_proc is not None and self._compiler_proc.poll() is None
-            if running or self._stopped:
+            if self._compiler_busy or self._stopped:
                 return
+            self._compiler_busy = True
             self._compiler_note = "starting"
-            # claimed under the lock: a second catch_up before the child exists sees it running
-            self._compiler_proc = _Starting()
         threading.Thread(target=self._run_compiler, name="torchtalk-compiler", daemon=True).start()
 
     def _run_compiler(self) -> None:
-        cmd = self._command(None) + ["--precise"]
-        with open(self.log, "ab") as out:
-            proc = subprocess.Popen(cmd, stdout=out, stderr=out, stdin=subprocess.DEVNULL)
-        with self._lock:
-            self._compiler_proc = proc
-            self._compiler_note = f"compiler tier (libclang) running, pid {proc.pid}"
-            if self._stopped:
-                proc.terminate()
-        code = proc.wait()
-        with self._lock:
-            if code == 0:
-                self._compiler_note = None
-            elif code < 0:  # terminated: a fast update came first, or the server stops
-                self._compiler_note = "compiler tier interrupted; it starts again after the update"
-            else:
-                self._compiler_note = f"compiler tier failed (exit {code}); see {self.log}"
+        try:
+            with self._lock:  # spawned under the lock: _preempt and stop see the child or hold it off
+                if self._stopped or self._held:
+                    return  # the update that holds it off starts it again
+                with open(self.log, "ab") as out:
+                    proc = subprocess.Popen(self._command(None) + ["--precise"], stdout=out, stderr=out,
+                                            stdin=subprocess.DEVNULL)
+                self._compiler_proc = proc
+                self._compiler_note = f"compiler tier (libclang) running, pid {proc.pid}"
+            code = proc.wait()
+            with self._lock:
+                if code == 0:
+                    self._compiler_note = None
+                elif code < 0:  # terminated: a fast update came first, or the server stops
+                    self._compiler_note = "compiler tier interrupted; it starts again after the update"
+                else:
+                    self._compiler_note = f"compiler tier failed (exit {code}); see {self.log}"
+        finally:
+            with self._lock:
+                self._compiler_busy = False
 
     def _preempt(self) -> None:
-        """Stop a running compiler tier run, so the fast update needs no wait for the DB's lock."""
+        """Hold off the compiler tier and stop its running child, so the fast
+        update needs no wait for the DB's lock (`_release` lets it run again)."""
         with self._lock:
+            self._held = True
             proc = self._compiler_proc
-        if isinstance(proc, subprocess.Popen) and proc.poll() is None:
+        if proc is not None and proc.poll() is None:
             proc.terminate()
             proc.wait()
+
+    def _release(self) -> None:
+        with self._lock:
+            self._held = False
+        self.catch_up()
 
     def watch(self) -> None:
         """Watch the tree and update the index after each batch of changes
@@ -145,8 +157,10 @@ class Indexer:
         from torchtalk.watch import describe
 
         self._preempt()
-        self._run_stage(f"update after changes to {describe(files)}", None)
-        self.catch_up()
+        try:
+            self._run_stage(f"update after changes to {describe(files)}", None)
+        finally:
+            self._release()
 
     def start(self) -> None:
         """Start the stages in a daemon thread (returns at once). The state says
@@ -191,7 +205,7 @@ class Indexer:
             self._stopped = True
             procs = (self._proc, self._compiler_proc)
         for proc in procs:
-            if isinstance(proc, subprocess.Popen) and proc.poll() is None:
+            if proc is not None and proc.poll() is None:
                 proc.terminate()
         if watcher is not None:
             watcher.stop()
@@ -202,13 +216,6 @@ def compiler_available() -> bool:
     import importlib.util
 
     return importlib.util.find_spec("clang") is not None and importlib.util.find_spec("extractors.clang") is not None
-
-
-class _Starting:
-    """A compiler run claimed but not yet spawned: it counts as running."""
-
-    def poll(self) -> None:
-        return None
 
 
 def _identity(path: Path) -> tuple[int, int] | None:
