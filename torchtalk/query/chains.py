@@ -232,25 +232,26 @@ def _impact(edges: Edges, row) -> list[Step]:
 
 def _kernels(edges: Edges, row) -> list[Step]:
     op, key, _on, kernel, host, entry, _res, _rank, _why, depth, file, line = row
-    for walk in sorted(w for w in edges.walks() if w[0] == entry):
-        ks = [e for e in edges.from_node(walk, op, "") if e[2] == entry]
-        # the kernel for the row's key, or the composite kernel serving it
-        k = next((e for e in ks if e[4] == key), ks[0] if ks else None)
-        launches = [x for x in edges.into(walk, kernel, "") if x[6] == host]
-        launch = first(launches, file, line, left=depth)
-        if k is not None and launch is not None:
-            return [_step(k), *down_walk(edges, walk, host, launch[7]), _step(launch)]
-    return []
+    # the kernel for the row's key, or the composite kernel serving it
+    return _down_to(edges, op, entry, lambda ks: next((e for e in ks if e[4] == key), ks[0] if ks else None),
+                    host, kernel, file, line, depth)
 
 
 def _op_callees(edges: Edges, row) -> list[Step]:
     op, key, steps, called, caller, _res, entry, _on, file, line = row
+    return _down_to(edges, op, entry, lambda ks: next((e for e in ks if e[4] == key), None),
+                    caller, called, file, line, steps)
+
+
+def _down_to(edges: Edges, op, entry, pick, source, target, file, line, depth) -> list[Step]:
+    """`op`'s kernel step (`pick` among its kernel edges from `entry`), the
+    walk down to `source`, and `source`'s step into `target` at file:line,
+    in the first walk from `entry` that has them all ([] when none has)."""
     for walk in sorted(w for w in edges.walks() if w[0] == entry):
-        k = next((e for e in edges.from_node(walk, op, "") if e[2] == entry and e[4] == key), None)
-        calls = [x for x in edges.into(walk, called, "") if x[6] == caller]
-        call = first(calls, file, line, left=steps)
-        if k is not None and call is not None:
-            return [_step(k), *down_walk(edges, walk, caller, call[7]), _step(call)]
+        k = pick([e for e in edges.from_node(walk, op, "") if e[2] == entry])
+        last = first([x for x in edges.into(walk, target, "") if x[6] == source], file, line, left=depth)
+        if k is not None and last is not None:
+            return [_step(k), *down_walk(edges, walk, source, last[7]), _step(last)]
     return []
 
 
