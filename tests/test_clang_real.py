@@ -78,6 +78,15 @@ def test_sizes_data_is_not_an_op(parsed) -> None:
     }
 
 
+def test_a_function_named_operator_something_is_no_operator(parsed) -> None:
+    """LinearAlgebra.cpp:2638 `operator_1_norm(a)` in mexp_impl: a function
+    whose name starts with the word `operator`, called, not an operator."""
+    rows, _ = parsed
+    mexp = "at::native::(anonymous:aten/src/ATen/native/LinearAlgebra.cpp)::"
+    assert rows.at("calls_precise", LINALG, 2638) == {
+        (mexp + "mexp_impl", mexp + "operator_1_norm", LINALG, 2638)}
+
+
 def test_op_calls_by_the_compiler(parsed) -> None:
     """at::mm_out / tensor.mm / a * b / a + b / a == s, each at its line, by base name."""
     rows, _ = parsed

@@ -52,6 +52,7 @@ from clang import cindex as ci
 
 from extractors.clang.pch import in_child
 from extractors.cpp.aten import AtenNames, base_name, op_of_call
+from extractors.cpp.names import is_operator
 from torchtalk.atomic import atomic_open
 
 K = ci.CursorKind
@@ -59,7 +60,7 @@ K = ci.CursorKind
 API_CLASSES = frozenset({"at::Tensor", "at::TensorBase"})
 # The headers whose inline definitions say which ops the API functions call.
 API_HEADERS = ("ATen/core/Tensor.h", "ATen/TensorOperators.h", "ATen/TensorIndexing.h", "ATen/Functions.h")
-VERSION = 5  # bump when what `load` records changes (4: internal-linkage ids; 5: overload ids)
+VERSION = 6  # bump when what `load` records changes (4: internal-linkage ids; 5: overload ids; 6: `operator_1_norm` is no operator)
 BUILD_TIMEOUT_S = 600.0
 
 _FUNCS = frozenset({K.FUNCTION_DECL, K.CXX_METHOD, K.FUNCTION_TEMPLATE, K.CONVERSION_FUNCTION})
@@ -124,7 +125,7 @@ class ApiOps:
         """
         if not is_api(decl, where, namer):
             return None
-        operator = decl.spelling.startswith("operator")
+        operator = is_operator(decl.spelling)
         tmpl = template_of(decl)
         got = self.bodies.get(tmpl.get_usr())
         if got is not None:
@@ -143,7 +144,7 @@ def is_api(decl: ci.Cursor, where: str | None, namer) -> bool:
     if where == "generated":
         return True
     scope = namer.scope(decl.semantic_parent)
-    return scope in API_CLASSES or (scope == "at" and decl.spelling.startswith("operator"))
+    return scope in API_CLASSES or (scope == "at" and is_operator(decl.spelling))
 
 
 def leaf_op(decl: ci.Cursor, where: str | None, namer, names: AtenNames) -> str | None:
@@ -201,7 +202,7 @@ def _direct(tu: ci.TranslationUnit, classify: Callable[[str], str | None], namer
             if ref is None or ref.kind not in _FUNCS:
                 continue
             w = where(ref)
-            if w == "tree" and not ref.spelling.startswith("operator"):
+            if w == "tree" and not is_operator(ref.spelling):
                 tree_calls.add(namer.fn_id(ref))
             if not is_api(ref, w, namer):
                 continue

@@ -20,7 +20,7 @@ from pathlib import Path
 from extractors.clang.worker import TuResult
 from torchtalk.atomic import atomic_open
 
-VERSION = 7  # bump when the walk's output changes (4: op calls, launches, call sites, .cu TUs; 5: operator lines; 6: internal-linkage ids; 7: overload ids, always with the parameter list)
+VERSION = 8  # bump when the walk's output changes (4: op calls, launches, call sites, .cu TUs; 5: operator lines; 6: internal-linkage ids; 7: overload ids, always with the parameter list; 8: `operator_1_norm` is no operator)
 
 
 class FileHashes:

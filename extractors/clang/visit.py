@@ -43,7 +43,7 @@ from pathlib import Path
 
 from clang import cindex as ci
 
-from extractors.cpp.names import anon_ns, sig_text, static_scope
+from extractors.cpp.names import anon_ns, is_operator, sig_text, static_scope
 
 K = ci.CursorKind
 _FREE_KINDS = frozenset({K.FUNCTION_DECL, K.FUNCTION_TEMPLATE})
@@ -310,7 +310,7 @@ class Walker:
             return
         where = self._where_is(ref)
         got = self.api.call_of(ref, where, self.namer) if self.api is not None else None
-        operator = ref.spelling.startswith("operator")
+        operator = is_operator(ref.spelling)
         if got is not None:
             line = self._line(call, operator)
             self.facts.ops.update(OpCall(caller, op, self.rel, line) for op in got.ops)
@@ -367,7 +367,7 @@ class Walker:
             for child in call.get_children():
                 while child is not None and child.kind == K.UNEXPOSED_EXPR:
                     child = next(iter(child.get_children()), None)
-                if child is not None and child.kind == K.DECL_REF_EXPR and child.spelling.startswith("operator"):
+                if child is not None and child.kind == K.DECL_REF_EXPR and is_operator(child.spelling):
                     loc = child.location
                     break
             head = None

@@ -57,11 +57,26 @@ def is_macro_name(name: str) -> bool:
     return bool(_MACRO_RE.match(name))
 
 
+_OPERATOR = re.compile(r"\boperator\b")
+
+
+def is_operator(name: str) -> bool:
+    """Is `name` an operator function's (`operator+`, `operator()`, `operator bool`),
+    not an identifier that starts with the word (`operator_1_norm`)?
+
+    Example:
+        >>> is_operator("operator()"), is_operator("operator_1_norm")
+        (True, False)
+    """
+    return _OPERATOR.match(name) is not None
+
+
 def strip_templates(text: str) -> str:
     """`text` without template argument lists: `Foo<T, 2>::bar<U>` -> `Foo::bar`."""
     if "<" not in text:
         return text
-    head, sep, op = text.partition("operator")
+    m = _OPERATOR.search(text)
+    head, sep, op = (text[: m.start()], "operator", text[m.end():]) if m else (text, "", "")
     out: list[str] = []
     depth = 0
     for ch in head:
