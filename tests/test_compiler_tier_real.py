@@ -86,3 +86,48 @@ def test_an_edited_tu_is_the_fast_tiers_until_parsed_again(precise_copy, capsys)
     assert _callers(db) == [(CALLER, "precise", FACTORY, 54)]
     assert not [n for n in api.query(f"callers({CALLEE})", db=db).notes if "compiler tier" in n]
     assert api.index(copy, db, layers=LAYERS, precise=True, jobs=2).mode == "current"
+
+
+DISTRIBUTIONS = "aten/src/ATen/native/Distributions.cpp"
+UPSAMPLE = "aten/src/ATen/native/cpu/UpSampleKernel.cpp"
+
+
+@pytest.fixture(scope="module")
+def functor_db(tree, tmp_path_factory, cuda_sdk):
+    """A DB of the real tree whose compiler tier parsed Distributions.cpp and UpSampleKernel.cpp."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("TORCHTALK_PRECISE_DIRS", f"{DISTRIBUTIONS}:{UPSAMPLE}")
+    db = tmp_path_factory.mktemp("functors") / "tree.duckdb"
+    try:
+        _seed_cache(db, tree)
+        assert api.index(tree, db, layers=LAYERS, precise=True, jobs=2).mode == "built"
+    finally:
+        mp.undo()
+    return db
+
+
+def test_functors_through_templates_beside_the_compiler(functor_db):
+    """Note [Functors beside the compiler]: `bernoulli_impl_<BernoulliStub, Generator>(...)`
+    (Distributions.cpp:179) and `upsample_generic_Nd_kernel_impl<1, scale_t, HelperInterpNearest>(...)`
+    (UpSampleKernel.cpp:1666) call the functor class's methods; libclang shows no
+    instantiation, so the fast tier's functor edges stand in the files it parsed."""
+    db = functor_db
+    assert _rows(db, "select file from precise_file order by file", []) == [(DISTRIBUTIONS,), (UPSAMPLE,)]
+    stub = "at::native::BernoulliStub::operator()"
+    rows = api.query("callees(at::native::bernoulli_(Tensor&, double, optional<Generator>))", db=db, limit=None).rows
+    assert {(r[1], r[2], r[3], r[4]) for r in rows if r[1].startswith(stub)} == {
+        (f"{stub}(Tensor&, const Tensor&, optional<Generator>)", "functor-overload", DISTRIBUTIONS, 179),
+        (f"{stub}(Tensor&, double, optional<Generator>)", "functor-overload", DISTRIBUTIONS, 179)}
+    anon = "at::native::(anonymous:aten/src/ATen/native/cpu/UpSampleKernel.cpp)::"
+    rows = api.query(f"callees({anon}upsample_nearest1d_kernel_impl)", db=db, limit=None).rows
+    assert (f"{anon}HelperInterpNearest::compute_indices_weights", "functor", UPSAMPLE, 1666) in {
+        tuple(r[1:5]) for r in rows}
+    assert (f"{anon}upsample_generic_Nd_kernel_impl", "precise", UPSAMPLE, 1666) in {tuple(r[1:5]) for r in rows}
+    # the runtime's upsample_nearest1d -> empty (bench/runtime_oracle.py) has its path again, on CPU
+    ops = api.query("op_callees(upsample_nearest1d)", db=db, limit=None)
+    cols = [ops.columns.index(c) for c in ("op", "key", "calls", "file", "line", "chain")]
+    chains = [r[cols[-1]] for r in ops.rows
+              if tuple(r[i] for i in cols[:-1]) == ("upsample_nearest1d", "CPU", "empty", UPSAMPLE, 1053)]
+    assert len(chains) == 1
+    assert [(s.kind, s.file, s.line, s.res) for s in chains[0]][3:] == [
+        ("call", UPSAMPLE, 1666, "typed"), ("precise", UPSAMPLE, 1077, "compiler"), ("aten", UPSAMPLE, 1053, "resolved")]

@@ -22,7 +22,7 @@ command that provides it (Note [SDK headers] in sdk.py).
 
 Scope: the `.cpp`/`.cc`/`.cu` files under DEFAULT_DIRS (tests and benchmarks
 left out, and what no CUDA/CPU build compiles: Note [Not a TU of the build]),
-or the `:`-separated dirs (relative to the tree) in TORCHTALK_PRECISE_DIRS. A `.cu` file is parsed as CUDA host code with the
+or the `:`-separated dirs or files (relative to the tree) in TORCHTALK_PRECISE_DIRS. A `.cu` file is parsed as CUDA host code with the
 headers `torchtalk fetch cuda` provides (Note [CUDA host parse] in flags.py);
 without them it is counted as `skipped_cuda` and left to the fast tier. The
 `.cpp` files of the CUDA and XPU backends are parsed with the SDK headers
@@ -101,6 +101,9 @@ def _walk(root: Path, dirs: Iterable[str], suffixes: tuple[str, ...],
     out: list[Path] = []
     for d in dirs:
         base = root / d
+        if base.is_file():  # one TU named on its own (TORCHTALK_PRECISE_DIRS may name files)
+            out.extend([base] if base.name.endswith(suffixes) else [])
+            continue
         for dirpath, dirnames, filenames in os.walk(base):
             dirnames[:] = sorted(n for n in dirnames if n not in skip)
             out.extend(Path(dirpath, f) for f in sorted(filenames) if f.endswith(suffixes))

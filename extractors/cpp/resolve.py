@@ -1107,7 +1107,7 @@ def _calls_rows(f: FileFacts, rv: Resolver, rows, stats, helper_sites) -> None:
             via = "macro-functor" if flags & IN_MACRO else "functor"
             for callee in _functor_calls(rv, parts, recv, caller):
                 ids = rv.ov.pick(callee, None)[0]
-                v = via if len(ids) == 1 else via.replace("functor", "overload")
+                v = via if len(ids) == 1 else via + "-overload"  # each of several: a guess
                 rows["calls"].extend((caller, i, f.file, line, v) for i in ids)
             continue
         stats["call_sites"] += 1
