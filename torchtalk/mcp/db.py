@@ -288,6 +288,20 @@ class FactDB:
             )
         return path, ident
 
+    def generation(self) -> tuple | None:
+        """The DB file now and its identity (Note [Answer cache]), or None
+        while nothing is indexed."""
+        try:
+            return self._current()
+        except StoreError:
+            return None
+
+    def served(self) -> tuple | None:
+        """The DB file the pool's connections read and its identity: what
+        `generation` was when they opened (call it while holding a lease:
+        the pool is not reopened under a leased connection)."""
+        return (self._path, self._ident) if self._con is not None else None
+
     @contextmanager
     def lease(self, optional: bool = False):
         """A connection of the pool for one call, given back after it. StoreError

@@ -19,7 +19,7 @@ from __future__ import annotations
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
@@ -27,10 +27,18 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult
 
-from torchtalk.errors import TorchTalkError
+from torchtalk.errors import StoreError, TorchTalkError
 from torchtalk.lookup import Table
 from torchtalk.mcp.answer import More, to_result
-from torchtalk.mcp.db import FactDB, Indexer, compiler_available, default_log
+from torchtalk.mcp.cache import (
+    SLOW_TOOLS,
+    UNCACHED_TOOLS,
+    AnswerCache,
+    enabled,
+    freeze,
+    slow_lane_size,
+)
+from torchtalk.mcp.db import POOL_SIZE, FactDB, Indexer, compiler_available, default_log
 
 CALL_TIMEOUT_S = 30.0  # a tool call's limit, unless $TORCHTALK_MCP_CALL_TIMEOUT says otherwise
 
@@ -45,11 +53,26 @@ you only know part of a name."""
 
 @dataclass
 class App:
-    """What the lifespan yields to the tools."""
+    """What the lifespan yields to the tools: the DB, the background index,
+    the answers kept (Note [Answer cache]) and the lanes calls run in (Note
+    [Lanes]; made in the lifespan: anyio's limiters need its event loop)."""
 
     db: FactDB
     indexer: Indexer | None
     rules: tuple[Path, ...] = ()  # user rule dirs for `query` (besides the config dir's)
+    cache: AnswerCache | None = None  # None: answers are not kept
+    lanes: dict[str, anyio.CapacityLimiter] = field(default_factory=dict)  # "fast"/"slow"
+
+    def lane(self, tool: str) -> anyio.CapacityLimiter | None:
+        """The lane `tool`'s calls run in (None: anyio's default threads)."""
+        return self.lanes.get("slow" if tool in SLOW_TOOLS else "fast")
+
+
+def lanes() -> dict[str, anyio.CapacityLimiter]:
+    """The fast and slow lanes (Note [Lanes]): the slow one runs
+    slow_lane_size() calls at once, the fast one the pool's other connections."""
+    slow = slow_lane_size()
+    return {"slow": anyio.CapacityLimiter(slow), "fast": anyio.CapacityLimiter(max(1, POOL_SIZE - slow))}
 
 
 def _lifespan(source: Path | None, db: Path | None, reindex: bool, rules: tuple[Path, ...], watch: bool = True,
@@ -68,7 +91,7 @@ def _lifespan(source: Path | None, db: Path | None, reindex: bool, rules: tuple[
             if watch:
                 indexer.watch()
         try:
-            yield App(facts, indexer, rules)
+            yield App(facts, indexer, rules, AnswerCache() if enabled() else None, lanes())
         finally:
             if indexer is not None:
                 indexer.stop()
@@ -156,14 +179,20 @@ def call_timeout() -> float:
     return value if value > 0 else CALL_TIMEOUT_S
 
 
-def _pooled(app: App, work: Callable[[object], Table | CallToolResult], optional_db: bool, call: _Call):
+def _pooled(app: App, work: Callable[[object], Table | CallToolResult], optional_db: bool, call: _Call,
+            budget: int | None = None, more: More | None = None) -> CallToolResult | None:
     """`work(con)` on a connection leased from the pool (Note [Connection pool]),
-    unless the call was stopped before; `call` knows the connection meanwhile."""
+    unless the call was stopped before, as a tool result (fitted to `budget`
+    here, off the event loop); `call` knows the connection and the DB
+    generation it reads meanwhile."""
     with app.db.lease(optional=optional_db) as con:
         if not call.start(con):
             return None
+        call.generation = app.db.served() if con is not None and app.cache is not None else None
         try:
-            return work(con)
+            table = work(con)
+            # a tool may build its result itself (an answer per definition, torchtalk/mcp/tools.py)
+            return table if isinstance(table, CallToolResult) else to_result(table, budget, more)
         finally:
             call.finish()
             app.db.answered.set()  # warming may start (Note [Warm queries])
@@ -191,6 +220,7 @@ class _Call:
         import threading
 
         self.db, self.limit, self.con, self.stopped, self.done = db, limit, None, False, False
+        self.generation = None  # the DB file's identity the work reads (Note [Answer cache])
         self.lock = threading.Lock()
 
     def start(self, con) -> bool:
@@ -226,21 +256,31 @@ class _Call:
 
 async def run_tool(
     ctx, name: str, work: Callable[[object], Table | CallToolResult], optional_db: bool = False,
-    budget: int | None = None, more: More | None = None,
+    budget: int | None = None, more: More | None = None, args: dict | None = None,
 ) -> CallToolResult:
-    """Run `work(con)` in a worker thread on a pooled connection; bounded in time.
+    """Run `work(con)` in a worker thread on a pooled connection, in `name`'s
+    lane (Note [Lanes]); bounded in time.
 
     TorchTalk errors become tool errors with their hint (did you mean ...);
     an overlong query is interrupted and reported, never left hanging.
     `optional_db`: call `work(None)` when nothing is indexed yet. The answer
     fits `budget` tokens, `more` saying how to ask for the rest (Note [Answer size]).
+    `args`, the call's arguments, make the answer kept for the same call on
+    the same DB (Note [Answer cache]); None: never kept.
     """
     app: App = ctx.request_context.lifespan_context
+    key = _cache_key(app, name, args)
+    kept = app.cache.get((key, app.db.generation())) if key is not None else None
+    if kept is not None:
+        if isinstance(kept, str):
+            raise ToolError(kept)
+        return kept
     limit = call_timeout()
     call = _Call(app.db, limit)
     try:
         with anyio.fail_after(limit):
-            table = await anyio.to_thread.run_sync(_pooled, app, work, optional_db, call, abandon_on_cancel=True)
+            result = await anyio.to_thread.run_sync(_pooled, app, work, optional_db, call, budget, more,
+                                                    abandon_on_cancel=True, limiter=app.lane(name))
     except TimeoutError:
         call.stop()
         raise ToolError(f"{name}: gave up after {limit:g} s; narrow the question") from None
@@ -248,7 +288,10 @@ async def run_tool(
         call.stop()
         raise
     except TorchTalkError as err:
-        raise ToolError(_error_text(err)) from None
+        text = _error_text(err)
+        if not isinstance(err, StoreError):  # the question's fault, as lasting as an answer
+            _keep(app, key, call.generation, text)
+        raise ToolError(text) from None
     except ToolError:
         raise
     except Exception as err:  # a bug, not the user's fault: say what, keep serving
@@ -259,8 +302,24 @@ async def run_tool(
             raise ToolError(_error_text(bad_db)) from None
         print(f"torchtalk mcp: {name} failed: {err!r}", file=sys.stderr)
         raise ToolError(f"{name}: internal error: {type(err).__name__}: {err}") from err
-    # a tool may build its result itself (an answer per definition, torchtalk/mcp/tools.py)
-    return table if isinstance(table, CallToolResult) else to_result(table, budget, more)
+    _keep(app, key, call.generation, result)
+    return result
+
+
+def _cache_key(app: App, name: str, args: dict | None):
+    """The key of `name(**args)`'s answer besides the DB generation: the tool,
+    its arguments and the rule library's key; None when it is not kept."""
+    if app.cache is None or args is None or name in UNCACHED_TOOLS:
+        return None
+    from torchtalk.query.library import library_key
+
+    return name, freeze(args), library_key(app.rules)
+
+
+def _keep(app: App, key, generation, answer: CallToolResult | str) -> None:
+    """Keep `answer` (a result, or a tool error's text) read from `generation`."""
+    if key is not None and generation is not None and app.cache is not None:
+        app.cache.put((key, generation), answer)
 
 
 def _error_text(err: TorchTalkError, max_lines: int = 40) -> str:

@@ -119,11 +119,22 @@ def _merged(table: Table, name: str) -> Table:
 
     if split_sig(name)[1]:
         return table
+    ids: dict[str, str] = {}  # each string seen, as written out (one split_sig per distinct string)
+
+    def one_id(v):
+        if not isinstance(v, str):
+            return v
+        out = ids.get(v)
+        if out is None:  # only a string that starts with `name` can be one of its overloads
+            out = ids[v] = name if v.startswith(name) and v.endswith(")") and split_sig(v)[0] == name else v
+        return out
 
     def one(v):  # an overload's id as `name`, in a column or in a chain's steps
-        if isinstance(v, Chain):
-            return Chain(replace(s, src=one(s.src), dst=one(s.dst)) for s in v)
-        return name if isinstance(v, str) and v.endswith(")") and split_sig(v)[0] == name else v
+        if isinstance(v, str):
+            return one_id(v)
+        if isinstance(v, Chain) and any(one_id(s.src) is not s.src or one_id(s.dst) is not s.dst for s in v):
+            return Chain(replace(s, src=one_id(s.src), dst=one_id(s.dst)) for s in v)
+        return v
 
     rows = tuple(dict.fromkeys(tuple(one(v) for v in r) for r in table.rows))
     return table if len(rows) == len(table.rows) else replace(table, rows=rows, total=table.total - len(table.rows) + len(rows))
@@ -299,7 +310,8 @@ async def trace(
     with the call that shows the rest (`focus` picks one part). Use it to
     understand or modify an operator."""
     return await run_tool(ctx, "trace", lambda con: _traced(ctx, con, name, focus),
-                          budget=budget, more=_trace_more(name, focus))
+                          budget=budget, more=_trace_more(name, focus),
+                          args=dict(name=name, focus=focus, budget=budget))
 
 
 async def search(
@@ -318,7 +330,8 @@ async def search(
         return _dsl(ctx, con, api.search_dsl(query, backend))
 
     return await run_tool(ctx, "search", work, budget=budget,
-                          more=_more("search", lambda: api.search_dsl(query, backend), query=query, backend=backend))
+                          more=_more("search", lambda: api.search_dsl(query, backend), query=query, backend=backend),
+                          args=dict(query=query, backend=backend, budget=budget))
 
 
 async def impact(
@@ -337,7 +350,8 @@ async def impact(
         return f"impact({n}{opt})"
 
     return await run_tool(ctx, "impact", lambda con: _each(ctx, con, name, dsl, budget), budget=budget,
-                          more=_more("impact", lambda: dsl(_name(name)), name=name, depth=depth))
+                          more=_more("impact", lambda: dsl(_name(name)), name=name, depth=depth),
+                          args=dict(name=name, depth=depth, budget=budget))
 
 
 async def calls(
@@ -356,7 +370,8 @@ async def calls(
         return f"callees({n})"
 
     return await run_tool(ctx, "calls", lambda con: _each(ctx, con, name, dsl, budget), budget=budget,
-                          more=_more("calls", lambda: dsl(_name(name)), name=name))
+                          more=_more("calls", lambda: dsl(_name(name)), name=name),
+                          args=dict(name=name, budget=budget))
 
 
 async def called_by(
@@ -373,7 +388,8 @@ async def called_by(
         return f"callers({n})"
 
     return await run_tool(ctx, "called_by", lambda con: _each(ctx, con, name, dsl, budget), budget=budget,
-                          more=_more("called_by", lambda: dsl(_name(name)), name=name))
+                          more=_more("called_by", lambda: dsl(_name(name)), name=name),
+                          args=dict(name=name, budget=budget))
 
 
 async def cuda_kernels(
@@ -396,7 +412,8 @@ async def cuda_kernels(
             table = None
         return table if table is not None and table.total else _each(ctx, con, name, lambda k: f"kernels({k})", budget)
 
-    return await run_tool(ctx, "cuda_kernels", work, budget=budget, more=_more("cuda_kernels", name=name))
+    return await run_tool(ctx, "cuda_kernels", work, budget=budget, more=_more("cuda_kernels", name=name),
+                          args=dict(name=name, budget=budget))
 
 
 async def trace_module(
@@ -411,7 +428,8 @@ async def trace_module(
         return f"trace_module({n})"
 
     return await run_tool(ctx, "trace_module", lambda con: _each(ctx, con, name, dsl, budget), budget=budget,
-                          more=_more("trace_module", lambda: dsl(_name(name)), name=name))
+                          more=_more("trace_module", lambda: dsl(_name(name)), name=name),
+                          args=dict(name=name, budget=budget))
 
 
 async def list_modules(
@@ -425,7 +443,8 @@ async def list_modules(
 
     title = "module categories" if category in ("", "all", "*") else f"modules in category {category!r}"
     return await run_tool(ctx, "list_modules", lambda con: _table(api.list_modules(category, con=con), title),
-                          budget=budget, more=_more("list_modules", category=category))
+                          budget=budget, more=_more("list_modules", category=category),
+                          args=dict(category=category, budget=budget))
 
 
 async def find_similar_tests(
@@ -439,7 +458,8 @@ async def find_similar_tests(
     from torchtalk import api
 
     return await run_tool(ctx, "find_similar_tests", lambda con: api.find_similar_tests(query, con=con),
-                          budget=budget, more=_more("find_similar_tests", query=query))
+                          budget=budget, more=_more("find_similar_tests", query=query),
+                          args=dict(query=query, budget=budget))
 
 
 async def list_test_utils(
@@ -453,7 +473,8 @@ async def list_test_utils(
 
     title = "test utility categories" if category in ("", "all", "*") else f"test utilities in category {category!r}"
     return await run_tool(ctx, "list_test_utils", lambda con: _table(api.list_test_utils(category, con=con), title),
-                          budget=budget, more=_more("list_test_utils", category=category))
+                          budget=budget, more=_more("list_test_utils", category=category),
+                          args=dict(category=category, budget=budget))
 
 
 async def test_file_info(
@@ -470,7 +491,8 @@ async def test_file_info(
         return _table(result, f"tests in {result.notes[0].split(':', 1)[0]}")
 
     return await run_tool(ctx, "test_file_info", work,
-                          budget=budget, more=_more("test_file_info", path=path))
+                          budget=budget, more=_more("test_file_info", path=path),
+                          args=dict(path=path, budget=budget))
 
 
 async def query(
@@ -487,7 +509,8 @@ async def query(
             raise QueryError("empty query", hint="e.g. 'callers(gemm)'")
         return _dsl(ctx, con, text)
 
-    return await run_tool(ctx, "query", work, budget=budget, more=_more("query", lambda: (dsl or "").strip(), dsl=dsl))
+    return await run_tool(ctx, "query", work, budget=budget, more=_more("query", lambda: (dsl or "").strip(), dsl=dsl),
+                          args=dict(dsl=dsl, budget=budget))
 
 
 async def affected(
@@ -500,7 +523,8 @@ async def affected(
     def work(con) -> Table:
         return _dsl(ctx, con, "affected(" + ", ".join(_name(f, "function") for f in functions) + ")")
 
-    return await run_tool(ctx, "affected", work, budget=budget, more=_more("affected", functions=functions))
+    return await run_tool(ctx, "affected", work, budget=budget, more=_more("affected", functions=functions),
+                          args=dict(functions=functions, budget=budget))
 
 
 async def coverage(
@@ -514,4 +538,5 @@ async def coverage(
     from torchtalk import api
 
     return await run_tool(ctx, "coverage", lambda con: api.coverage_table(key, con=con),
-                          budget=budget, more=_more("coverage", key=key))
+                          budget=budget, more=_more("coverage", key=key),
+                          args=dict(key=key, budget=budget))

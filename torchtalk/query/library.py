@@ -121,6 +121,12 @@ def load_library_notes(extra_dirs: tuple[Path, ...] = (), *, user: bool = True):
         return _MEMO[key] if key in _MEMO else _load(files, key)
 
 
+def library_key(extra_dirs: tuple[Path, ...] = (), *, user: bool = True) -> str:
+    """The key `load_library` keeps the library under: it changes when a rule
+    file is added, removed or edited (the MCP server's answers are kept by it)."""
+    return _cache_key(rule_files(tuple(Path(d) for d in extra_dirs), user=user))
+
+
 def _load(files: tuple[Path, ...], key: str):
     cached = _cache_path(key)
     if cached is not None and cached.is_file():
