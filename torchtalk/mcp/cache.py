@@ -35,6 +35,7 @@ from typing import Any
 CACHE_SIZE = 256  # answers kept (each within its token budget: a few kB)
 SLOW_TOOLS = frozenset({"affected", "impact", "query", "coverage"})
 UNCACHED_TOOLS = frozenset({"get_status"})
+LIBRARY_CHECK_S = 1.0  # how stale the rule library's key may be (Note [Answer cache])
 
 
 def slow_lane_size() -> int:
@@ -76,6 +77,26 @@ class AnswerCache:
 
     def __len__(self) -> int:
         return len(self._items)
+
+
+class LibraryKey:
+    """The rule library's key (torchtalk/query/library.py), taken again at
+    most every LIBRARY_CHECK_S (Note [Answer cache])."""
+
+    def __init__(self, rules: tuple = ()) -> None:
+        self.rules = tuple(rules)
+        self._key: str | None = None
+        self._at = 0.0
+
+    def get(self) -> str:
+        import time
+
+        from torchtalk.query.library import library_key
+
+        now = time.monotonic()
+        if self._key is None or now - self._at >= LIBRARY_CHECK_S:
+            self._key, self._at = library_key(self.rules), now
+        return self._key
 
 
 def freeze(value: Any) -> Any:

@@ -34,6 +34,7 @@ from torchtalk.mcp.cache import (
     SLOW_TOOLS,
     UNCACHED_TOOLS,
     AnswerCache,
+    LibraryKey,
     enabled,
     freeze,
     slow_lane_size,
@@ -62,6 +63,11 @@ class App:
     rules: tuple[Path, ...] = ()  # user rule dirs for `query` (besides the config dir's)
     cache: AnswerCache | None = None  # None: answers are not kept
     lanes: dict[str, anyio.CapacityLimiter] = field(default_factory=dict)  # "fast"/"slow"
+    library: LibraryKey | None = None  # the rule library's key, for the cache
+
+    def __post_init__(self) -> None:
+        if self.library is None:
+            self.library = LibraryKey(self.rules)
 
     def lane(self, tool: str) -> anyio.CapacityLimiter | None:
         """The lane `tool`'s calls run in (None: anyio's default threads)."""
@@ -311,9 +317,7 @@ def _cache_key(app: App, name: str, args: dict | None):
     its arguments and the rule library's key; None when it is not kept."""
     if app.cache is None or args is None or name in UNCACHED_TOOLS:
         return None
-    from torchtalk.query.library import library_key
-
-    return name, freeze(args), library_key(app.rules)
+    return name, freeze(args), app.library.get()
 
 
 def _keep(app: App, key, generation, answer: CallToolResult | str) -> None:
