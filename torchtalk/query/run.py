@@ -231,16 +231,25 @@ def evaluate_bound(b: Bound, program, con, *, engine: str = "duckdb",
         if ALL_SHOWN in program.decls:
             facts = {**facts, ALL_SHOWN: [()]}
     outputs = [name, CHAIN] if with_chain and not paged else [name]
-    out = _evaluate(b, program, con, engine, tables, dump, facts, outputs, name, {name: spec})
-    page = out.get(name, Page([]))
-    if not with_chain:
-        return page
-    if paged:
-        facts = {**b.facts, shown: [tuple(r) for r in page]}
-        later = None if dump is None else (lambda n, st: dump(f"chain-{n}", st))
-        edges = _evaluate(b, program, con, engine, tables, later, facts, [CHAIN], CHAIN, {})[CHAIN] if page else ()
-    else:
-        edges = out.get(CHAIN, ())
+    walks: dict[str, str] | None = {} if paged and engine == "duckdb" else None  # Note [One walk per answer]
+    try:
+        out = _evaluate(b, program, con, engine, tables, dump, facts, outputs, name, {name: spec}, keep=walks)
+        page = out.get(name, Page([]))
+        if not with_chain:
+            return page
+        if paged:
+            facts = {**b.facts, shown: [tuple(r) for r in page]}
+            later = None if dump is None else (lambda n, st: dump(f"chain-{n}", st))
+            reuse = _same_walks(program, walks or {}, b.facts, facts)
+            edges = _evaluate(b, program, con, engine, tables, later, facts, [CHAIN], CHAIN, {},
+                              reuse=reuse)[CHAIN] if page else ()
+        else:
+            edges = out.get(CHAIN, ())
+    finally:
+        if walks:
+            from torchtalk.datalog.engines.duckdb import drop_tables
+
+            drop_tables(con, walks.values())
     found = chains(name, page, edges)
     return Page([(*r, c) for r, c in zip(page, found, strict=True)], page.total)
 
@@ -269,22 +278,48 @@ def _all_shown(program, name: str, shown: str):
     return program.cached(("all_shown", shown), compute)
 
 
-def _evaluate(b: Bound, program, con, engine, tables, dump, facts, outputs, output, fetch):
+# Note [One walk per answer]: a paged walk answer (Note [Chains for the
+# page]) is two engine runs, its rows, then the chains of the rows shown;
+# both need the same walks (impact's up_reach), and the second used to walk
+# them again (a third of impact(cpublas::gemm)). The first run now leaves
+# its walks' temp tables in place (the embedded engine's `keep`), and the
+# second reads each as an input, as a stored relation is read (Note
+# [Derived at index time]), when the relations it is computed from got the
+# same facts in both runs: a relation is a function of its inputs, so its
+# rows are the same. Both runs over, the tables are dropped.
+
+
+def _same_walks(library, walks: dict[str, str], before: dict, after: dict) -> dict[str, str]:
+    """Those of `walks` (relation -> kept table) whose closure in `library`
+    reads no relation given different facts `before` and `after`."""
+    from torchtalk.datalog.analysis.strata import needed_relations
+
+    changed = {rel for rel in {*before, *after} if before.get(rel) != after.get(rel)}
+    return {rel: t for rel, t in walks.items()
+            if not library.cached(("needs", rel), lambda r=rel: frozenset(needed_relations(library, [r]))) & changed}
+
+
+def _evaluate(b: Bound, program, con, engine, tables, dump, facts, outputs, output, fetch, keep=None, reuse=None):
     """`outputs` of `program` given `facts`, through `query_passes` (presolved
-    toward `output`)."""
+    toward `output`); `keep` receives the walks the run leaves in place,
+    `reuse` (relation -> table) are read instead of computed (Note [One
+    walk per answer])."""
     from torchtalk.datalog import evaluate
     from torchtalk.datalog.transform.pipeline import Stage, run_pipeline
 
-    stage = run_pipeline(Stage(program, dict(facts)), query_passes(b, program, con, engine, tables, output), dump)
+    passes = query_passes(b, program, con, engine, tables, output, reuse)
+    stage = run_pipeline(Stage(program, dict(facts)), passes, dump)
     return evaluate(stage.program, con, outputs=outputs, facts=stage.facts, engine=engine, checked=True,
-                    tables=stage.tables, fetch=fetch)
+                    tables=stage.tables, fetch=fetch, keep=keep)
 
 
-def query_passes(b: Bound, library, con, engine: str, tables: frozenset | None, output: str | None = None) -> list:
+def query_passes(b: Bound, library, con, engine: str, tables: frozenset | None, output: str | None = None,
+                 reuse: dict[str, str] | None = None) -> list:
     """A query's passes, in order: prune (Note [Pruning]), stored relations
     read as inputs (Note [Derived at index time]; the embedded engine only,
-    Soufflé computes everything), presolve (Note [Presolve]) toward `output`
-    (the query's relation unless given)."""
+    Soufflé computes everything), the walks of an earlier run read as inputs
+    (`reuse`, Note [One walk per answer]), presolve (Note [Presolve]) toward
+    `output` (the query's relation unless given)."""
     from dataclasses import replace
 
     from torchtalk.query.derived import use_derived
@@ -296,11 +331,21 @@ def query_passes(b: Bound, library, con, engine: str, tables: frozenset | None, 
         program, found = use_derived(s.program, con, library)
         return replace(s, program=program, tables=found)
 
+    def kept(s):
+        from torchtalk.datalog.transform.use_stored import use_stored
+
+        use = frozenset(rel for rel in reuse if s.program.rules_for(rel))
+        if not use:
+            return s
+        program = s.program.cached(("use_kept", use), lambda: use_stored(s.program, use))
+        return replace(s, program=program, tables={**s.tables, **{rel: reuse[rel] for rel in use}})
+
     def presolved(s):
         program, facts = presolve(s.program, con, s.facts, output or b.sig.name, engine, s.tables)
         return replace(s, program=program, facts=facts)
 
-    return [("prune", pruned), *([("use_stored", stored)] if engine == "duckdb" else []), ("presolve", presolved)]
+    return [("prune", pruned), *([("use_stored", stored)] if engine == "duckdb" else []),
+            *([("use_kept", kept)] if reuse else []), ("presolve", presolved)]
 
 
 def sort_order(sig: Signature) -> tuple[int, ...]:

@@ -25,6 +25,7 @@ from torchtalk.datalog.transform.nullary_as_unary import nullary_as_unary
 from torchtalk.errors import EngineError, InputError
 
 _RUNS = itertools.count()
+_TEMP = "temp.main."  # where a run's tables live (Note [Derived tables])
 def _nullary(program: A.Program) -> frozenset[str]:
     return program.cached("nullary", lambda: frozenset(n for n, d in program.decls.items() if d.arity == 0))
 
@@ -34,10 +35,14 @@ class DuckDBEngine:
 
     def run(self, program: A.Program, con: Any, outputs: list[str], facts: dict[str, list[tuple]],
             tables: dict[str, str] | None = None,
-            fetch: dict[str, Fetch] | None = None) -> dict[str, list[tuple]]:
+            fetch: dict[str, Fetch] | None = None,
+            keep: dict[str, str] | None = None) -> dict[str, list[tuple]]:
         """Evaluate `outputs` over `con` (a duckdb connection, may be read-only);
-        an output in `fetch` comes back as its `Fetch` says, done in SQL."""
-        return self._run(program, con, outputs, facts, tables or {}, None, fetch or {})
+        an output in `fetch` comes back as its `Fetch` says, done in SQL.
+        `keep`: a dict that receives relation -> temp table of each walk the
+        run computed into a table, left in place for a later run to read
+        (Note [One walk per answer]); the caller drops them (`drop_tables`)."""
+        return self._run(program, con, outputs, facts, tables or {}, None, fetch or {}, keep)
 
     def materialize(self, program: A.Program, con: Any, into: dict[str, str],
                     tables: dict[str, str] | None = None) -> dict[str, int]:
@@ -45,18 +50,18 @@ class DuckDBEngine:
         value (created on the writable `con`); -> row counts."""
         return self._run(program, con, list(into), {}, tables or {}, into, {})
 
-    def _run(self, program, con, outputs, facts, tables, into, fetch):
+    def _run(self, program, con, outputs, facts, tables, into, fetch, keep=None):
         nullary = _nullary(program)
         if nullary:  # Note [Nullary relations]
             program = program.cached("as_unary", lambda: nullary_as_unary(program))
             facts = {rel: [(0,) for _ in rows] if rel in nullary else rows for rel, rows in facts.items()}
-            out = self._run_sql(program, con, outputs, facts, tables, into, fetch)
+            out = self._run_sql(program, con, outputs, facts, tables, into, fetch, keep)
             if into is not None:
                 return out
             return {rel: ([()] if rows else []) if rel in nullary else rows for rel, rows in out.items()}
-        return self._run_sql(program, con, outputs, facts, tables, into, fetch)
+        return self._run_sql(program, con, outputs, facts, tables, into, fetch, keep)
 
-    def _run_sql(self, program, con, outputs, facts, tables, into, fetch):
+    def _run_sql(self, program, con, outputs, facts, tables, into, fetch, keep=None):
         duckdb = lean_duckdb()  # Note [Lean DuckDB import]
 
         if con is None:
@@ -71,16 +76,16 @@ class DuckDBEngine:
             else:
                 plan = compile_program(program, outputs, sources, prefix, stored=into)
             created += plan.temp_tables
+            if keep is not None:  # Note [One walk per answer]: its walks stay for the next run
+                kept = {rel: f"temp.main.{q(prefix + rel)}" for rel in needed if rel not in program.inputs}
+                keep.update({rel: t for rel, t in kept.items() if t in plan.temp_tables})
+                created = [t for t in created if t not in keep.values()]
             columns = {rel: [c.name for c in program.decls[rel].columns] for rel in fetch}
             return _execute(con, plan, into, fetch, columns)
         except duckdb.Error as exc:
             raise EngineError(f"DuckDB failed: {str(exc).splitlines()[0]}") from None
         finally:
-            for table in created:
-                try:
-                    con.execute(f"DROP TABLE IF EXISTS {table}")
-                except duckdb.Error:
-                    pass
+            drop_tables(con, created)
 
     def _sources(self, program, con, needed, facts, tables, prefix, created) -> dict[str, list[str]]:
         """Where each needed input relation's external rows are: DB table
@@ -88,9 +93,11 @@ class DuckDBEngine:
         sources: dict[str, list[str]] = {}
         inputs = [rel for rel in program.inputs if rel in needed]
         names = {rel: tables.get(rel) or q(rel) for rel in inputs}
-        found = db_tables(con, list(names.values())) if inputs else {}
+        found = db_tables(con, [n for n in names.values() if not n.startswith(_TEMP)]) if inputs else {}
         for rel in inputs:
-            if names[rel] in found:
+            if names[rel].startswith(_TEMP):  # a walk an earlier run kept: made from this decl
+                sources.setdefault(rel, []).append(names[rel])
+            elif names[rel] in found:
                 check_table(program.decls[rel], found[names[rel]])
                 sources.setdefault(rel, []).append(names[rel])
         for rel, rows in facts.items():
@@ -110,6 +117,17 @@ class DuckDBEngine:
             created.append(f"temp.main.{q(table)}")
             sources.setdefault(rel, []).append(f"temp.main.{q(table)}")
         return sources
+
+
+def drop_tables(con, tables) -> None:
+    """Drop the temp `tables` a run created (or kept, Note [One walk per answer])."""
+    duckdb = lean_duckdb()  # Note [Lean DuckDB import]
+
+    for table in tables:
+        try:
+            con.execute(f"DROP TABLE IF EXISTS {table}")
+        except duckdb.Error:
+            pass
 
 
 # Note [Plan cache]: compiling a query's program costs 2-4 ms of Python, as
