@@ -6,6 +6,7 @@ its kind and file:line (Note [Chains] in rules/chains.dl)."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -223,3 +224,30 @@ def test_a_page_s_chains_are_the_whole_answer_s(con, text):
         assert page.total == whole.total and len(page.rows) == n
         assert page.records() == whole.records()[:n]
         assert all(r["chain"] for r in page.records())
+
+
+@pytest.mark.parametrize("text,walk", [("impact(cpublas::gemm)", "up_reach"),
+                                       ("affected(at::native::layer_norm_cpu)", "up_reach")])
+def test_a_page_walks_once_and_leaves_no_table(con, monkeypatch, text, walk):
+    """Note [One walk per answer]: the chains' run reads the walk the rows'
+    run computed (its statements compute no `up_reach`), and the kept
+    table is dropped once the answer is built; the chains are the whole
+    answer's (the test above)."""
+    from torchtalk import api
+    from torchtalk.datalog.engines import duckdb as engine
+
+    runs = []
+    real = engine._execute
+
+    def recording(c, plan, *args, **kw):
+        runs.append(" ".join(getattr(s, "sql", "") for s in plan.steps) + " ".join(plan.fetch.values()))
+        return real(c, plan, *args, **kw)
+
+    monkeypatch.setattr(engine, "_execute", recording)
+    page = api.query(text, con=con, limit=5, all_matches=True)
+    assert all(r["chain"] for r in page.records())
+    walked = [i for i, sql in enumerate(runs) if f'{walk}_rec"' in sql]
+    assert len(walked) == 1
+    table = re.search(rf'CREATE TEMP TABLE ("_tt\d+_{walk}")', runs[walked[0]]).group(1)
+    assert any(f"temp.main.{table}" in sql for sql in runs[walked[0] + 1:])  # read by the chains' run
+    assert con.execute("SELECT count(*) FROM duckdb_tables() WHERE temporary").fetchone()[0] == 0
