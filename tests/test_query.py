@@ -519,6 +519,29 @@ def test_names_resolve_once_per_read_only_connection(tmp_path, monkeypatch):
     assert len(calls) == 3 * n
 
 
+def test_routing_probes_build_no_did_you_mean(tmp_path, monkeypatch):
+    """`callees(_matmul_impl)` asks whether `_matmul_impl` is an op (Note
+    [Op-level callees]); the miss routes it and needs no did-you-mean, so
+    none is computed, and a read-only connection remembers the miss. A
+    real miss still says what it could have meant."""
+    import duckdb
+
+    from torchtalk.connmemo import Session
+
+    path = tmp_path / "facts.duckdb"
+    build_db(path).close()
+    near = []
+    real = Resolver.nearest
+    monkeypatch.setattr(Resolver, "nearest", lambda self, *a, **k: near.append(a) or real(self, *a, **k))
+    ro = Session(duckdb.connect(str(path), read_only=True))
+    r = query("callees(_matmul_impl)", ro)
+    assert r.name == "callees" and r.rows and near == []
+    assert Resolver(ro).memo[("_matmul_impl", "op")] is None
+    with pytest.raises(QueryError, match="did you mean"):
+        query("trace(matmull)", ro)
+    assert near
+
+
 def test_library_loads_once_from_two_threads(tmp_path):
     # the MCP server's warm thread and its first call load the library together:
     # textX is not thread-safe, so one parses and the other waits for it

@@ -119,21 +119,31 @@ def route(q, resolver):
     if q.name != "trace":
         return q, ()
     text = str(q.args[0].value)
-    try:
-        resolver.resolve(text, "op")
+    if _probe(resolver, text, "op") is not None:
         return q, ()
+    order = TRACES[::-1] if "::" in text else TRACES  # `ns::name` is C++ before it is Python
+    for ns, name, what in order:
+        if _probe(resolver, text, ns) is None:
+            continue
+        routed = dataclasses.replace(q, name=name, text=q.text.replace("trace", name, 1))
+        return routed, (f"{text!r} names no ATen op but {what}: {routed.text}",)
+    try:
+        resolver.resolve(text, "op")  # the miss, with its did-you-mean
     except QueryError as miss:
-        order = TRACES[::-1] if "::" in text else TRACES  # `ns::name` is C++ before it is Python
-        for ns, name, what in order:
-            try:
-                resolver.resolve(text, ns)
-            except QueryError:
-                continue
-            routed = dataclasses.replace(q, name=name, text=q.text.replace("trace", name, 1))
-            return routed, (f"{text!r} names no ATen op but {what}: {routed.text}",)
         if miss.hint is None:
             miss.hint = "trace takes an op, a Python API, an nn module, a C++ function, a CUDA kernel or a stub"
         raise miss from None
+    return q, ()
+
+
+def _probe(resolver, text: str, ns: str):
+    """`text` resolved in `ns`, or None (no error built: a router's probe)."""
+    from torchtalk.errors import QueryError
+
+    try:
+        return resolver.find(text, ns)
+    except QueryError:
+        return None
 
 
 # Note [Op-level callees]: "what does matmul call" asks about the op, not
@@ -158,25 +168,18 @@ def route_callees(q, resolver):
     spells an ATen op (Note [Op-level callees]); -> (query, notes)."""
     import dataclasses
 
-    from torchtalk.errors import QueryError
     from torchtalk.query.dsl import value_text
 
     text = str(q.args[0].value)
-    try:
-        res = resolver.resolve(text, "op")
-    except QueryError:
-        return q, ()
-    if res.tier.split(",")[0] in FUNCTION_TIERS:
+    res = _probe(resolver, text, "op")
+    if res is None or res.tier.split(",")[0] in FUNCTION_TIERS:
         return q, ()
     name, what = OP_LEVEL[q.name]
     routed = dataclasses.replace(q, name=name, text=q.text.replace(q.name, name, 1))
     note = f"{text!r} names an ATen op: {what}, per key ({routed.text})"
-    try:
-        fn = resolver.resolve(text, "fn")
-        if not fn.ambiguous:
-            from extractors.cpp.names import split_sig
+    fn = _probe(resolver, text, "fn")
+    if fn is not None and not fn.ambiguous:
+        from extractors.cpp.names import split_sig
 
-            note += f"; the C++ function's own {q.name}: {q.name}({value_text(split_sig(fn.ids[0])[0])})"
-    except QueryError:
-        pass
+        note += f"; the C++ function's own {q.name}: {q.name}({value_text(split_sig(fn.ids[0])[0])})"
     return routed, (note,)

@@ -180,6 +180,10 @@ _OUT_FN = r"regexp_matches(split_part(schema, ' -> ', 1), '[*].*!\)')"  # an out
 _NATIVE = "at::native::"
 
 
+class _Miss(Exception):
+    """No tier of a namespace matches the text."""
+
+
 class Resolver:
     """Resolves names against one fact DB connection (tables may be missing)."""
 
@@ -205,12 +209,26 @@ class Resolver:
             >>> Resolver(con).resolve("aten::add.Tensor", "op").ids
             ('add.Tensor',)
         """
-        if self.memo is not None and (text, ns) in self.memo:
-            return self.memo[(text, ns)]
-        found = self._resolve(text, ns)
-        return found if self.memo is None else remember(self.memo, (text, ns), found, _RESOLVED_MAX)
+        found = self.find(text, ns)
+        if found is None:
+            raise self._not_found(text, ns)
+        return found
 
-    def _resolve(self, text: str, ns: str) -> Resolution:
+    def find(self, text: str, ns: str) -> Resolution | None:
+        """`text` resolved in namespace `ns`, or None: the probe the query
+        router asks in turn (`trace(X)`: an op? a module? a function?), which
+        needs no did-you-mean (Note [Trace of anything]); a miss is
+        remembered as a match is."""
+        key = (text, ns)
+        if self.memo is not None and key in self.memo:
+            return self.memo[key]
+        try:
+            found = self._match(text, ns)
+        except _Miss:
+            found = None
+        return found if self.memo is None else remember(self.memo, key, found, _RESOLVED_MAX)
+
+    def _match(self, text: str, ns: str) -> Resolution:
         tiers = {
             "fn": self._fn_tiers,
             "op": self._op_tiers,
@@ -229,7 +247,7 @@ class Resolver:
             if rows:
                 matches = tuple(dict.fromkeys(Match(*r) for r in rows))
                 return self._prefer(Resolution(text, ns, matches, tier, packet or _overloads(matches)))
-        raise self._not_found(text, ns)
+        raise _Miss
 
     def _prefer(self, res: Resolution) -> Resolution:
         """The one public match of an ambiguous resolution, the others kept
