@@ -101,6 +101,26 @@ def test_many_given_facts_go_through_a_temp_table(db):
     assert con.execute("SELECT count(*) FROM duckdb_tables() WHERE temporary").fetchone() == (0,)
 
 
+def test_given_numbers_are_typed_by_the_first_row_only():
+    """Note [Typed once]: inlined facts cast only the first row's numbers;
+    the column is BIGINT all the same (sums past 2**31, large values, and
+    negatives come back exact), and later rows carry no CAST."""
+    from torchtalk.datalog.engines.duckdb import inline_values
+
+    prog = parse_text(""".decl r(k: symbol, n: number)
+.input r
+.decl total(s: number)
+.output total
+total(s) :- s = sum n : { r(_, n) }.
+""")
+    rows = [("a", 2**31 - 1), ("b", 2**31 - 1), ("c", -5), ("d", 2**40)]
+    out = evaluate(prog, duckdb.connect(), outputs=["total"], facts={"r": rows})
+    assert out == {"total": [(2 * (2**31 - 1) - 5 + 2**40,)]}
+    sql = inline_values(prog.decls["r"], rows)
+    assert sql.count("CAST(") == 1
+    assert duckdb.connect().execute(f"SELECT DISTINCT typeof(n) FROM {sql}").fetchall() == [("BIGINT",)]
+
+
 def test_symbols_with_quotes_and_builtins():
     prog = parse_text(
         """.decl s(x: symbol)

@@ -278,18 +278,24 @@ INLINE_ROWS = 1000
 
 
 def inline_values(decl: A.Decl, rows: list[tuple]) -> str:
-    """`rows` as a SQL subquery with the relation's column names and types."""
+    """`rows` as a SQL subquery with the relation's column names and types.
+
+    Note [Typed once]: a VALUES list takes each column's type from all its
+    rows, so only the first row casts its numbers to BIGINT; the others are
+    plain literals. Binding a CAST per value cost DuckDB ~0.3 ms per row
+    (a 50-row page of impact given to its chains' run: 9-19 ms per
+    statement that reads it, against 2.5-7 ms)."""
     cols = ", ".join(q(c.name) for c in decl.columns)
     body = ", ".join(
-        "(" + ", ".join(_sql_value(v, c.type) for v, c in zip(row, decl.columns, strict=True)) + ")" for row in rows
-    )
+        "(" + ", ".join(_sql_value(v, c.type, i == 0) for v, c in zip(row, decl.columns, strict=True)) + ")"
+        for i, row in enumerate(rows))
     return f"(SELECT * FROM (VALUES {body}) AS v({cols}))"
 
 
-def _sql_value(v, ctype: A.ColType) -> str:
+def _sql_value(v, ctype: A.ColType, typed: bool = True) -> str:
     if ctype is A.ColType.SYMBOL:
         return "'" + v.replace("'", "''") + "'"
-    return f"CAST({int(v)} AS BIGINT)"
+    return f"CAST({int(v)} AS BIGINT)" if typed else str(int(v))
 
 
 def load_rows(con, decl: A.Decl, table: str, rows: list[tuple]) -> None:
