@@ -364,6 +364,21 @@ def test_presolved_copies_equal_the_engines(con, monkeypatch):
     assert all(fast)
 
 
+def test_presolve_asks_the_engine_only_for_what_is_not_a_copy(con, monkeypatch):
+    """Note [Copies first]: trace's test_need, entry_need and down_limit
+    copy its arguments and are computed in Python, though trace_composite,
+    which reads a fact table, goes to the engine; the rows are the same."""
+    import torchtalk.datalog as datalog
+
+    fast = q(con, "trace(matmul)").rows
+    asked: list[tuple] = []
+    real = datalog.evaluate
+    monkeypatch.setattr(datalog, "evaluate", lambda *a, **k: asked.append(tuple(k.get("outputs") or ())) or real(*a, **k))
+    assert q(con, "trace(matmul)").rows == fast and fast
+    presolved = [names for names in asked if "trace" not in names]
+    assert presolved == [("trace_composite",)]
+
+
 def test_filter_relation_without_seed(con):
     # `call_edge` has no seed: positional arguments filter its columns
     r = q(con, "call_edge(matmul)")
