@@ -48,6 +48,7 @@ LAYERS: tuple[Layer, ...] = (
          "py_alias"),
     ),
     Layer("tests", "extractors.tests", ("test", "opinfo", "tests_cover", "test_util", "test_file", "test_file_uses", "module_runs")),
-    Layer("precise", "extractors.clang", ("calls_precise", "calls_op", "precise_file", "precise_pending"),
+    Layer("precise", "extractors.clang", ("calls_precise", "calls_op", "precise_file", "precise_pending",
+                                               "precise_skipped"),
           optional=True),
 )

@@ -90,13 +90,16 @@ def test_an_edited_tu_is_the_fast_tiers_until_parsed_again(precise_copy, capsys)
 
 DISTRIBUTIONS = "aten/src/ATen/native/Distributions.cpp"
 UPSAMPLE = "aten/src/ATen/native/cpu/UpSampleKernel.cpp"
+CONVOLUTION = "aten/src/ATen/native/Convolution.cpp"
+MKLDNN_CONV = "aten/src/ATen/native/mkldnn/Conv.cpp"
 
 
 @pytest.fixture(scope="module")
 def functor_db(tree, tmp_path_factory, cuda_sdk):
-    """A DB of the real tree whose compiler tier parsed Distributions.cpp and UpSampleKernel.cpp."""
+    """A DB of the real tree whose compiler tier parsed four TUs (Distributions.cpp,
+    UpSampleKernel.cpp, Convolution.cpp, mkldnn/Conv.cpp)."""
     mp = pytest.MonkeyPatch()
-    mp.setenv("TORCHTALK_PRECISE_DIRS", f"{DISTRIBUTIONS}:{UPSAMPLE}")
+    mp.setenv("TORCHTALK_PRECISE_DIRS", ":".join((DISTRIBUTIONS, UPSAMPLE, CONVOLUTION, MKLDNN_CONV)))
     db = tmp_path_factory.mktemp("functors") / "tree.duckdb"
     try:
         _seed_cache(db, tree)
@@ -112,7 +115,8 @@ def test_functors_through_templates_beside_the_compiler(functor_db):
     (UpSampleKernel.cpp:1666) call the functor class's methods; libclang shows no
     instantiation, so the fast tier's functor edges stand in the files it parsed."""
     db = functor_db
-    assert _rows(db, "select file from precise_file order by file", []) == [(DISTRIBUTIONS,), (UPSAMPLE,)]
+    assert _rows(db, "select file from precise_file order by file", []) == [
+        (CONVOLUTION,), (DISTRIBUTIONS,), (UPSAMPLE,), (MKLDNN_CONV,)]
     stub = "at::native::BernoulliStub::operator()"
     rows = api.query("callees(at::native::bernoulli_(Tensor&, double, optional<Generator>))", db=db, limit=None).rows
     assert {(r[1], r[2], r[3], r[4]) for r in rows if r[1].startswith(stub)} == {
@@ -131,3 +135,28 @@ def test_functors_through_templates_beside_the_compiler(functor_db):
     assert len(chains) == 1
     assert [(s.kind, s.file, s.line, s.res) for s in chains[0]][3:] == [
         ("call", UPSAMPLE, 1666, "typed"), ("precise", UPSAMPLE, 1077, "compiler"), ("aten", UPSAMPLE, 1053, "resolved")]
+
+
+def test_branches_configured_out_here_but_on_in_the_wheel(functor_db):
+    """Note [Configured out here, on in the wheel]: the compiler tier has no
+    oneDNN or NNPACK headers, so it skips `#if AT_MKLDNN_ENABLED()` and
+    `#if AT_NNPACK_ENABLED()` branches, which torch 2.6.0's wheel builds: the
+    fast tier's calls there stand. A branch the wheel does not build either
+    (`#ifdef USE_MPS` on Linux) keeps its calls out."""
+    db = functor_db
+    skipped = set(_rows(db, "select file, first, last from precise_skipped", []))
+    assert {(MKLDNN_CONV, 37, 1085), (CONVOLUTION, 546, 561)} <= skipped  # `#else // AT_MKLDNN_ENABLED`, NNPACK
+    assert not [r for r in skipped if r[0] == CONVOLUTION and r[1] <= 590 <= r[2]]  # `#ifdef USE_MPS`
+    real = [r[1:5] for r in api.query("callees(at::native::mkldnn_convolution)", db=db, limit=None).rows]
+    assert (f"at::native::(static:{MKLDNN_CONV})::_mkldnn_convolution", "scope", MKLDNN_CONV, 288) in real  # the wheel's
+    nnpack = [r[1:5] for r in api.query("callees(at::native::ConvParams::use_nnpack)", db=db, limit=None).rows]
+    assert ("_nnpack_available", "aten", CONVOLUTION, 548) in nnpack
+    mps = [r[1:5] for r in api.query("callees(at::native::ConvParams::use_mps)", db=db, limit=None).rows]
+    assert [r for r in mps if r[2] == CONVOLUTION and 589 <= r[3] <= 597] == []
+    # `params.use_nnpack(input, weight)` with `const ConvParams<T>& params`: the compiler's, by the class template
+    assert ("at::native::_select_conv_backend", "at::native::ConvParams::use_nnpack", CONVOLUTION, 1277) in set(
+        _rows(db, "select caller, callee, file, line from calls_precise where line = 1277", []))
+    # the runtime's _convolution -> _nnpack_available (bench/runtime_oracle.py) has a path on CPU
+    ops = api.query("op_callees(_convolution)", db=db, limit=None)
+    i, k, c = (ops.columns.index(n) for n in ("op", "key", "calls"))
+    assert ("_convolution", "CompositeExplicitAutograd", "_nnpack_available") in {(r[i], r[k], r[c]) for r in ops.rows}

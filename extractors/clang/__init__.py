@@ -295,6 +295,8 @@ def _record(root: Path, res, stats: Stats, sink: Sink, ov) -> None:
     if res.status == "ok":
         sink.add("precise_file", res.rel)
         stats.parsed.append(res.rel)
+        for first, last in res.skipped:  # Note [Configured out here, on in the wheel]
+            sink.add("precise_skipped", res.rel, first, last)
     stats.edges += len(res.edges)
     stats.ops += len(res.ops)
     stats.sites += res.sites

@@ -20,7 +20,7 @@ from pathlib import Path
 from extractors.clang.worker import TuResult
 from torchtalk.atomic import atomic_open
 
-VERSION = 8  # bump when the walk's output changes (4: op calls, launches, call sites, .cu TUs; 5: operator lines; 6: internal-linkage ids; 7: overload ids, always with the parameter list; 8: `operator_1_norm` is no operator)
+VERSION = 9  # bump when the walk's output changes (4: op calls, launches, call sites, .cu TUs; 5: operator lines; 6: internal-linkage ids; 7: overload ids, always with the parameter list; 8: `operator_1_norm` is no operator; 9: skipped ranges, members of class templates through dependent objects)
 
 
 class FileHashes:
@@ -110,4 +110,5 @@ def _from_json(d: dict) -> TuResult:
         errors=d["errors"],
         fatal=tuple(d["fatal"]) if d["fatal"] else None,
         seconds=d["seconds"],
+        skipped=tuple(tuple(r) for r in d["skipped"]),
     )

@@ -31,7 +31,10 @@ a macro argument (AT_DISPATCH lambdas, TORCH_CHECK conditions) that is the
 argument's own line; a call written in a macro's body is placed at the line
 where the macro is used. A call in a template that depends on a template
 parameter has no single callee; when all the candidates it names share one
-qualified name it gets that name, otherwise it is counted as unresolved.
+qualified name it gets that name, and a member call on an object whose type
+is a class template of the tree (`params.use_nnpack(...)` with `const
+ConvParams<T>& params`) gets the methods of that name the template (or a
+base) declares; otherwise it is counted as unresolved.
 """
 
 from __future__ import annotations
@@ -291,7 +294,7 @@ class Walker:
             if ref is not None and ref.kind in (K.CONSTRUCTOR, K.DESTRUCTOR, K.CONVERSION_FUNCTION):
                 drop["constructor"] += 1
                 return
-            refs = self._overload_set(call) if ref is None else None
+            refs = (self._overload_set(call) or self._dependent_member(call)) if ref is None else None
             if not refs:
                 drop["unresolved"] += 1
                 if caller is not None and call.spelling:
@@ -382,6 +385,28 @@ class Walker:
             return line
         return loc.line
 
+    def _dependent_member(self, call: ci.Cursor) -> list[ci.Cursor] | None:
+        """`x.f(...)` / `p->f(...)` whose object's type depends on a template
+        parameter but is a class template of the tree (`const ConvParams<T>&`):
+        each method named f of that template as it declares it, or of its
+        bases (Note [Precise edges])."""
+        head = next(iter(call.get_children()), None)
+        while head is not None and head.kind == K.UNEXPOSED_EXPR:
+            head = next(iter(head.get_children()), None)
+        if head is None or head.kind != K.MEMBER_REF_EXPR or head.referenced is not None:
+            return None
+        base = next(iter(head.get_children()), None)
+        if base is None:
+            return None
+        t = base.type
+        if t.kind in _INDIRECT:
+            t = t.get_pointee()
+        cls = t.get_declaration()
+        if cls.kind not in _RECORD_KINDS or self._where_is(cls) is None:
+            return None
+        name = _member_name(head)
+        return _methods(cls, name) or None if name else None
+
     def _overload_set(self, call: ci.Cursor) -> list[ci.Cursor] | None:
         """The functions a dependent call names, when all its candidates
         share one qualified name (Note [Precise edges]): each overload."""
@@ -407,6 +432,32 @@ class Walker:
                 names.add(self.namer.qualname(decl))
                 found.setdefault(self.namer.fn_id(decl), decl)
         return list(found.values()) if len(names) == 1 else None
+
+
+_RECORD_KINDS = frozenset({K.CLASS_TEMPLATE, K.CLASS_TEMPLATE_PARTIAL_SPECIALIZATION, K.STRUCT_DECL, K.CLASS_DECL})
+_METHOD_KINDS = frozenset({K.CXX_METHOD, K.FUNCTION_TEMPLATE})
+_INDIRECT = frozenset({ci.TypeKind.POINTER, ci.TypeKind.LVALUEREFERENCE, ci.TypeKind.RVALUEREFERENCE})
+
+
+def _member_name(member: ci.Cursor) -> str | None:
+    """The name after the last `.` or `->` of a member expression (`template` skipped)."""
+    toks = [t.spelling for t in member.get_tokens()]
+    at = max((i for i, t in enumerate(toks) if t in (".", "->")), default=-1)
+    rest = [t for t in toks[at + 1:] if t != "template"] if at >= 0 else []
+    return rest[0] if rest and rest[0].isidentifier() else None
+
+
+def _methods(cls: ci.Cursor, name: str, depth: int = 0) -> list[ci.Cursor]:
+    """The methods named `name` of class (template) `cls`, else of its bases."""
+    found = [c for c in cls.get_children() if c.kind in _METHOD_KINDS and c.spelling == name]
+    if found or depth >= 3:
+        return found
+    for base in cls.get_children():
+        if base.kind == K.CXX_BASE_SPECIFIER:
+            decl = base.type.get_declaration()
+            if decl.kind in _RECORD_KINDS:
+                found.extend(_methods(decl, name, depth + 1))
+    return found
 
 
 def collect_edges(tu: ci.TranslationUnit, rel: str, classify, namer: Namer | None = None, api=None,

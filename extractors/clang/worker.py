@@ -24,8 +24,10 @@ import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from multiprocessing import connection, get_context
+from pathlib import Path
 
 from extractors.clang.flags import CPU_CAPABILITY, Command
+from extractors.clang.skipped import wheel_ranges
 from extractors.clang.visit import Namer, collect_edges, error_count, first_fatal, included_files
 from extractors.workers import watched
 
@@ -37,7 +39,8 @@ def parse_options(skip_header_bodies: bool = True) -> int:
     """libclang TranslationUnit options (Note [Preamble])."""
     from clang import cindex as ci
 
-    opts = ci.TranslationUnit.PARSE_INCOMPLETE
+    # the detailed record gives the skipped #if ranges (Note [Configured out here, on in the wheel])
+    opts = ci.TranslationUnit.PARSE_INCOMPLETE | ci.TranslationUnit.PARSE_DETAILED_PROCESSING_RECORD
     if skip_header_bodies:
         opts |= (ci.TranslationUnit.PARSE_PRECOMPILED_PREAMBLE | _CREATE_PREAMBLE_ON_FIRST_PARSE
                  | ci.TranslationUnit.PARSE_SKIP_FUNCTION_BODIES
@@ -84,6 +87,7 @@ class TuResult:
     errors: int = 0
     fatal: tuple[str, int, str] | None = None
     seconds: float = 0.0
+    skipped: tuple[tuple[int, int], ...] = ()  # main-file lines configured out, on in the wheel (skipped.py)
 
     @property
     def parsed(self) -> bool:
@@ -128,6 +132,7 @@ def parse_tu(job: Job) -> TuResult:
         errors=error_count(tu),
         fatal=fatal,
         seconds=time.perf_counter() - start,
+        skipped=wheel_ranges(tu, job.path, Path(job.path).read_text(errors="replace")),
     )
     del tu  # disposes the TU and its preamble file
     return result
