@@ -181,9 +181,12 @@ def test_watch_picks_up_edits(indexed, tmp_path):
     from what it kept in memory (Note [Layer memo]), to a cold index's DB."""
     copy, db = indexed
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    err = tmp_path / "watch.err"
+    # Ctrl-C reaches the watcher even when this suite runs as a background job, which ignores SIGINT
     proc = subprocess.Popen([sys.executable, "-m", "torchtalk", "watch", "--source", str(copy), "--db", str(db),
                              "--layers", ",".join(LAYERS), "--jobs", "2"], env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+                            stdout=subprocess.PIPE, stderr=err.open("w"),
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         lines = [proc.stdout.readline(), proc.stdout.readline()]
         assert lines[0].startswith("no change to the facts in "), lines
@@ -198,5 +201,11 @@ def test_watch_picks_up_edits(indexed, tmp_path):
             ("at::native::cpublas::tt_watched", line + 1)]
     finally:
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=60) == 0
+        try:
+            code = proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:  # never left behind
+            proc.kill()
+            proc.wait()
+            code = "still running 60 s after Ctrl-C"
+        assert code == 0, (code, err.read_text())
     assert_same_tables(db, _cold(copy, tmp_path, "watched"))

@@ -94,3 +94,36 @@ def test_watched_dirs_of_a_torch_tree_and_of_an_extension(tmp_path):
     for d in ("torchvision/csrc", "test"):
         (ext / d).mkdir(parents=True)
     assert watched_dirs(ext) == [ext]
+
+
+def test_watch_stops_cleanly_on_sigterm(tree, tmp_path):
+    """`kill` (SIGTERM) stops `torchtalk watch` as Ctrl-C does: exit 0, the
+    index of an edit made before it in place."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from tests.test_mcp_server import _mini_tree
+    from tests.test_update_real import _rows
+
+    src = _mini_tree(tree, tmp_path / "mini")
+    db = tmp_path / "db" / "mini.duckdb"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    proc = subprocess.Popen([sys.executable, "-m", "torchtalk", "watch", "--source", str(src), "--db", str(db),
+                             "--layers", "ops"], env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert proc.stdout.readline().startswith("built (ops ran) in ")
+        assert proc.stdout.readline() == f"watching {src.resolve()} (Ctrl-C to stop)\n"
+        yaml = src / "aten/src/ATen/native/native_functions.yaml"
+        yaml.write_text(yaml.read_text() + "\n- func: tt_watched(Tensor self) -> Tensor\n")
+        assert proc.stdout.readline().startswith("aten/src/ATen/native/native_functions.yaml: updated (ops ran) in ")
+    finally:
+        proc.terminate()
+        try:
+            code = proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            code = "still running 30 s after SIGTERM"
+    assert (code, proc.stderr.read()) == (0, "")
+    assert _rows(db, "select name from op where name = 'tt_watched'", []) == [("tt_watched",)]

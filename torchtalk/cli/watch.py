@@ -19,7 +19,9 @@ def register(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import signal
     import sys
+    import threading
     import time
 
     from torchtalk import api, store
@@ -64,10 +66,12 @@ def run(args: argparse.Namespace) -> int:
     update()
     watcher = Watcher(root, update, quiet=QUIET_S if args.debounce is None else args.debounce, on_error=failed)
     watcher.start()
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())  # `kill` stops as Ctrl-C does: the update running ends first
     say(f"watching {root} (Ctrl-C to stop)")
     try:
-        while True:
-            time.sleep(3600)
+        while not stop.wait(3600):
+            pass
     except KeyboardInterrupt:
         pass
     finally:
