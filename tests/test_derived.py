@@ -43,6 +43,8 @@ def test_the_index_stores_the_argument_free_relations(con):
     assert stored == derived.fingerprints(library)
     # the walks' edges, the kernels, the tests' reach and the op reports are stored ...
     assert {"step_at", "step_pair", "kernel_entry", "test_reaches", "op_stub_impl", "op_cuda_kernel"} <= set(stored)
+    # ... and every Python API's tier and test count (Note [API tiers])
+    assert {"api_name_tier", "api_name_tests"} <= set(stored)
     # ... not views of one table, nor what reads a query argument, nor intermediates
     assert not {"call_edge", "api_op", "up_reach", "impact", "aten_call", "step"} & set(stored)
     counts = dict(con.execute(f"SELECT relation, rows FROM {derived.CATALOG}").fetchall())

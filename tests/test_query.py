@@ -425,6 +425,23 @@ def test_user_rules_are_queries(con, tmp_path):
                        "aten/src/ATen/native/cuda/SoftMax.cu", 1010),)
 
 
+def test_a_name_the_index_does_not_tier_is_tiered_when_asked(con, tmp_path):
+    """Note [API tiers]: the index tiers and counts every API's and
+    binding's name (api_name_tier, api_name_tests); a user's rule may need
+    another name, which the same rules tier and count when asked."""
+    d = tmp_path / "tiers"
+    d.mkdir()
+    (d / "tiers.dl").write_text(
+        f'#include "{ROOT}/rules/ranking.dl"\n'
+        "// Names to tier.\n"
+        'api_need("torch.nn.functional.my_fn"). api_need("torch._hidden"). api_need("mypkg.thing"). api_need("torch.softmax").\n'
+        "// Their tiers and tests.\n.decl my_tiers(name: symbol, api: symbol, tests: number)\n"
+        "my_tiers(n, a, c) :- api_need(n), api_tier(n, a), api_tests(n, c).\n")
+    assert sorted(q(con, "my_tiers()", rules=(d,)).rows) == [
+        ("mypkg.thing", "other public", 0), ("torch._hidden", "private", 0),
+        ("torch.nn.functional.my_fn", "documented", 0), ("torch.softmax", "documented", 1)]
+
+
 def test_user_rule_error_names_file_line(con, tmp_path):
     d = tmp_path / "bad"
     d.mkdir()
