@@ -615,12 +615,30 @@ def test_incremental_resolution_reuses_unchanged_files_and_sees_new_definitions(
     second = cpp.run(ctx)
     assert second.rows["calls"] == [("at::a", "at::b", "aten/a.cpp", 1, "scope"),
                                     ("at::b", "at::b", "aten/b.cpp", 1, "scope")]
+    assert second.read == 1  # the edited file's FileFacts only: a.cpp is neither read nor resolved
     # a new definition changes the interface: unchanged a.cpp now reaches c
     (root / "aten" / "b.cpp").write_text("namespace at { void b() { b(); }\nvoid c() {} }\n")
     third = cpp.run(ctx)
     assert ("at::a", "at::c", "aten/a.cpp", 1, "scope") in third.rows["calls"]
     fresh = cpp.run(ExtractContext(root=root, cache_dir=tmp_path / "fresh", jobs=1))
     assert fresh.rows == third.rows and fresh.stats == third.stats
+
+
+def test_incremental_resolution_renames_an_unchanged_files_def_that_became_overloaded(tmp_path: Path):
+    """Note [Incremental resolution]: a second parameter list for `at::f` in
+    b.cpp makes a.cpp's unchanged `at::f(int)` an overload; its rows (and the
+    calls of it) are renamed as a fresh run names them."""
+    root = tmp_path / "tree"
+    (root / "aten").mkdir(parents=True)
+    (root / "aten" / "a.cpp").write_text("namespace at { void f(int x) {} }\n")
+    (root / "aten" / "b.cpp").write_text("namespace at { void g() { f(1); } }\n")
+    ctx = ExtractContext(root=root, cache_dir=tmp_path / "cache", jobs=1)
+    assert ("at::f", "f", "aten/a.cpp", 1, "cpp") in cpp.run(ctx).rows["func"]
+    (root / "aten" / "b.cpp").write_text("namespace at { void f(int x, int y) {}\nvoid g() { f(1); } }\n")
+    again = cpp.run(ctx)
+    assert ("at::f(int)", "f", "aten/a.cpp", 1, "cpp") in again.rows["func"]
+    fresh = cpp.run(ExtractContext(root=root, cache_dir=tmp_path / "fresh", jobs=1))
+    assert fresh.rows == again.rows and fresh.stats == again.stats
 
 
 def test_aten_api_calls_become_calls_op():

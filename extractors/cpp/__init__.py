@@ -60,7 +60,8 @@ class Run:
     rows: dict[str, list[tuple]]
     stats: dict[str, int]
     timings: dict[str, float] = field(default_factory=dict)
-    scanned: int = 0
+    scanned: int = 0  # files scanned (not in the cache)
+    read: int = 0  # files whose FileFacts were read or scanned (Note [Incremental resolution])
     warnings: list[tuple[str, int, str]] = field(default_factory=list)
     # (generation, rows) of the last run, for Note [Layer deltas]
     kept: tuple[str | None, dict[str, list[tuple]]] | None = None
@@ -163,25 +164,27 @@ def run(ctx: ExtractContext, sink: Sink | None = None) -> Run:
             cache.write_atomic(cdir / "index.pkl", (cache.VERSION, new_index))
         timings["total"] = time.perf_counter() - t0
         return Run(resolved[1], resolved[2], timings, warnings=macro_warnings, kept=kept)
-    facts, scanned, warnings = _load_facts(root, cdir, digests, ctx.jobs, sink, memo, macros)
-    warnings = macro_warnings + warnings
-    timings["scan"] = time.perf_counter() - t0 - timings["stat"]
-    from extractors.cpp.resolve import resolve
+    tree, loaded = _tree_facts(root, cdir, digests, ctx.jobs, sink, memo, macros)
+    from extractors.cpp.aten import load_names
+    from extractors.cpp.incremental import resolve_tree
 
     t1 = time.perf_counter()
     previous = resolved[3] if resolved and len(resolved) > 3 else None
-    from extractors.cpp.aten import load_names
-
-    rows, stats, per_file = resolve(facts, digests, previous, load_names(names_root, cdir), memo, index_cache=cdir)
+    rows, stats, per_file = resolve_tree(tree, digests, previous, load_names(names_root, cdir), memo, cdir)
     _library_rows(rows, ctx.torch_root is not None)
-    timings["resolve"] = time.perf_counter() - t1
+    timings["resolve"] = time.perf_counter() - t1 - loaded["seconds"]
+    timings["scan"] = loaded["seconds"]
+    scanned, warnings = loaded["scanned"], macro_warnings + loaded["warnings"]
+    if "facts" in memo:  # only the current files' (Note [Layer memo])
+        live = set(digests.values())
+        memo["facts"] = {d: f for d, f in memo["facts"].items() if d in live}
     same = kept is not None and kept[0] is not None and kept[0] == ctx.previous and rows == kept[1]
     _write_memo(memo, cdir / "resolved.pkl", (combined, rows, stats, per_file,
                                               ctx.previous if same else ctx.generation))
     cache.write_atomic(cdir / "index.pkl", (cache.VERSION, new_index))
     cache.drop_unused(cdir, set(digests.values()), older_than=time.time() - (time.perf_counter() - t0) - 60)
     timings["total"] = time.perf_counter() - t0
-    return Run(rows, stats, timings, scanned, warnings, kept)
+    return Run(rows, stats, timings, scanned, loaded["read"], warnings, kept)
 
 
 def tree_overloads(root: Path, cache_dir: Path, jobs: int = 1):
@@ -271,8 +274,28 @@ def _load_facts(root: Path, cdir: Path, digests: dict[str, str], jobs: int, sink
         facts.extend(_collect(map(_scan_job, jobs_in), warnings, sink))
     facts.sort(key=lambda f: f.file)
     if memo is not None:
-        memo["facts"] = {digests[f.file]: f for f in facts if f.file in digests}
+        memo.setdefault("facts", {}).update((digests[f.file], f) for f in facts if f.file in digests)
     return facts, len(todo), warnings
+
+
+def _tree_facts(root: Path, cdir: Path, digests: dict[str, str], jobs: int, sink: Sink | None, memo: dict,
+                macros: dict[str, str]):
+    """(TreeFacts of the files of `digests`, read or scanned on first use by
+    `_load_facts`; {"scanned", "read", "warnings", "seconds"} of those loads)."""
+    from extractors.cpp.incremental import TreeFacts
+
+    loaded = {"scanned": 0, "read": 0, "warnings": [], "seconds": 0.0}
+
+    def load(rels: list[str]) -> dict:
+        t = time.perf_counter()
+        facts, scanned, warnings = _load_facts(root, cdir, {r: digests[r] for r in rels}, jobs, sink, memo, macros)
+        loaded["scanned"] += scanned
+        loaded["read"] += len(rels)
+        loaded["warnings"] += warnings
+        loaded["seconds"] += time.perf_counter() - t
+        return {f.file: f for f in facts}
+
+    return TreeFacts(sorted(digests), load), loaded
 
 
 def _collect(results, warnings, sink):

@@ -5,7 +5,9 @@ Note [cpp cache layout] (in the layer's `ctx.cache_dir`):
                (its ids depend on its path, Note [Internal linkage ids])
   index.pkl    (VERSION, {rel path: (size, mtime_ns, digest)}) of the last run
   resolved.pkl (digest of RESOLVE_VERSION and all file digests, rows, stats,
-               per-file rows for Note [Incremental resolution]) of the last run
+               the per-file rows and Parts of Note [Incremental resolution],
+               generation) of the last run: the layer's state, one load
+  index-<key>.pkl the Index of the last run (extractors/cpp/incremental.py)
 Every write goes to a temp file first and is renamed into place, so a killed
 run never leaves a half-written entry. Entries are per file content, so a
 changed file costs one re-scan and an unchanged tree costs stats only.

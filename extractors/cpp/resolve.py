@@ -42,7 +42,6 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
 import pickle
 from collections import defaultdict
 from collections.abc import Iterable
@@ -901,112 +900,15 @@ def _pick(cands: set[str], via: str) -> tuple[str, int, str]:
     return "", len(cands), via
 
 
-def interface_of(facts: list[FileFacts], aten: AtenNames = EMPTY) -> str:
-    """Digest of everything resolution reads from other files: definitions,
-    return types, classes, stubs, inline namespaces (not the calls), and the
-    op names of native_functions.yaml (Note [ATen API calls])."""
-    h = hashlib.sha1((RESOLVE_VERSION + aten.digest).encode())
-    for f in facts:
-        h.update(pickle.dumps((f.file, f.defs, f.returns, f.classes, f.stub_decls, f.stub_defines, f.inline_ns,
-                               f.aliases, f.tparam_uses, f.includes, f.sigs), 4))
-    return h.hexdigest()
-
-
-def _shape_of(facts: list[FileFacts], aten: AtenNames) -> str:
-    """Digest of the interface without the definitions and their return types
-    (nor lines: lookups read the names of stubs, not where they are)."""
-    h = hashlib.sha1((RESOLVE_VERSION + aten.digest).encode())
-    for f in facts:
-        stubs = sorted({s for s, _line in (*f.stub_decls, *f.stub_defines)})
-        h.update(pickle.dumps((f.file, f.classes, stubs, f.inline_ns, f.aliases, f.includes), 4))
-    return h.hexdigest()
-
-
-def _defs_of(facts: list[FileFacts]) -> frozenset:
-    """What resolution reads of each definition: name, flags, return type,
-    whether it is a template (Note [Typed overloads]), and what a template's
-    body calls on its parameters (Note [Functor arguments])."""
-    return frozenset([(d[0], d[1], d[3], r, s[3:]) for f in facts
-                      for d, r, s in zip(f.defs, f.returns, f.sigs or ((),) * len(f.defs), strict=True)]
-                     + [(f.defs[i][0], f.defs[i][1], -1, (p, n)) for f in facts for i, p, n in f.tparam_uses])
-
-
-def _mentions(f: FileFacts) -> frozenset[str]:
-    """Every name component a file's calls and constructs write (what its
-    resolution may look up), for Note [Incremental resolution]; found by the
-    scanner (FileFacts.mentions)."""
-    return f.mentions
-
-
-FILES_FORMAT = 4  # the per-file tuple: (digest, rows, stats, helper sites, mentions)
-
-
 def resolve(facts: list[FileFacts], digests: dict[str, str] | None = None,
             previous: dict | None = None, aten: AtenNames = EMPTY, memo: dict | None = None,
             index_cache: Path | None = None) -> tuple[dict[str, list[tuple]], dict[str, int], dict]:
     """All rows of the cpp layer (relation -> rows), counts for the report,
-    and the per-file results to pass as `previous` next time.
+    and the state to pass as `previous` next time: `resolve_tree` of
+    extractors/cpp/incremental.py (Note [Incremental resolution]) over `facts`."""
+    from extractors.cpp.incremental import TreeFacts, resolve_tree
 
-    Note [Incremental resolution]: a file's rows depend on its own facts and
-    on the tree's interface (interface_of). When the interface is unchanged
-    (an edit inside function bodies), a file whose content digest is unchanged
-    keeps its rows from `previous`; only changed files are resolved again.
-    When only definitions changed (a function added, removed or retyped;
-    classes, stubs, inline namespaces and the ATen names as they were), an
-    unchanged file keeps its rows unless it mentions the short name of a
-    definition that changed: every lookup goes through short names, so the
-    others resolve as before. Helper launches, which follow call edges across
-    files, are always redone.
-    """
-    rv_ov = Overloads.of(facts)  # Note [Overload ids]
-    facts = [rv_ov.rename(f) for f in facts]
-    ix = _index(facts, memo, index_cache)
-    rv = Resolver(ix)
-    rv.aten = aten
-    rv.ov = rv_ov
-    iface = interface_of(facts, aten)
-    if previous and previous.get("format") == FILES_FORMAT and previous.get("iface") == iface:
-        shape, defs = previous["shape"], previous["defs"]  # both are digests of parts of the interface
-    else:
-        shape, defs = _shape_of(facts, aten), _defs_of(facts)
-    old: dict = {}
-    if previous and previous.get("format") == FILES_FORMAT:
-        if previous.get("iface") == iface:
-            old = previous["files"]
-        elif previous.get("shape") == shape:
-            changed = {d[1] for d in previous["defs"] ^ defs} | {d[0].rpartition("::")[2] for d in previous["defs"] ^ defs}
-            old = {k: v for k, v in previous["files"].items() if not (v[4] & changed)}
-    files: dict[str, tuple] = {}
-    for f in facts:
-        digest = (digests or {}).get(f.file)
-        hit = old.get(f.file)
-        files[f.file] = hit if hit is not None and digest is not None and hit[0] == digest else (
-            digest, *_file_rows(f, rv), _mentions(f))
-    rows: dict[str, list[tuple]] = defaultdict(list)
-    stats: dict[str, int] = defaultdict(int)
-    helper_sites: list[tuple[str, str, str, int]] = []
-    for _digest, frows, fstats, fsites, _names in files.values():
-        for rel, rs in frows.items():
-            rows[rel].extend(rs)
-        for k, v in fstats.items():
-            stats[k] += v
-        helper_sites.extend(fsites)
-    rv.use_file(None)
-    _helper_launches(helper_sites, rows, rv)
-    _overload_rows(rv_ov, rows)
-    visible = previous.get("visible") if previous else None
-    if rows.get("calls_op"):
-        key = hashlib.sha1(pickle.dumps([(f.file, f.includes, [c for c, _i in f.classes if c in TENSOR_CLASSES])
-                                         for f in facts], 4)).hexdigest()
-        if not visible or visible[0] != key:
-            visible = (key, aten_visible(facts))
-        rows["calls_op"] = [r for r in rows["calls_op"] if r[2] in visible[1]]
-    for rel in list(rows):  # a macro expanded twice on one line repeats its rows
-        rows[rel] = sorted(set(rows[rel]))
-    for rel, rs in rows.items():
-        stats[rel] = len(rs)
-    return dict(rows), dict(stats), {"format": FILES_FORMAT, "iface": iface, "shape": shape, "defs": defs,
-                                     "files": files, "visible": visible}
+    return resolve_tree(TreeFacts.of(facts), digests, previous, aten, memo, index_cache)
 
 
 def _overload_rows(ov: Overloads, rows) -> None:
@@ -1017,34 +919,6 @@ def _overload_rows(ov: Overloads, rows) -> None:
             types = sig[1:-1].split(", ") if sig != "()" else []
             rows["overload"].append((fn, plain, len(types)))
             rows["overload_param"].extend((fn, pos, t) for pos, t in enumerate(types))
-
-
-def _index(facts: list[FileFacts], memo: dict | None, cache: Path | None = None) -> Index:
-    """The Index of `facts`: the one in `memo` (a long-running caller's, Note
-    [Layer memo]) or pickled in `cache` (`index-<key>.pkl`, the last one
-    only) when built from the same definitions, classes, stubs, aliases,
-    includes and inline namespaces (lines aside: an edit that moves lines
-    builds none), else a new one. Resolving reads an Index, never changes
-    it (its lazy include closures are functions of the includes)."""
-    if memo is None and cache is None:
-        return Index(facts)
-    h = hashlib.sha1(RESOLVE_VERSION.encode())
-    for f in facts:
-        h.update(pickle.dumps((f.file, [(q, n, fl) for q, n, _line, fl in f.defs], f.returns, f.classes,
-                               sorted({s for s, _line in (*f.stub_decls, *f.stub_defines)}), f.inline_ns,
-                               f.aliases, f.tparam_uses, f.includes), 4))
-    key = h.hexdigest()[:24]
-    hit = memo.get("index") if memo is not None else None
-    if hit is not None and hit[0] == key:
-        return hit[1]
-    ix = _cached_index(cache, key) if cache is not None else None
-    if ix is None:
-        ix = Index(facts)
-        if cache is not None:
-            _keep_index(cache, key, ix)
-    if memo is not None:
-        memo["index"] = (key, ix)
-    return ix
 
 
 def _cached_index(cache: Path, key: str) -> Index | None:

@@ -1,0 +1,255 @@
+"""Resolving a tree again after an edit: only the files the edit touches.
+
+Note [Incremental resolution]: a file's rows depend on its own facts and on
+the tree's interface: what resolution reads from other files (definitions,
+return types, classes, stubs, inline namespaces, aliases, includes, the
+overloads' signatures; not the calls), and the op names of
+native_functions.yaml (Note [ATen API calls]). The last run keeps, per file,
+its content digest, its rows and `Parts`: digests of its share of the
+interface, of the Index's input and of what Note [Who can call ops] reads,
+and the definitions it contributes. A new run compares digests file by file,
+so an edit reads (and scans) the changed files' FileFacts only:
+  - the interface unchanged (an edit inside function bodies): a file whose
+    content digest is unchanged keeps its rows; only changed files are
+    resolved again, against the last run's Index (pickled, by the digest of
+    its input) and Overloads;
+  - only definitions changed (a function added, removed or retyped;
+    classes, stubs, inline namespaces and the ATen names as they were): an
+    unchanged file keeps its rows unless it mentions the short name of a
+    definition that changed (the changed files' definitions before and after;
+    every lookup goes through short names, so the others resolve as before),
+    or defines or mentions a name whose overloads changed (its defs are
+    renamed, Note [Overload ids]); the Index is built again from every file;
+  - anything else: every file is resolved again.
+Helper launches, which follow call edges across files, are always redone.
+The result equals resolving the tree from scratch (tests/test_incremental.py).
+
+Example:
+    >>> rows, stats, state = resolve_tree(TreeFacts.of([scan_file("a.cpp", b"void f(){}")]))
+    >>> rows["func"][0][:2]
+    ('f', 'f')
+"""
+
+from __future__ import annotations
+
+import hashlib
+import pickle
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from extractors.cpp.aten import EMPTY, AtenNames
+from extractors.cpp.overloads import Overloads
+from extractors.cpp.scan import FileFacts
+
+FILES_FORMAT = 5  # the per-file tuple: (digest, rows, stats, helper sites, mentions), and Parts
+
+
+@dataclass(frozen=True)
+class Parts:
+    """What one file contributes to the tree-wide inputs of resolution
+    (Note [Incremental resolution]), from its unrenamed FileFacts."""
+
+    digest: str | None  # the file's content digest (None: unknown, never reused)
+    iface: bytes  # everything resolution reads from it
+    shape: bytes  # the interface without definitions and return types
+    index: bytes  # what the Index reads (lines aside)
+    visible: bytes  # what Note [Who can call ops] reads
+    defs: frozenset  # (qual, name, flags, return, sig tail) per def; template parameter uses
+    ovsigs: tuple  # (qual, overload id, (fewest, most, tparams, classes)) of defs with a signature
+
+
+def _sha(obj) -> bytes:
+    return hashlib.sha1(pickle.dumps(obj, 4)).digest()
+
+
+def parts_of(f: FileFacts, digest: str | None) -> Parts:
+    """The Parts of `f` (unrenamed: the overloads are a function of every
+    file's signatures, which the digests hold)."""
+    from extractors.cpp.resolve import TENSOR_CLASSES
+
+    stubs = sorted({s for s, _line in (*f.stub_decls, *f.stub_defines)})
+    sigs = f.sigs or ((),) * len(f.defs)
+    defs = frozenset([(d[0], d[1], d[3], r, s[3:]) for d, r, s in zip(f.defs, f.returns, sigs, strict=True)]
+                     + [(f.defs[i][0], f.defs[i][1], -1, (p, n)) for i, p, n in f.tparam_uses])
+    ovsigs = tuple((qual, qual + sig[0], (*sig[1:3], *(sig[3:5] if len(sig) > 4 else ((), ()))))
+                   for (qual, _n, _l, _fl), sig in zip(f.defs, sigs, strict=True) if sig)
+    return Parts(
+        digest,
+        _sha((f.file, f.defs, f.returns, f.classes, f.stub_decls, f.stub_defines, f.inline_ns, f.aliases,
+              f.tparam_uses, f.includes, f.sigs)),
+        _sha((f.file, f.classes, stubs, f.inline_ns, f.aliases, f.includes)),
+        _sha((f.file, [(q, n, fl) for q, n, _line, fl in f.defs], f.returns, f.classes, stubs, f.inline_ns,
+              f.aliases, f.tparam_uses, f.includes, f.sigs)),
+        _sha((f.file, f.includes, [c for c, _i in f.classes if c in TENSOR_CLASSES])),
+        defs, ovsigs)
+
+
+class TreeFacts:
+    """The FileFacts of a tree's files, read (or scanned) on first use: an
+    edit inside a body reads the changed files' only. `files`: in order;
+    `load(rels)` -> {rel: FileFacts} of those it could read or scan."""
+
+    def __init__(self, files: list[str], load: Callable[[list[str]], dict[str, FileFacts]] | None = None,
+                 facts: Iterable[FileFacts] = ()) -> None:
+        self.files = files
+        self._load = load
+        self._have: dict[str, FileFacts] = {f.file: f for f in facts}
+        self._tried: set[str] = set(self._have)
+
+    @classmethod
+    def of(cls, facts: list[FileFacts]) -> TreeFacts:
+        return cls([f.file for f in facts], facts=facts)
+
+    def load(self, rels: Iterable[str]) -> None:
+        todo = [r for r in rels if r not in self._tried]
+        if todo and self._load is not None:
+            self._have.update(self._load(todo))
+        self._tried.update(todo)
+
+    def get(self, rel: str) -> FileFacts | None:
+        self.load([rel])
+        return self._have.get(rel)
+
+    def all(self) -> list[FileFacts]:
+        self.load(self.files)
+        return [self._have[r] for r in self.files if r in self._have]
+
+
+def _overloads(parts: Iterable[Parts]) -> Overloads:
+    """Overloads.of, from the files' Parts."""
+    sigs: dict[str, dict[str, tuple]] = defaultdict(dict)
+    for p in parts:
+        for qual, oid, info in p.ovsigs:
+            sigs[qual].setdefault(oid, info)
+    return Overloads({q: ov for q, ov in sigs.items() if len(ov) > 1})
+
+
+def _combined(salt: str, parts: Iterable[bytes]) -> str:
+    h = hashlib.sha1(salt.encode())
+    for p in parts:
+        h.update(p)
+    return h.hexdigest()
+
+
+def _file_parts(tree: TreeFacts, digests: dict[str, str] | None, old: dict[str, Parts]) -> dict[str, Parts]:
+    """rel -> Parts of every file with facts, in the tree's order: the last
+    run's where the content digest is the same, else from its FileFacts."""
+    def reusable(rel: str) -> bool:
+        p = old.get(rel)
+        return p is not None and p.digest is not None and digests is not None and digests.get(rel) == p.digest
+
+    tree.load([rel for rel in tree.files if not reusable(rel)])
+    parts: dict[str, Parts] = {}
+    for rel in tree.files:
+        if reusable(rel):
+            parts[rel] = old[rel]
+        elif (f := tree.get(rel)) is not None:
+            parts[rel] = parts_of(f, (digests or {}).get(rel))
+    return parts
+
+
+def _kept_files(prev: dict, parts: dict[str, Parts], iface: str, shape: str, ov: Overloads) -> dict:
+    """The last run's per-file results an unchanged file may keep (Note
+    [Incremental resolution])."""
+    if prev.get("iface") == iface:
+        return prev["files"]
+    if prev.get("shape") != shape:
+        return {}
+    old_parts: dict[str, Parts] = prev["parts"]
+    names: set[str] = set()
+    for rel in old_parts.keys() | parts.keys():
+        o, n = old_parts.get(rel), parts.get(rel)
+        if o is not n:
+            diff = (o.defs if o else frozenset()) ^ (n.defs if n else frozenset())
+            names |= {d[1] for d in diff} | {d[0].rpartition("::")[2] for d in diff}
+    old_ov: Overloads = prev["overloads"]
+    moved = {q for q in old_ov.table.keys() | ov.table.keys() if old_ov.table.get(q) != ov.table.get(q)}
+    names |= {q.rpartition("::")[2] for q in moved}
+    return {k: v for k, v in prev["files"].items()
+            if not (v[4] & names) and not (moved and k in parts and any(d[0] in moved for d in parts[k].defs))}
+
+
+def resolve_tree(tree: TreeFacts, digests: dict[str, str] | None = None, previous: dict | None = None,
+                 aten: AtenNames = EMPTY, memo: dict | None = None,
+                 index_cache: Path | None = None) -> tuple[dict[str, list[tuple]], dict[str, int], dict]:
+    """All rows of the cpp layer (relation -> rows), counts for the report,
+    and the state to pass as `previous` next time (Note [Incremental
+    resolution])."""
+    from extractors.cpp import resolve as R
+
+    prev = previous if previous and previous.get("format") == FILES_FORMAT else None
+    parts = _file_parts(tree, digests, prev["parts"] if prev else {})
+    order = list(parts)
+    if prev and prev["parts"].keys() == parts.keys() and all(
+            prev["parts"][r] is p or prev["parts"][r].ovsigs == p.ovsigs for r, p in parts.items()):
+        ov = prev["overloads"]
+    else:
+        ov = _overloads(parts.values())
+    iface = _combined(R.RESOLVE_VERSION + aten.digest, (parts[r].iface for r in order))
+    shape = _combined(R.RESOLVE_VERSION + aten.digest, (parts[r].shape for r in order))
+    kept = _kept_files(prev, parts, iface, shape, ov) if prev else {}
+    todo = [r for r in order if not ((hit := kept.get(r)) is not None and hit[0] is not None
+                                     and hit[0] == (digests or {}).get(r))]
+    tree.load(todo)
+    ix = _index(tree, ov, _combined(R.RESOLVE_VERSION, (parts[r].index for r in order))[:24], memo, index_cache)
+    rv = R.Resolver(ix)
+    rv.aten, rv.ov = aten, ov
+    files: dict[str, tuple] = {}
+    for rel in order:
+        if rel in todo:
+            f = ov.rename(tree.get(rel))
+            files[rel] = ((digests or {}).get(rel), *R._file_rows(f, rv), f.mentions)
+        else:
+            files[rel] = kept[rel]
+    rows, stats = _merged(files)
+    rv.use_file(None)
+    R._helper_launches([s for v in files.values() for s in v[3]], rows, rv)
+    R._overload_rows(ov, rows)
+    visible = prev.get("visible") if prev else None
+    if rows.get("calls_op"):
+        key = _combined("", (parts[r].visible for r in order))
+        if not visible or visible[0] != key:
+            visible = (key, R.aten_visible(tree.all()))
+        rows["calls_op"] = [r for r in rows["calls_op"] if r[2] in visible[1]]
+    for rel in list(rows):  # a macro expanded twice on one line repeats its rows
+        rows[rel] = sorted(set(rows[rel]))
+    for rel, rs in rows.items():
+        stats[rel] = len(rs)
+    return dict(rows), dict(stats), {"format": FILES_FORMAT, "iface": iface, "shape": shape, "parts": parts,
+                                     "overloads": ov, "files": files, "visible": visible}
+
+
+def _merged(files: dict[str, tuple]) -> tuple[dict[str, list[tuple]], dict[str, int]]:
+    rows: dict[str, list[tuple]] = defaultdict(list)
+    stats: dict[str, int] = defaultdict(int)
+    for _digest, frows, fstats, _sites, _names in files.values():
+        for rel, rs in frows.items():
+            rows[rel].extend(rs)
+        for k, v in fstats.items():
+            stats[k] += v
+    return rows, stats
+
+
+def _index(tree: TreeFacts, ov: Overloads, key: str, memo: dict | None, cache: Path | None):
+    """The Index of the tree's renamed facts: the one in `memo` (a
+    long-running caller's, Note [Layer memo]) or pickled in `cache`
+    (`index-<key>.pkl`, the last one only) when built from the same input
+    (`key`: the files' Parts.index, lines aside), else a new one from every
+    file. Resolving reads an Index, never changes it."""
+    from extractors.cpp import resolve as R
+
+    if memo is None and cache is None:
+        return R.Index([ov.rename(f) for f in tree.all()])
+    hit = memo.get("index") if memo is not None else None
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    ix = R._cached_index(cache, key) if cache is not None else None
+    if ix is None:
+        ix = R.Index([ov.rename(f) for f in tree.all()])
+        if cache is not None:
+            R._keep_index(cache, key, ix)
+    if memo is not None:
+        memo["index"] = (key, ix)
+    return ix
