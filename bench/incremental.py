@@ -2,17 +2,22 @@
 
 Prints, for `torchtalk index` as a process: the first index, a no-op
 re-index, and the re-index after each edit (a .cpp body, a new C++ function,
-a .py body, one native_functions.yaml entry), with the wall time, the CPU time
-of the process (user + sys: the machine's load moves wall time, much less
-this), how the DB was written (built, updated in place, current) and the
-layers that ran. The real tree is never modified (edited files are written
-anew, breaking their hard link).
+a .py body, one native_functions.yaml entry, a header 258 files include),
+with the wall time, the CPU time of the process (user + sys: the machine's
+load moves wall time, much less this), how the DB was written (built,
+updated in place, current) and the layers that ran. The real tree is never
+modified (edited files are written anew, breaking their hard link).
 
     python bench/incremental.py [--source TREE] [--layers ops,cpp,python,tests] [--seed-cache]
+                                [--baseline CHECKOUT]
 
 --seed-cache starts from the per-file parse caches of the tree's default DB
 (keyed by path and content; the whole-tree results are not copied), so the
 first index skips the parse, not the rest.
+--baseline CHECKOUT compares with another checkout of TorchTalk (a git
+worktree of an older commit): each step runs once with each code, taking
+turns on two copies of the tree, so both see the same load; the ratio is
+this code's time over the baseline's.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import resource
 import shutil
 import subprocess
@@ -41,15 +47,22 @@ EDITS = (
      "- func: mm(Tensor self, Tensor mat2) -> Tensor\n",
      "- func: tt_probe(Tensor self) -> Tensor\n  dispatch:\n    CPU: tt_probe_cpu\n\n"
      "- func: mm(Tensor self, Tensor mat2) -> Tensor\n"),
+    # 258 files of the tree #include it (aten, torch/csrc): a line more moves its rows
+    ("a header 258 files include", "torch/csrc/jit/ir/ir.h",
+     "  inline graph_node_list_iterator iterator() {",
+     "  // a line more\n  inline graph_node_list_iterator iterator() {"),
 )
 
 
-def index(src: Path, db: Path, layers: str) -> tuple[float, float, str, list[str]]:
-    """(wall s, CPU s, mode, layers that ran) of one `torchtalk index` process."""
+def index(src: Path, db: Path, layers: str, code: Path | None = None) -> tuple[float, float, str, list[str]]:
+    """(wall s, CPU s, mode, layers that ran) of one `torchtalk index`
+    process (of the checkout `code`, default this one)."""
+    env = {**os.environ, "PYTHONPATH": str(code or Path(__file__).resolve().parents[1])}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     out = subprocess.run([sys.executable, "-m", "torchtalk", "index", "--source", str(src), "--db", str(db),
-                          "--layers", layers, "--jobs", "2", "--json"], capture_output=True, text=True, check=True)
+                          "--layers", layers, "--jobs", "2", "--json"], capture_output=True, text=True, check=True,
+                         env=env)
     wall = time.perf_counter() - t
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -85,6 +98,7 @@ def arguments(layers: str) -> argparse.Namespace:
     ap.add_argument("--source", type=Path, default=default_source())
     ap.add_argument("--layers", default=layers)
     ap.add_argument("--seed-cache", action="store_true", help="start from the tree's per-file parse caches")
+    ap.add_argument("--baseline", type=Path, help="another checkout of TorchTalk to compare with, taking turns")
     return ap.parse_args()
 
 
@@ -104,6 +118,9 @@ def scratch(args: argparse.Namespace) -> Iterator[tuple[Path, Path]]:
 
 def main() -> None:
     args = arguments("ops,cpp,python,tests")
+    if args.baseline is not None:
+        compare(args)
+        return
     with scratch(args) as (src, db):
         rows = [("first index" + (" (seeded)" if args.seed_cache else " (cold)"), *index(src, db, args.layers))]
         rows.append(("no change", *index(src, db, args.layers)))
@@ -115,6 +132,30 @@ def main() -> None:
     print(f"  {'':<34} {'wall':>8} {'cpu':>8}")
     for what, wall, cpu, mode, ran in rows:
         print(f"  {what:<34} {wall:7.2f}s {cpu:7.2f}s  {mode:<8} ran: {','.join(ran) or '-'}")
+
+
+def compare(args: argparse.Namespace) -> None:
+    """Each step with the baseline's code and this one's, taking turns
+    (which goes first alternates), on a tree copy each; the load average
+    before each pair."""
+    base = args.baseline.resolve()
+    with scratch(args) as (src_a, db_a), scratch(args) as (src_b, db_b):
+        steps = [("first index", None), ("no change", None), *((e[0], e) for e in EDITS)]
+        print(f"layers: {args.layers}; baseline {base}")
+        print(f"  {'':<34} {'load':>5} {'base wall':>9} {'cpu':>6} {'this wall':>9} {'cpu':>6} {'cpu ratio':>9}")
+        for i, (what, e) in enumerate(steps):
+            if e is not None:
+                edit(src_a / e[1], e[2], e[3])
+                edit(src_b / e[1], e[2], e[3])
+            load = os.getloadavg()[0]
+            runs = [("base", src_a, db_a, base), ("this", src_b, db_b, None)]
+            got = {name: index(src, db, args.layers, code) for name, src, db, code in (runs if i % 2 else runs[::-1])}
+            (bw, bc, bm, _), (tw, tc, tm, ran) = got["base"], got["this"]
+            mode = tm if tm == bm else f"{bm}->{tm}"
+            print(f"  {what:<34} {load:5.1f} {bw:8.2f}s {bc:5.2f}s {tw:8.2f}s {tc:5.2f}s {tc / bc:8.2f}x"
+                  f"  {mode} ran: {','.join(ran) or '-'}", flush=True)
+        shutil.rmtree(src_a, ignore_errors=True)
+        shutil.rmtree(src_b, ignore_errors=True)
 
 
 if __name__ == "__main__":
