@@ -43,7 +43,7 @@ from extractors.cpp.aten import EMPTY, AtenNames
 from extractors.cpp.overloads import Overloads
 from extractors.cpp.scan import FileFacts
 
-FILES_FORMAT = 5  # the per-file tuple: (digest, rows, stats, helper sites, mentions), and Parts
+FILES_FORMAT = 6  # the per-file tuple: (digest, rows, stats, helper sites, mentions), and Parts
 
 
 @dataclass(frozen=True)
@@ -174,9 +174,9 @@ def _kept_files(prev: dict, parts: dict[str, Parts], iface: str, shape: str, ov:
 def resolve_tree(tree: TreeFacts, digests: dict[str, str] | None = None, previous: dict | None = None,
                  aten: AtenNames = EMPTY, memo: dict | None = None,
                  index_cache: Path | None = None) -> tuple[dict[str, list[tuple]], dict[str, int], dict]:
-    """All rows of the cpp layer (relation -> rows), counts for the report,
-    and the state to pass as `previous` next time (Note [Incremental
-    resolution])."""
+    """All rows of the cpp layer (relation -> distinct rows, in the files'
+    order and sorted within a file), counts for the report, and the state to
+    pass as `previous` next time (Note [Incremental resolution])."""
     from extractors.cpp import resolve as R
 
     prev = previous if previous and previous.get("format") == FILES_FORMAT else None
@@ -200,25 +200,35 @@ def resolve_tree(tree: TreeFacts, digests: dict[str, str] | None = None, previou
     for rel in order:
         if rel in todo:
             f = ov.rename(tree.get(rel))
-            files[rel] = ((digests or {}).get(rel), *R._file_rows(f, rv), f.mentions)
+            frows, fstats, fsites = R._file_rows(f, rv)
+            # distinct and sorted per file (a macro expanded twice on one line repeats its rows)
+            files[rel] = ((digests or {}).get(rel), {r: sorted(set(rs)) for r, rs in frows.items()}, fstats, fsites,
+                          f.mentions)
         else:
             files[rel] = kept[rel]
     rows, stats = _merged(files)
     rv.use_file(None)
     R._helper_launches([s for v in files.values() for s in v[3]], rows, rv)
-    R._overload_rows(ov, rows)
+    if prev and ov is prev["overloads"] and "overload_rows" in prev:
+        overload_rows = prev["overload_rows"]
+    else:
+        overload_rows = defaultdict(list)
+        R._overload_rows(ov, overload_rows)
+    for rel, rs in overload_rows.items():
+        rows[rel].extend(rs)
     visible = prev.get("visible") if prev else None
     if rows.get("calls_op"):
         key = _combined("", (parts[r].visible for r in order))
         if not visible or visible[0] != key:
             visible = (key, R.aten_visible(tree.all()))
         rows["calls_op"] = [r for r in rows["calls_op"] if r[2] in visible[1]]
-    for rel in list(rows):  # a macro expanded twice on one line repeats its rows
-        rows[rel] = sorted(set(rows[rel]))
+    for rel in list(rows):  # distinct, in the files' order (a row of two files once): no sort of the tree's rows
+        rows[rel] = list(dict.fromkeys(rows[rel]))
     for rel, rs in rows.items():
         stats[rel] = len(rs)
     return dict(rows), dict(stats), {"format": FILES_FORMAT, "iface": iface, "shape": shape, "parts": parts,
-                                     "overloads": ov, "files": files, "visible": visible}
+                                     "overloads": ov, "overload_rows": dict(overload_rows), "files": files,
+                                     "visible": visible}
 
 
 def _merged(files: dict[str, tuple]) -> tuple[dict[str, list[tuple]], dict[str, int]]:

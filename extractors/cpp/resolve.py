@@ -903,12 +903,13 @@ def _pick(cands: set[str], via: str) -> tuple[str, int, str]:
 def resolve(facts: list[FileFacts], digests: dict[str, str] | None = None,
             previous: dict | None = None, aten: AtenNames = EMPTY, memo: dict | None = None,
             index_cache: Path | None = None) -> tuple[dict[str, list[tuple]], dict[str, int], dict]:
-    """All rows of the cpp layer (relation -> rows), counts for the report,
-    and the state to pass as `previous` next time: `resolve_tree` of
+    """All rows of the cpp layer (relation -> sorted rows), counts for the
+    report, and the state to pass as `previous` next time: `resolve_tree` of
     extractors/cpp/incremental.py (Note [Incremental resolution]) over `facts`."""
     from extractors.cpp.incremental import TreeFacts, resolve_tree
 
-    return resolve_tree(TreeFacts.of(facts), digests, previous, aten, memo, index_cache)
+    rows, stats, state = resolve_tree(TreeFacts.of(facts), digests, previous, aten, memo, index_cache)
+    return {rel: sorted(rs) for rel, rs in rows.items()}, stats, state
 
 
 def _overload_rows(ov: Overloads, rows) -> None:
