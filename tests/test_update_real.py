@@ -1,6 +1,6 @@
 """Updating the fact DB in place (issue 16, Note [Update in place]) on a copy
 of the real tree: after each kind of edit (a .cpp body, a new C++ function,
-a .py body, a native_functions.yaml entry) `index` updates the DB in place,
+a header many files include, a .py body, a native_functions.yaml entry) `index` updates the DB in place,
 and the DB equals a cold index of the same tree, table by table, stored
 relations included; an update killed midway leaves the previous DB.
 
@@ -30,6 +30,7 @@ from torchtalk import api, store
 LAYERS = ["ops", "cpp", "python"]
 BLAS = "aten/src/ATen/native/CPUBlas.cpp"
 FUNCTIONAL = "torch/nn/functional.py"
+IR_H = "torch/csrc/jit/ir/ir.h"  # 258 files of the tree include it
 YAML = "aten/src/ATen/native/native_functions.yaml"
 PER_FILE_CACHES = ("cpp/files", "python-summaries")
 
@@ -123,6 +124,14 @@ def test_each_edit_updates_in_place_to_a_cold_index(indexed, tmp_path):
     assert _rows(db, "select name, line from calls_op where caller = 'at::native::cpublas::tt_probe'", []) == [
         ("mm", line + 1)]
     assert_same_tables(db, _cold(copy, tmp_path, "newfn"))
+
+    # a header 258 files include: a line more moves its rows; the includers keep theirs
+    line = _edit(copy, IR_H, "  inline graph_node_list_iterator iterator() {",
+                 "  // probe\n  inline graph_node_list_iterator iterator() {")
+    _update(copy, db, ["cpp"])
+    assert _rows(db, "select line from func where file = ? and fn = 'torch::jit::Node::iterator' order by line",
+                 [IR_H]) == [(line + 1,), (line + 7,)]  # and its const twin
+    assert_same_tables(db, _cold(copy, tmp_path, "header"))
 
     # a .py body: relu calls one more function
     line = _edit(copy, FUNCTIONAL, "    if inplace:\n        result = torch.relu_(input)",

@@ -295,7 +295,12 @@ def _tree_facts(root: Path, cdir: Path, digests: dict[str, str], jobs: int, sink
         loaded["seconds"] += time.perf_counter() - t
         return {f.file: f for f in facts}
 
-    return TreeFacts(sorted(digests), load), loaded
+    def cached(digest: str):  # a file's FileFacts as the last run read them (Note [Incremental resolution])
+        from extractors.cpp import cache
+
+        return memo.get("facts", {}).get(digest) or cache.read(cache.entry_path(cdir, digest))
+
+    return TreeFacts(sorted(digests), load, cached=cached), loaded
 
 
 def _collect(results, warnings, sink):

@@ -6,9 +6,10 @@ return types, classes, stubs, inline namespaces, aliases, includes, the
 overloads' signatures; not the calls), and the op names of
 native_functions.yaml (Note [ATen API calls]). The last run keeps, per file,
 its content digest, its rows and `Parts`: digests of its share of the
-interface, of the Index's input and of what Note [Who can call ops] reads,
-and the definitions it contributes. A new run compares digests file by file,
-so an edit reads (and scans) the changed files' FileFacts only:
+interface, of the Index's input and of what Note [Who can call ops] reads.
+A new run compares digests file by file, so an edit reads (and scans) the
+changed files' FileFacts only, and their last version (still in the cache,
+by the last run's digest) to see which definitions changed:
   - the interface unchanged (an edit inside function bodies): a file whose
     content digest is unchanged keeps its rows; only changed files are
     resolved again, against the last run's Index (pickled, by the digest of
@@ -43,21 +44,19 @@ from extractors.cpp.aten import EMPTY, AtenNames
 from extractors.cpp.overloads import Overloads
 from extractors.cpp.scan import FileFacts
 
-FILES_FORMAT = 6  # the per-file tuple: (digest, rows, stats, helper sites, mentions), and Parts
+FILES_FORMAT = 7  # the per-file tuple: (digest, rows, stats, helper sites, mentions), and Parts
 
 
 @dataclass(frozen=True)
 class Parts:
-    """What one file contributes to the tree-wide inputs of resolution
-    (Note [Incremental resolution]), from its unrenamed FileFacts."""
+    """Digests of what one file contributes to the tree-wide inputs of
+    resolution (Note [Incremental resolution]), from its unrenamed FileFacts."""
 
-    digest: str | None  # the file's content digest (None: unknown, never reused)
+    digest: str | None  # the file's content digest (its cache key; None: unknown, never reused)
     iface: bytes  # everything resolution reads from it
     shape: bytes  # the interface without definitions and return types
     index: bytes  # what the Index reads (lines aside)
     visible: bytes  # what Note [Who can call ops] reads
-    defs: frozenset  # (qual, name, flags, return, sig tail) per def; template parameter uses
-    ovsigs: tuple  # (qual, overload id, (fewest, most, tparams, classes)) of defs with a signature
 
 
 def _sha(obj) -> bytes:
@@ -70,11 +69,6 @@ def parts_of(f: FileFacts, digest: str | None) -> Parts:
     from extractors.cpp.resolve import TENSOR_CLASSES
 
     stubs = sorted({s for s, _line in (*f.stub_decls, *f.stub_defines)})
-    sigs = f.sigs or ((),) * len(f.defs)
-    defs = frozenset([(d[0], d[1], d[3], r, s[3:]) for d, r, s in zip(f.defs, f.returns, sigs, strict=True)]
-                     + [(f.defs[i][0], f.defs[i][1], -1, (p, n)) for i, p, n in f.tparam_uses])
-    ovsigs = tuple((qual, qual + sig[0], (*sig[1:3], *(sig[3:5] if len(sig) > 4 else ((), ()))))
-                   for (qual, _n, _l, _fl), sig in zip(f.defs, sigs, strict=True) if sig)
     return Parts(
         digest,
         _sha((f.file, f.defs, f.returns, f.classes, f.stub_decls, f.stub_defines, f.inline_ns, f.aliases,
@@ -82,19 +76,39 @@ def parts_of(f: FileFacts, digest: str | None) -> Parts:
         _sha((f.file, f.classes, stubs, f.inline_ns, f.aliases, f.includes)),
         _sha((f.file, [(q, n, fl) for q, n, _line, fl in f.defs], f.returns, f.classes, stubs, f.inline_ns,
               f.aliases, f.tparam_uses, f.includes, f.sigs)),
-        _sha((f.file, f.includes, [c for c, _i in f.classes if c in TENSOR_CLASSES])),
-        defs, ovsigs)
+        _sha((f.file, f.includes, [c for c, _i in f.classes if c in TENSOR_CLASSES])))
+
+
+def defs_of(f: FileFacts | None) -> frozenset:
+    """What resolution reads of each definition of `f`: name, flags, return
+    type, whether it is a template (Note [Typed overloads]), and what a
+    template's body calls on its parameters (Note [Functor arguments])."""
+    if f is None:
+        return frozenset()
+    sigs = f.sigs or ((),) * len(f.defs)
+    return frozenset([(d[0], d[1], d[3], r, s[3:]) for d, r, s in zip(f.defs, f.returns, sigs, strict=True)]
+                     + [(f.defs[i][0], f.defs[i][1], -1, (p, n)) for i, p, n in f.tparam_uses])
+
+
+def _ovsigs(f: FileFacts | None) -> tuple:
+    """What Overloads.of reads of `f`: (qual, signature) of its defs with one."""
+    if f is None or not f.sigs:
+        return ()
+    return tuple((d[0], sig) for d, sig in zip(f.defs, f.sigs, strict=True) if sig)
 
 
 class TreeFacts:
     """The FileFacts of a tree's files, read (or scanned) on first use: an
     edit inside a body reads the changed files' only. `files`: in order;
-    `load(rels)` -> {rel: FileFacts} of those it could read or scan."""
+    `load(rels)` -> {rel: FileFacts} of those it could read or scan;
+    `cached(digest)`: the FileFacts a content digest had (the last run's
+    version of a changed file), or None."""
 
     def __init__(self, files: list[str], load: Callable[[list[str]], dict[str, FileFacts]] | None = None,
-                 facts: Iterable[FileFacts] = ()) -> None:
+                 facts: Iterable[FileFacts] = (), cached: Callable[[str], FileFacts | None] | None = None) -> None:
         self.files = files
         self._load = load
+        self.cached = cached or (lambda _digest: None)
         self._have: dict[str, FileFacts] = {f.file: f for f in facts}
         self._tried: set[str] = set(self._have)
 
@@ -117,13 +131,27 @@ class TreeFacts:
         return [self._have[r] for r in self.files if r in self._have]
 
 
-def _overloads(parts: Iterable[Parts]) -> Overloads:
-    """Overloads.of, from the files' Parts."""
-    sigs: dict[str, dict[str, tuple]] = defaultdict(dict)
-    for p in parts:
-        for qual, oid, info in p.ovsigs:
-            sigs[qual].setdefault(oid, info)
-    return Overloads({q: ov for q, ov in sigs.items() if len(ov) > 1})
+class _Changes:
+    """The files whose content changed since the last run: their FileFacts
+    then (from the cache, by the last run's digest) and now."""
+
+    def __init__(self, tree: TreeFacts, old: dict[str, Parts], parts: dict[str, Parts]) -> None:
+        self.rels = [r for r in old.keys() | parts.keys() if old.get(r) is not parts.get(r)]
+        self.before = {r: tree.cached(old[r].digest) if r in old and old[r].digest else None for r in self.rels}
+        self.after = {r: tree.get(r) if r in parts else None for r in self.rels}
+        self.known = all(self.before[r] is not None for r in self.rels if r in old)  # else: resolve all
+
+    def same_overloads(self) -> bool:
+        return self.known and all(_ovsigs(self.before[r]) == _ovsigs(self.after[r]) for r in self.rels)
+
+    def names(self) -> set[str]:
+        """The short names of the definitions that changed (a superset: the
+        changed files' definitions before and after, set apart)."""
+        out: set[str] = set()
+        for r in self.rels:
+            diff = defs_of(self.before[r]) ^ defs_of(self.after[r])
+            out |= {d[1] for d in diff} | {d[0].rpartition("::")[2] for d in diff}
+        return out
 
 
 def _combined(salt: str, parts: Iterable[bytes]) -> str:
@@ -150,25 +178,21 @@ def _file_parts(tree: TreeFacts, digests: dict[str, str] | None, old: dict[str, 
     return parts
 
 
-def _kept_files(prev: dict, parts: dict[str, Parts], iface: str, shape: str, ov: Overloads) -> dict:
+def _kept_files(prev: dict, tree: TreeFacts, changes: _Changes, iface: str, shape: str, ov: Overloads) -> dict:
     """The last run's per-file results an unchanged file may keep (Note
     [Incremental resolution])."""
     if prev.get("iface") == iface:
         return prev["files"]
-    if prev.get("shape") != shape:
+    if prev.get("shape") != shape or not changes.known:
         return {}
-    old_parts: dict[str, Parts] = prev["parts"]
-    names: set[str] = set()
-    for rel in old_parts.keys() | parts.keys():
-        o, n = old_parts.get(rel), parts.get(rel)
-        if o is not n:
-            diff = (o.defs if o else frozenset()) ^ (n.defs if n else frozenset())
-            names |= {d[1] for d in diff} | {d[0].rpartition("::")[2] for d in diff}
+    names = changes.names()
     old_ov: Overloads = prev["overloads"]
     moved = {q for q in old_ov.table.keys() | ov.table.keys() if old_ov.table.get(q) != ov.table.get(q)}
     names |= {q.rpartition("::")[2] for q in moved}
-    return {k: v for k, v in prev["files"].items()
-            if not (v[4] & names) and not (moved and k in parts and any(d[0] in moved for d in parts[k].defs))}
+    defines = set()  # the files that define a name whose overloads changed: their defs are renamed
+    if moved:
+        defines = {f.file for f in tree.all() if any(d[0] in moved for d in f.defs)}
+    return {k: v for k, v in prev["files"].items() if not (v[4] & names) and k not in defines}
 
 
 def resolve_tree(tree: TreeFacts, digests: dict[str, str] | None = None, previous: dict | None = None,
@@ -182,14 +206,11 @@ def resolve_tree(tree: TreeFacts, digests: dict[str, str] | None = None, previou
     prev = previous if previous and previous.get("format") == FILES_FORMAT else None
     parts = _file_parts(tree, digests, prev["parts"] if prev else {})
     order = list(parts)
-    if prev and prev["parts"].keys() == parts.keys() and all(
-            prev["parts"][r] is p or prev["parts"][r].ovsigs == p.ovsigs for r, p in parts.items()):
-        ov = prev["overloads"]
-    else:
-        ov = _overloads(parts.values())
+    changes = _Changes(tree, prev["parts"], parts) if prev else None
+    ov = prev["overloads"] if changes and changes.same_overloads() else Overloads.of(tree.all())
     iface = _combined(R.RESOLVE_VERSION + aten.digest, (parts[r].iface for r in order))
     shape = _combined(R.RESOLVE_VERSION + aten.digest, (parts[r].shape for r in order))
-    kept = _kept_files(prev, parts, iface, shape, ov) if prev else {}
+    kept = _kept_files(prev, tree, changes, iface, shape, ov) if prev else {}
     todo = [r for r in order if not ((hit := kept.get(r)) is not None and hit[0] is not None
                                      and hit[0] == (digests or {}).get(r))]
     tree.load(todo)
