@@ -57,12 +57,13 @@ EDITS = (
 def index(src: Path, db: Path, layers: str, code: Path | None = None) -> tuple[float, float, str, list[str]]:
     """(wall s, CPU s, mode, layers that ran) of one `torchtalk index`
     process (of the checkout `code`, default this one)."""
-    env = {**os.environ, "PYTHONPATH": str(code or Path(__file__).resolve().parents[1])}
+    code = code or Path(__file__).resolve().parents[1]  # its cwd too: `-m` puts the cwd first on sys.path
+    env = {**os.environ, "PYTHONPATH": str(code)}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     out = subprocess.run([sys.executable, "-m", "torchtalk", "index", "--source", str(src), "--db", str(db),
                           "--layers", layers, "--jobs", "2", "--json"], capture_output=True, text=True, check=True,
-                         env=env)
+                         env=env, cwd=code)
     wall = time.perf_counter() - t
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
