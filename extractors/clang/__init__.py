@@ -191,15 +191,20 @@ def run(ctx: ExtractContext, sink: Sink, files: Iterable[Path] | None = None,
 
     ov = tree_overloads(root, ctx.cache_dir / "fast", ctx.jobs)  # Note [Overload ids]
     hashes = FileHashes()
-    cache = TuCache(ctx.cache_dir / "tu", hashes)
     tmpdir = tempfile.mkdtemp(prefix="precise-", dir=_ensure(ctx.cache_dir))
     try:
         plan, shared_deps = _plan(root, ctx.cache_dir, todo, parse_options(skip_header_bodies),
                                   hashes, use_pch, tmpdir)
+        own = (plan[0].keep_roots + plan[0].gen_roots) if plan else ()
+        cache = TuCache(ctx.cache_dir / "tu", hashes, own)  # Note [Shared dependency sets]
+
+        def shared(job) -> list[dict[str, str]]:
+            return [shared_deps["api"], shared_deps["cuda_pch" if job.cuda else "pch"] if job.pch else {}]
+
         sink.progress(0, total=len(todo), what="precise: parsing TUs")
         jobs = []
         for job in plan:
-            hit = cache.get(job.path, job.cache_key()) if use_cache else None
+            hit = cache.get(job.path, job.cache_key(), shared(job)) if use_cache else None
             if hit is None and not parse:
                 sink.add("precise_pending", job.rel)
                 stats.pending.append(job.rel)
@@ -212,8 +217,7 @@ def run(ctx: ExtractContext, sink: Sink, files: Iterable[Path] | None = None,
         by_rel = {job.rel: job for job in jobs}
         for res in run_jobs(jobs, ctx.jobs, timeout, tmpdir):
             job = by_rel[res.rel]
-            pch_deps = shared_deps["cuda_pch" if job.cuda else "pch"] if job.pch else {}
-            cache.put(job.path, job.cache_key(), res, {**shared_deps["api"], **pch_deps})
+            cache.put(job.path, job.cache_key(), res, shared(job))
             _record(root, res, stats, sink, ov)
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
