@@ -109,6 +109,7 @@ def test_old_layout_cache_is_read_then_rewritten(tree3: Path, tmp_path: Path, mo
         path = old.entry_path(str(tree3 / name))
         entry = json.loads(path.read_text())
         entry["deps"] = old.deps(str(tree3 / name))  # the sets' files inline again
+        entry["version"] = entry.pop("walk")
         del entry["format"], entry["sets"]
         path.write_text(json.dumps(entry))
     for f in (cache / "tu" / "sets").glob("*.json"):
@@ -118,11 +119,13 @@ def test_old_layout_cache_is_read_then_rewritten(tree3: Path, tmp_path: Path, mo
     assert sorted(again.rows) == sorted(first.rows)
     entries = _entries(cache)
     assert {e["format"] for e in entries.values()} == {2}
+    assert not any("version" in e for e in entries.values())  # code that reads only layout 1 ignores them
     assert entries["a.cpp"]["sets"] == entries["c.cpp"]["sets"]
     assert (cache / "tu" / "sets" / f"{entries['a.cpp']['sets'][0]}.json").is_file()
 
     stale = json.loads(old.entry_path(str(tree3 / "a.cpp")).read_text())
     stale["deps"] = old.deps(str(tree3 / "a.cpp"))
+    stale["version"] = stale.pop("walk")
     del stale["format"], stale["sets"]
     stale["deps"][str(tree3 / "util.h")] = "0" * 32
     old.entry_path(str(tree3 / "a.cpp")).write_text(json.dumps(stale))

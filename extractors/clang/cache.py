@@ -21,9 +21,11 @@ and of the generated headers. The shared sets are the PCH's and the op map's
 generated headers (system, standard library, SDKs: many TUs include the
 same ones beyond the PCH). A run checks each set once and hashes each
 distinct file once (FileHashes).
-An entry of the previous layout (format 1: every dep inline) is still read
-and checked as it was, then rewritten in this layout, so a cache built
-before the change is not re-parsed.
+An entry of the previous layout (layout 1: every dep inline, the walk's
+version under "version") is still read and checked as it was, then
+rewritten in this layout, so a cache built before the change is not parsed
+again; a layout-2 entry keeps the walk's version under "walk", so that code
+which knows only layout 1 (and would not check the sets) ignores it.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from extractors.clang.worker import TuResult
 from torchtalk.atomic import atomic_open
 
 VERSION = 9  # bump when the walk's output changes (4: op calls, launches, call sites, .cu TUs; 5: operator lines; 6: internal-linkage ids; 7: overload ids, always with the parameter list; 8: `operator_1_norm` is no operator; 9: skipped ranges, members of class templates through dependent objects)
-FORMAT = 2  # the entry layout (Note [Shared dependency sets]); entries without "format" are layout 1
+FORMAT = 2  # the entry layout (Note [Shared dependency sets]); an entry with "version" is layout 1
 
 
 class FileHashes:
@@ -104,17 +106,18 @@ class TuCache:
         A current entry of layout 1 is rewritten in layout 2 with `shared`
         (the sets `put` would be given)."""
         entry = self._read(path)
-        if (entry is None or entry.get("version") != VERSION or entry.get("path") != path
-                or entry.get("flags") != flags_key or entry.get("main") != self.hashes(path)):
+        if entry is None:
             return None
-        fmt = entry.get("format", 1)
+        fmt = 1 if "version" in entry else entry.get("format")
+        if (fmt not in (1, FORMAT) or entry.get("version" if fmt == 1 else "walk") != VERSION
+                or entry.get("path") != path or entry.get("flags") != flags_key
+                or entry.get("main") != self.hashes(path)):
+            return None
         try:
             if fmt == 1:
                 ok = self._same(entry["deps"])
-            elif fmt == FORMAT:
-                ok = all(self._check_set(s) for s in entry["sets"]) and self._same(entry["deps"])
             else:
-                return None
+                ok = all(self._check_set(s) for s in entry["sets"]) and self._same(entry["deps"])
             result = _from_json(entry["result"]) if ok else None
         except (KeyError, TypeError, AttributeError):
             return None  # not an entry this code wrote: parsed again
@@ -176,7 +179,7 @@ class TuCache:
             sets.append(self._store_set(outside))
         entry = {
             "format": FORMAT,
-            "version": VERSION,
+            "walk": VERSION,  # not "version": code that reads layout 1 must not take this entry
             "path": path,
             "flags": flags_key,
             "main": self.hashes(path),
