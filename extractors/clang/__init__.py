@@ -31,6 +31,7 @@ without them it is counted as `skipped_cuda` and left to the fast tier. The
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import tempfile
@@ -190,6 +191,7 @@ def run(ctx: ExtractContext, sink: Sink, files: Iterable[Path] | None = None,
     from extractors.cpp import tree_overloads
 
     ov = tree_overloads(root, ctx.cache_dir / "fast", ctx.jobs)  # Note [Overload ids]
+    final = functools.lru_cache(maxsize=None)(ov.final)  # ids repeat across TUs
     hashes = FileHashes()
     tmpdir = tempfile.mkdtemp(prefix="precise-", dir=_ensure(ctx.cache_dir))
     try:
@@ -213,12 +215,12 @@ def run(ctx: ExtractContext, sink: Sink, files: Iterable[Path] | None = None,
                 jobs.append(job)
             else:
                 stats.cached += 1
-                _record(root, hit, stats, sink, ov)
+                _record(root, hit, stats, sink, final)
         by_rel = {job.rel: job for job in jobs}
         for res in run_jobs(jobs, ctx.jobs, timeout, tmpdir):
             job = by_rel[res.rel]
             cache.put(job.path, job.cache_key(), res, shared(job))
-            _record(root, res, stats, sink, ov)
+            _record(root, res, stats, sink, final)
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
     stats.wall_seconds = time.perf_counter() - start
@@ -289,13 +291,13 @@ def _plan(root: Path, cache_dir: Path, todo: list[Path], options: int, hashes, u
     return jobs, deps
 
 
-def _record(root: Path, res, stats: Stats, sink: Sink, ov) -> None:
-    """Write one TU's rows, its ids as the fast tier spells them (`ov`:
-    the tree's Overloads, Note [Overload ids]), and count it in `stats`."""
+def _record(root: Path, res, stats: Stats, sink: Sink, final) -> None:
+    """Write one TU's rows, its ids as the fast tier spells them (`final`:
+    the tree's Overloads.final, Note [Overload ids]), and count it in `stats`."""
     for caller, callee, file, line in res.edges:
-        sink.add("calls_precise", ov.final(caller), ov.final(callee), file, line)
+        sink.add("calls_precise", final(caller), final(callee), file, line)
     for caller, name, file, line in res.ops:
-        sink.add("calls_op", ov.final(caller), name, file, line, "compiler")
+        sink.add("calls_op", final(caller), name, file, line, "compiler")
     if res.status == "ok":
         sink.add("precise_file", res.rel)
         stats.parsed.append(res.rel)
@@ -304,12 +306,12 @@ def _record(root: Path, res, stats: Stats, sink: Sink, ov) -> None:
     stats.edges += len(res.edges)
     stats.ops += len(res.ops)
     stats.sites += res.sites
-    stats.launches.extend((ov.final(h), ov.final(k), f, ln) for h, k, f, ln in res.launches)
+    stats.launches.extend((final(h), final(k), f, ln) for h, k, f, ln in res.launches)
     stats.per_tu[res.rel] = (res.status, res.sites, res.dropped.get("unresolved", 0))
     stats.errors += res.errors
     stats.parse_seconds += res.seconds
     stats.dropped.update(res.dropped)
-    stats.unresolved.extend((ov.final(caller), name, res.rel, line) for caller, name, line in res.unresolved)
+    stats.unresolved.extend((final(caller), name, res.rel, line) for caller, name, line in res.unresolved)
     setattr(stats, res.status, getattr(stats, res.status) + 1)
     if res.fatal is not None:
         from extractors.clang.sdk import hint

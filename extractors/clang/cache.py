@@ -16,7 +16,8 @@ entries (12.7 s). So an entry lists these by reference: `sets` holds the ids
 of dependency sets, each a `{file: hash}` stored once in `tu/sets/<id>.json`,
 its id the hash of its content (so a set never changes once written, and
 writing it is idempotent); `deps` holds only the TU's own files of the tree
-and of the generated headers. The shared sets are the PCH's and the op map's
+and of the generated headers (and the result no longer repeats them as its
+`includes`: half of a large entry). The shared sets are the PCH's and the op map's
 (given by the caller) and the TU's includes outside the tree and the
 generated headers (system, standard library, SDKs: many TUs include the
 same ones beyond the PCH). A run checks each set once and hashes each
@@ -185,7 +186,7 @@ class TuCache:
             "main": self.hashes(path),
             "sets": sets,
             "deps": own,
-            "result": dataclasses.asdict(result),
+            "result": {**dataclasses.asdict(result), "includes": []},  # they are the deps: not twice
         }
         with atomic_open(self.entry_path(path), "w") as fh:
             json.dump(entry, fh)
