@@ -319,7 +319,8 @@ class Walker:
         get_loc = ci.conf.lib.clang_getCursorLocation
 
         def pick(child, _parent, _data) -> int:
-            if in_main(get_loc(child)):
+            # preprocessing cursors (macro uses, #includes: the detailed record) hold no calls
+            if not 500 <= child._kind_id < 600 and in_main(get_loc(child)):
                 child._tu = self.tu
                 tops.append(child)
             return _CONTINUE
