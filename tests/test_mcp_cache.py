@@ -186,3 +186,32 @@ def test_a_slow_tool_runs_in_its_own_lane_and_a_quick_one_passes_it(monkeypatch)
     anyio.run(main)
     assert quick_done == [("quick: 1 row\n  y", 1)]  # answered while an `affected` ran
     assert most[0] == 1  # the slow lane ran one at a time
+
+
+@pytest.mark.real_tree
+def test_a_name_not_found_is_remembered_with_its_did_you_mean(real_db):
+    """Note [DB info cache]: the resolver keeps a failed resolution too (its
+    nearest names cost as much as a match), and raises a fresh copy each time."""
+    from torchtalk import api
+    from torchtalk.query.resolve import Resolver
+
+    con = api.open_db(db=real_db, read_only=True)
+    try:
+        first = _not_found(Resolver(con), "gemmm")
+        assert first.message == "no C++ function named 'gemmm'" and "did you mean" in (first.hint or "")
+        first.hint = "changed by a caller"
+        statements = []
+        real = con.con
+        con.con = SimpleNamespace(execute=lambda *a: statements.append(a) or real.execute(*a))
+        again = _not_found(Resolver(con), "gemmm")
+        con.con = real
+        assert statements == [] and again is not first
+        assert again.message == "no C++ function named 'gemmm'" and "did you mean" in again.hint
+    finally:
+        con.close()
+
+
+def _not_found(resolver, text: str) -> QueryError:
+    with pytest.raises(QueryError) as info:
+        resolver.resolve(text, "fn")
+    return info.value

@@ -141,11 +141,20 @@ def _merged(table: Table, name: str) -> Table:
 
 
 def _per_definition(ctx: Context, con, res, dsl: Callable[[str], str], budget: int) -> CallToolResult:
+    from torchtalk.connmemo import remember, session_memo
     from torchtalk.mcp.answer import fit, tokens
     from torchtalk.query.dsl import value_text
     from torchtalk.query.resolve import Resolver
 
-    ranked = Resolver(con).central(res)
+    # the ranking reads the whole call graph (three group-bys): once per
+    # connection's DB and set of matches (Note [DB info cache] in torchtalk/connmemo.py)
+    memo = session_memo(con, "central")
+    key = res.matches
+    ranked = memo.get(key) if memo is not None else None
+    if ranked is None:
+        ranked = Resolver(con).central(res)
+        if memo is not None:
+            remember(memo, key, ranked)
     head = (f"{res.text!r} names {len(ranked)} definitions; each is answered, the most central "
             f"first (public namespace, most callers)")
     texts, rows, columns, total, notes = [head], [], (), 0, []

@@ -56,6 +56,7 @@ Example:
 
 from __future__ import annotations
 
+import copy
 import re
 from collections import defaultdict
 from dataclasses import dataclass
@@ -210,9 +211,17 @@ class Resolver:
             ('add.Tensor',)
         """
         found = self.find(text, ns)
-        if found is None:
-            raise self._not_found(text, ns)
-        return found
+        if found is not None:
+            return found
+        # not found: its did-you-mean is as costly as a match, and as lasting;
+        # raised as a copy (a caller may place the error)
+        key = ("not found", text, ns)
+        err = self.memo.get(key) if self.memo is not None else None
+        if err is None:
+            err = self._not_found(text, ns)
+            if self.memo is not None:
+                remember(self.memo, key, err, _RESOLVED_MAX)
+        raise copy.copy(err)
 
     def find(self, text: str, ns: str) -> Resolution | None:
         """`text` resolved in namespace `ns`, or None: the probe the query
