@@ -15,8 +15,13 @@ no error at 32 clients; a slow call keeps concurrent called_by p95 <= 50 ms.
 With `--profile`, each call of the mix on one session, in this process (no
 HTTP) and over HTTP: the tools' work against the transport's share.
 
+The server keeps answers (Note [Answer cache], torchtalk/mcp/cache.py): after
+the warm-up, the mix's calls are answered from it, so the figures are the
+transport's and the lanes'; `--no-cache` starts the server with
+TORCHTALK_MCP_CACHE=0, every call computed.
+
 Usage: .venv/bin/python bench/load.py [--db FILE | --source PATH | --url URL]
-       [--levels 1,8,32] [--calls 60,240,320] [--token T] [--slow] [--profile]
+       [--levels 1,8,32] [--calls 60,240,320] [--token T] [--slow] [--profile] [--no-cache]
 """
 
 from __future__ import annotations
@@ -177,7 +182,8 @@ def start_server(args) -> tuple[subprocess.Popen, str, object]:
     log = tempfile.TemporaryFile("w+")
     proc = subprocess.Popen([sys.executable, "-m", "torchtalk", "mcp-serve", *where, "--transport", "http",
                              "--port", str(port)], stdout=subprocess.DEVNULL, stderr=log,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+                            env={**os.environ, "PYTHONPATH": str(ROOT),
+                                 **({"TORCHTALK_MCP_CACHE": "0"} if args.no_cache else {})})
     deadline = time.monotonic() + 60
     while True:
         try:
@@ -212,6 +218,7 @@ def main() -> int:
     ap.add_argument("--slow", action="store_true", help="also called_by p95 beside running `affected` calls")
     ap.add_argument("--profile", action="store_true",
                     help="with --db: also each call's median in this process and over HTTP (where time goes)")
+    ap.add_argument("--no-cache", action="store_true", help="the server keeps no answers (TORCHTALK_MCP_CACHE=0)")
     args = ap.parse_args()
     levels = [int(x) for x in args.levels.split(",")]
     calls = [int(x) for x in args.calls.split(",")]
@@ -223,7 +230,8 @@ def main() -> int:
     url = args.url
     if url is None:
         proc, url, log = start_server(args)
-    print(f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; {reference_line()}")
+    print(f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; {reference_line()}; "
+          f"answers {'not kept' if args.no_cache else 'kept'} by the server")
     try:
         anyio.run(level, url, args.token, 1, 12)  # warm-up, not counted
         print("clients | calls | throughput      | latency")

@@ -11,7 +11,12 @@ already indexed tree (the cached DB of --source, or --db FILE):
                example, as bench/answer_sizes.py parses them), --rounds times each on one
                session: p50/p95 overall and per call, with the load average
 
-Usage: .venv/bin/python bench/mcp.py [--source PATH | --db FILE] [--calls 100] [--rounds 5]
+The server keeps answers (Note [Answer cache], torchtalk/mcp/cache.py): a
+call's first answer is computed, a repeat on the same session is the kept
+one. The workflows print both (round 1, and the rounds after it); `--no-cache`
+runs the server with TORCHTALK_MCP_CACHE=0.
+
+Usage: .venv/bin/python bench/mcp.py [--source PATH | --db FILE] [--calls 100] [--rounds 5] [--no-cache]
 """
 
 from __future__ import annotations
@@ -60,8 +65,11 @@ def pct(values: list[float], q: float) -> float:
 
 
 def params(args: argparse.Namespace) -> StdioServerParameters:
+    import os
+
     where = ["--db", str(args.db)] if args.db else ["--source", str(args.source)]
-    return StdioServerParameters(command=sys.executable, args=["-m", "torchtalk", "mcp-serve", *where])
+    env = {**os.environ, **({"TORCHTALK_MCP_CACHE": "0"} if args.no_cache else {})}
+    return StdioServerParameters(command=sys.executable, args=["-m", "torchtalk", "mcp-serve", *where], env=env)
 
 
 async def cold_start(p: StdioServerParameters) -> float:
@@ -120,8 +128,12 @@ def report_workflows(p: StdioServerParameters, rounds: int) -> None:
     print(f"workflows ({len(times)} calls x {rounds} rounds, one session; load average {load0:.1f} -> "
           f"{os.getloadavg()[0]:.1f}): p50 {pct(every, 0.5):.1f} ms, p95 {pct(every, 0.95):.1f} ms, "
           f"max {max(every):.1f} ms")
+    first, rest = [ts[0] for ts in times.values()], [t for ts in times.values() for t in ts[1:]]
+    print(f"  round 1 (answers computed): p50 {pct(first, 0.5):.1f} ms, p95 {pct(first, 0.95):.1f} ms; "
+          f"rounds after it: p50 {pct(rest, 0.5) if rest else float('nan'):.1f} ms, "
+          f"p95 {pct(rest, 0.95) if rest else float('nan'):.1f} ms")
     for call, ts in times.items():
-        print(f"  {call[:64]:64s} p50 {pct(ts, 0.5):7.1f} ms  p95 {pct(ts, 0.95):7.1f} ms")
+        print(f"  {call[:64]:64s} first {ts[0]:7.1f} ms  p50 {pct(ts, 0.5):7.1f} ms  p95 {pct(ts, 0.95):7.1f} ms")
     for e in errors:
         print(f"  error: {e}")
 
@@ -133,6 +145,7 @@ def main() -> int:
     ap.add_argument("--calls", type=int, default=100)
     ap.add_argument("--cold-runs", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=5, help="rounds of the workflow calls")
+    ap.add_argument("--no-cache", action="store_true", help="the server keeps no answers (TORCHTALK_MCP_CACHE=0)")
     args = ap.parse_args()
     if not args.db:
         from torchtalk.paths import default_source
