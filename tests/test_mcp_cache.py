@@ -215,3 +215,17 @@ def _not_found(resolver, text: str) -> QueryError:
     with pytest.raises(QueryError) as info:
         resolver.resolve(text, "fn")
     return info.value
+
+
+def test_a_call_stopped_before_its_work_never_interrupts_the_connection_after():
+    """Note [Stopped calls]: a call stopped while it waited for a lane or a
+    connection gives the connection back untouched; its interrupts (they go
+    on for the time limit while the work runs) must not reach the next call
+    on it (under load: `called_by` failed with DuckDB's INTERRUPT error)."""
+    seen = []
+    db = SimpleNamespace(interrupt=seen.append)
+    call = server._Call(db, limit=1.0)
+    call.stop()  # the client left, or its time ran out, before the work started
+    assert call.start("con") is False
+    time.sleep(0.3)  # the interrupting thread runs every 50 ms
+    assert seen == []

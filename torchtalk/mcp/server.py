@@ -230,10 +230,15 @@ class _Call:
         self.lock = threading.Lock()
 
     def start(self, con) -> bool:
-        """In the worker, once `con` is leased: False when stopped already."""
+        """In the worker, once `con` is leased: False when stopped already
+        (then done: the interrupts stop, and never reach `con`, which goes
+        back to the pool for another call)."""
         with self.lock:
+            if self.stopped:
+                self.done = True
+                return False
             self.con = con
-            return not self.stopped
+            return True
 
     def finish(self) -> None:
         with self.lock:
