@@ -25,6 +25,7 @@ SOURCE_DIRS = ("aten", "c10", "torch/csrc")
 EXTENSIONS = (".cpp", ".cc", ".h", ".hpp", ".cu", ".cuh", ".mm")
 SKIP_DIRS = frozenset({"third_party", ".git"})
 _POOL_MIN = 32  # fewer files to scan than this: scan in-process
+STATE = "state.bin"  # the layer's state in its cache dir (Note [cpp cache layout])
 
 
 def source_files(root: Path, dirs: Iterable[str] = SOURCE_DIRS) -> list[str]:
@@ -155,11 +156,11 @@ def run(ctx: ExtractContext, sink: Sink | None = None) -> Run:
     digests, new_index = _current_digests(root, rels, index, dirs, macros)
     combined = _combined({**digests, **_yaml_stamp(names_root), "<library ops>": str(ctx.torch_root is not None)})
     timings = {"stat": time.perf_counter() - t0}
-    resolved = _read_memo(memo, cdir / "resolved.pkl")
+    resolved = _read_memo(memo, cdir / STATE)
     kept = (resolved[4] if len(resolved) > 4 else None, resolved[1]) if resolved else None
     if resolved and resolved[0] == combined:
         if kept[0] != ctx.previous:  # rows the DB has not: a new generation (Note [Layer deltas])
-            _write_memo(memo, cdir / "resolved.pkl", (*resolved[:4], ctx.generation))
+            _write_memo(memo, cdir / STATE, (*resolved[:4], ctx.generation))
         if new_index != index:
             cache.write_atomic(cdir / "index.pkl", (cache.VERSION, new_index))
         timings["total"] = time.perf_counter() - t0
@@ -179,7 +180,7 @@ def run(ctx: ExtractContext, sink: Sink | None = None) -> Run:
         live = set(digests.values())
         memo["facts"] = {d: f for d, f in memo["facts"].items() if d in live}
     same = kept is not None and kept[0] is not None and kept[0] == ctx.previous and rows == kept[1]
-    _write_memo(memo, cdir / "resolved.pkl", (combined, rows, stats, per_file,
+    _write_memo(memo, cdir / STATE, (combined, rows, stats, per_file,
                                               ctx.previous if same else ctx.generation))
     cache.write_atomic(cdir / "index.pkl", (cache.VERSION, new_index))
     cache.drop_unused(cdir, set(digests.values()), older_than=time.time() - (time.perf_counter() - t0) - 60)
@@ -213,15 +214,21 @@ def _yaml_stamp(root: Path) -> dict[str, str]:
 
 
 def _read_memo(memo: dict, path: Path):
-    """The pickle at `path`, from `memo` while the file is the one it was
-    read from or written as (Note [Layer memo])."""
+    """The layer's state at `path`, from `memo` while the file is the one it
+    was read from or written as (Note [Layer memo])."""
     from extractors.cpp import cache
+    from extractors.cpp.incremental import state_from_plain
 
     key = _identity(path)
     hit = memo.get(path)
     if hit is not None and key is not None and hit[0] == key:
         return hit[1]
-    obj = cache.read(path)
+    obj = cache.read_state(path)
+    if obj is not None:
+        try:
+            obj = (*obj[:3], state_from_plain(obj[3]), *obj[4:])
+        except (TypeError, ValueError, KeyError, IndexError):  # another shape: a state of no use
+            obj = None
     if obj is not None and key is not None:
         memo[path] = (key, obj)
     return obj
@@ -229,8 +236,9 @@ def _read_memo(memo: dict, path: Path):
 
 def _write_memo(memo: dict, path: Path, obj) -> None:
     from extractors.cpp import cache
+    from extractors.cpp.incremental import state_to_plain
 
-    cache.write_atomic(path, obj)
+    cache.write_state(path, (*obj[:3], state_to_plain(obj[3]), *obj[4:]))
     key = _identity(path)
     if key is not None:
         memo[path] = (key, obj)

@@ -4,9 +4,10 @@ Note [cpp cache layout] (in the layer's `ctx.cache_dir`):
   files/<sha1 of path + content + scanner version>.pkl   one FileFacts per file
                (its ids depend on its path, Note [Internal linkage ids])
   index.pkl    (VERSION, {rel path: (size, mtime_ns, digest)}) of the last run
-  resolved.pkl (digest of RESOLVE_VERSION and all file digests, rows, stats,
+  state.bin    (digest of RESOLVE_VERSION and all file digests, rows, stats,
                the per-file rows and Parts of Note [Incremental resolution],
                generation) of the last run: the layer's state, one load
+               (marshal, write_state: plain values only)
   index-<key>.pkl the Index of the last run (extractors/cpp/incremental.py)
 Every write goes to a temp file first and is renamed into place, so a killed
 run never leaves a half-written entry. Entries are per file content, so a
@@ -20,8 +21,10 @@ Example:
 from __future__ import annotations
 
 import hashlib
+import marshal
 import os
 import pickle
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +60,32 @@ def read(path: Path) -> Any | None:
         with open(path, "rb") as fh:
             return pickle.load(fh)
     except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, ValueError):
+        return None
+
+
+# marshal's format is the interpreter's: a state another Python wrote is not read
+_STATE_MAGIC = f"torchtalk-cpp-state {VERSION} {sys.version_info[0]}.{sys.version_info[1]}\n".encode()
+
+
+def write_state(path: Path, obj: Any) -> None:
+    """Write the layer's state (plain tuples, lists, dicts, sets, strings,
+    numbers) to `path` atomically with marshal: twice as fast as pickle for
+    the tens of MB of rows an edit rewrites (Note [cpp cache layout])."""
+    with atomic_open(path) as fh:
+        fh.write(_STATE_MAGIC)
+        marshal.dump(obj, fh, 4)
+
+
+def read_state(path: Path) -> Any | None:
+    """The state at `path` (write_state), or None when missing, unreadable
+    or written by another scanner or Python version."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+        if not data.startswith(_STATE_MAGIC):
+            return None
+        return marshal.loads(memoryview(data)[len(_STATE_MAGIC):])  # one read: marshal.load reads piecemeal
+    except (OSError, EOFError, ValueError, TypeError):
         return None
 
 

@@ -154,6 +154,22 @@ class _Changes:
         return out
 
 
+def state_to_plain(state: dict) -> dict:
+    """`resolve_tree`'s state in plain values (for marshal: cache.write_state)."""
+    if state.get("format") != FILES_FORMAT:
+        return {}
+    return {**state, "parts": {r: (p.digest, p.iface, p.shape, p.index, p.visible) for r, p in state["parts"].items()},
+            "overloads": state["overloads"].table}
+
+
+def state_from_plain(plain: dict) -> dict:
+    """The state `state_to_plain` gave."""
+    if plain.get("format") != FILES_FORMAT:
+        return {}
+    return {**plain, "parts": {r: Parts(*p) for r, p in plain["parts"].items()},
+            "overloads": Overloads(plain["overloads"])}
+
+
 def _combined(salt: str, parts: Iterable[bytes]) -> str:
     h = hashlib.sha1(salt.encode())
     for p in parts:
