@@ -184,6 +184,7 @@ def run(ctx: ExtractContext, sink: Sink | None = None) -> Run:
                                               ctx.previous if same else ctx.generation))
     cache.write_atomic(cdir / "index.pkl", (cache.VERSION, new_index))
     cache.drop_unused(cdir, set(digests.values()), older_than=time.time() - (time.perf_counter() - t0) - 60)
+    (cdir / "resolved.pkl").unlink(missing_ok=True)  # the state as pickled before state.bin
     timings["total"] = time.perf_counter() - t0
     return Run(rows, stats, timings, scanned, loaded["read"], warnings, kept)
 
