@@ -218,10 +218,12 @@ def _refresh_derived(con, changed: frozenset[str], moved, log) -> str:
     from torchtalk.query.library import load_library
 
     t = time.perf_counter()
-    tables = frozenset(r for (r,) in con.execute("SELECT relation FROM torchtalk_relations").fetchall())
+    rows = dict(con.execute("SELECT relation, rows FROM torchtalk_relations").fetchall())
+    tables = frozenset(rows)
+    empty = frozenset(r for r, n in rows.items() if n == 0 and r not in changed)  # before and after
     con.execute("BEGIN TRANSACTION")
     try:
-        counts = refresh(con, load_library(user=False), tables, changed, moved)
+        counts = refresh(con, load_library(user=False), tables, changed, moved, empty)
     except (TorchTalkError, duckdb.Error) as exc:
         con.execute("ROLLBACK")
         what = exc.headline() if isinstance(exc, TorchTalkError) else str(exc).splitlines()[0]

@@ -126,7 +126,7 @@ def materialize(con: Any, program: A.Program, tables: frozenset[str]) -> dict[st
 
 
 def refresh(con: Any, program: A.Program, tables: frozenset[str], changed: frozenset[str],
-            moved=None) -> dict[str, int]:
+            moved=None, empty: frozenset[str] = frozenset()) -> dict[str, int]:
     """Recompute, on the writable `con` of a DB updated in place, the stored
     relations that read (transitively) a fact relation in `changed` in a
     column whose values moved (`moved(relation, columns)`, default: any
@@ -145,7 +145,10 @@ def refresh(con: Any, program: A.Program, tables: frozenset[str], changed: froze
     reads calls' caller and callee, not its line): when the rows of that
     relation changed but their projection on those columns, as a set, did
     not (a line inserted above a call moves its line only), the stored
-    relation is kept too.
+    relation is kept too. A rule that reads a fact relation in `empty`
+    (without rows before the update and after it) derives nothing either
+    way, so the columns only it reads are not needed (a fast-tier DB has
+    no precise_skipped rows: the line of a call it compares is not read).
     """
     prints = fingerprints(program)
     have = _read_catalog(con)
@@ -159,15 +162,18 @@ def refresh(con: Any, program: A.Program, tables: frozenset[str], changed: froze
             seen[rel, cols] = True if moved is None else moved(rel, cols)
         return seen[rel, cols]
 
+    from torchtalk.datalog.transform.prune import prune
+
+    live = program.cached(("empty", empty), lambda: prune(program, empty)) if empty else program
+
     def reads_a_change(rel: str) -> bool:
-        needs = needed_columns(program, rel)
+        needs = needed_columns(live, rel)
         return any(moves(c, needs[c]) for c in sorted(changed) if c in needs)
 
     affected = {rel for rel in prints if have[rel] != prints[rel] or reads_a_change(rel)}
     if not affected:
         return {}
     from torchtalk.datalog.engines.duckdb import DuckDBEngine
-    from torchtalk.datalog.transform.prune import prune
     from torchtalk.datalog.transform.use_stored import use_stored
     from torchtalk.query.library import is_argument
 
