@@ -127,6 +127,9 @@ def test_functors_through_templates_beside_the_compiler(functor_db):
     assert (f"{anon}HelperInterpNearest::compute_indices_weights", "functor", UPSAMPLE, 1666) in {
         tuple(r[1:5]) for r in rows}
     assert (f"{anon}upsample_generic_Nd_kernel_impl", "precise", UPSAMPLE, 1666) in {tuple(r[1:5]) for r in rows}
+    # `Vec::loadu(in + d)` with `using Vec = vec::Vectorized<scalar_t>` (:490): the compiler's, by the class template
+    loadu = {r[:2] for r in _rows(db, "select caller, callee from calls_precise where file = ? and line = 494", [UPSAMPLE])}
+    assert [c for _, c in loadu] == ["at::vec::CPU_CAPABILITY::Vectorized::loadu(const void*)"], loadu  # by its 1 argument
     # the runtime's upsample_nearest1d -> empty (bench/runtime_oracle.py) has its path again, on CPU
     ops = api.query("op_callees(upsample_nearest1d)", db=db, limit=None)
     cols = [ops.columns.index(c) for c in ("op", "key", "calls", "file", "line", "chain")]

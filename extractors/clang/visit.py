@@ -33,8 +33,9 @@ where the macro is used. A call in a template that depends on a template
 parameter has no single callee; when all the candidates it names share one
 qualified name it gets that name, and a member call on an object whose type
 is a class template of the tree (`params.use_nnpack(...)` with `const
-ConvParams<T>& params`) gets the methods of that name the template (or a
-base) declares; otherwise it is counted as unresolved.
+ConvParams<T>& params`), or a call qualified by one (`Vec::loadu(...)` with
+`using Vec = Vectorized<scalar_t>`), gets the methods of that name the
+template (or a base) declares; otherwise it is counted as unresolved.
 
 Note [Walk cost]: the walk runs in Python over libclang's C API, so what
 costs is crossing into libclang per node. Three things kept it slow (0.64 s
@@ -398,7 +399,8 @@ class Walker:
             if ref is not None and ref.kind in (K.CONSTRUCTOR, K.DESTRUCTOR, K.CONVERSION_FUNCTION):
                 drop["constructor"] += 1
                 return
-            refs = (self._overload_set(call) or self._dependent_member(call)) if ref is None else None
+            refs = (self._overload_set(call) or self._dependent_member(call) or self._dependent_static(call)
+                    if ref is None else None)
             if not refs:
                 drop["unresolved"] += 1
                 if caller is not None and call.spelling:
@@ -509,7 +511,27 @@ class Walker:
         if cls.kind not in _RECORD_KINDS or self._where_is(cls) is None:
             return None
         name = _member_name(head)
-        return _methods(cls, name) or None if name else None
+        return _fitting(_methods(cls, name), call) or None if name else None
+
+    def _dependent_static(self, call: ci.Cursor) -> list[ci.Cursor] | None:
+        """`C<T>::f(...)` / `Vec::f(...)` (Vec an alias of a class template of
+        the tree, its arguments dependent): each method named f of that
+        template as it declares it, or of its bases (Note [Precise edges])."""
+        head = next(iter(call.get_children()), None)
+        while head is not None and head.kind == K.UNEXPOSED_EXPR:
+            head = next(iter(head.get_children()), None)
+        if head is None or head.kind != K.DECL_REF_EXPR or head.referenced is not None:
+            return None
+        quals = [c for c in head.get_children() if c.kind in (K.TEMPLATE_REF, K.TYPE_REF, K.OVERLOADED_DECL_REF)]
+        if not quals or quals[0].kind == K.OVERLOADED_DECL_REF:  # a function's name, not a class's member
+            return None
+        cls = quals[0].referenced
+        if cls is not None and cls.kind in (K.TYPEDEF_DECL, K.TYPE_ALIAS_DECL):
+            cls = cls.underlying_typedef_type.get_declaration()
+        if cls is None or cls.kind not in _RECORD_KINDS or self._where_is(cls) is None:
+            return None
+        name = _scoped_name(head)
+        return _fitting(_methods(cls.get_definition() or cls, name), call) or None if name else None
 
     def _overload_set(self, call: ci.Cursor) -> list[ci.Cursor] | None:
         """The functions a dependent call names, when all its candidates
@@ -549,6 +571,29 @@ def _member_name(member: ci.Cursor) -> str | None:
     at = max((i for i, t in enumerate(toks) if t in (".", "->")), default=-1)
     rest = [t for t in toks[at + 1:] if t != "template"] if at >= 0 else []
     return rest[0] if rest and rest[0].isidentifier() else None
+
+
+def _scoped_name(ref: ci.Cursor) -> str | None:
+    """The name after the last `::` of a qualified name (`template` skipped)."""
+    toks = [t.spelling for t in ref.get_tokens()]
+    at = max((i for i, t in enumerate(toks) if t == "::"), default=-1)
+    rest = [t for t in toks[at + 1:] if t != "template"] if at >= 0 else []
+    return rest[0] if rest and rest[0].isidentifier() else None
+
+
+def _fitting(methods: list[ci.Cursor], call: ci.Cursor) -> list[ci.Cursor]:
+    """Those of `methods` that take as many arguments as `call` passes
+    (parameters with a default may be left out); all when none does."""
+    n = ci.conf.lib.clang_Cursor_getNumArguments(call)
+    if n < 0:
+        return methods
+
+    def fits(m: ci.Cursor) -> bool:
+        params = [c for c in m.get_children() if c.kind == K.PARM_DECL]
+        required = sum(1 for p in params if not any(c.kind.is_expression() for c in p.get_children()))
+        return required <= n <= len(params)
+
+    return [m for m in methods if fits(m)] or methods
 
 
 def _methods(cls: ci.Cursor, name: str, depth: int = 0) -> list[ci.Cursor]:
