@@ -65,11 +65,11 @@ def run(args: argparse.Namespace) -> int:
 
     update()
     watcher = Watcher(root, update, quiet=QUIET_S if args.debounce is None else args.debounce, on_error=failed)
-    watcher.start()
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())  # `kill` stops as Ctrl-C does: the update running ends first
-    say(f"watching {root} (Ctrl-C to stop)")
-    try:
+    try:  # from the watcher's start: a Ctrl-C right after "watching" still stops it cleanly
+        watcher.start()
+        say(f"watching {root} (Ctrl-C to stop)")
         while not stop.wait(3600):
             pass
     except KeyboardInterrupt:
