@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import gc
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -115,3 +117,20 @@ class LayerModule(Protocol):
 
     def extract(self, ctx: ExtractContext, sink: Sink) -> None:
         """Write the layer's rows to `sink`."""
+
+
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """Note [No GC in an update]: the cyclic GC paused while a layer builds
+    its (acyclic) rows, or an update in place reads and writes the cpp
+    layer's state (tens of MB of tuples, extractors/cpp/incremental.py). Run
+    every 700 new objects, it would re-scan the growing heap again and again
+    (a third of the time of either). Reference counting still frees
+    everything, and the GC runs again on exit."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()

@@ -319,30 +319,13 @@ def _index_locked(src, db_path, schema, chosen, notes, jobs, force, log, progres
         return IndexReport(db_path, src.root, src.kind, True, time.perf_counter() - t0, reports, tuple(notes),
                            "current")
     if not force and not dropped and _can_update(db_path, facts, schema, src, plans, prev, keep):
-        with _no_gc():
+        from extractors.base import paused_gc
+
+        with paused_gc():
             reports, mode = _update(src, db_path, schema, plans, prev, keep, jobs, log, progress, memo), "updated"
     else:
         reports, mode = _build(src, db_path, schema, plans, prev, keep, jobs, log, progress, memo), "built"
     return IndexReport(db_path, src.root, src.kind, False, time.perf_counter() - t0, reports, tuple(notes), mode)
-
-
-@contextlib.contextmanager
-def _no_gc():
-    """Note [No GC in an update]: an update in place reads and writes the
-    cpp layer's state (tens of MB of tuples, extractors/cpp/incremental.py)
-    and builds few reference cycles; the cyclic GC, run every 700 new
-    objects, would scan the growing heap again and again (a third of the
-    layer's time). It runs again after the update (a watcher's process
-    collects then)."""
-    import gc
-
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def _stamp(layer, mod, schema, src, facts: Path, prev: dict) -> tuple[str, dict]:

@@ -13,12 +13,10 @@ Example:
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from pathlib import Path
 
-from extractors.base import ExtractContext, Sink
+from extractors.base import ExtractContext, Sink, paused_gc
 from extractors.python.corpus import python_files, shared_cache_dir, summarize_tree
 from extractors.python.model import DECOMP_REGISTRARS, MODULE_ROOTS, REF_MAKERS, Model
 from extractors.python.names import rename
@@ -62,7 +60,7 @@ def load_model(ctx: ExtractContext, sink: Sink, tops: Iterable[str] = TOPS) -> t
 
 def extract(ctx: ExtractContext, sink: Sink) -> None:
     """Write the python layer's rows for `ctx.root`."""
-    with _no_cycle_collection():
+    with paused_gc():
         model, _ = load_model(ctx, sink, ctx.dirs or TOPS)
         _defs(model, sink)
         _calls_and_binds(model, sink)
@@ -70,20 +68,6 @@ def extract(ctx: ExtractContext, sink: Sink) -> None:
         _classes(model, sink)
         _registrations(model, sink)
         _module_aliases(model, sink)
-
-
-@contextmanager
-def _no_cycle_collection() -> Iterator[None]:
-    """The cyclic GC paused while the layer builds its (acyclic) summaries, model and
-    rows: with ~10^6 young objects it re-scanned them for a third of the layer's time.
-    Reference counting still frees everything; the GC runs again on exit."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def _defs(model: Model, sink: Sink) -> None:
