@@ -28,8 +28,11 @@ from __future__ import annotations
 
 import ctypes
 import re
+from pathlib import Path
 
 from clang import cindex as ci
+
+from extractors.clang.visit import libclang_fn
 
 # On in the wheel, off in the compiler tier's configuration: the macros of the
 # wheel's build (torch.__config__.show(): CXX_FLAGS -DUSE_KINETO -DUSE_FBGEMM
@@ -52,28 +55,19 @@ class _RangeList(ctypes.Structure):
     _fields_ = [("count", ctypes.c_uint), ("ranges", ctypes.POINTER(ci.SourceRange))]
 
 
-def _lib():
-    lib = ci.conf.lib
-    if not getattr(lib, "_tt_skipped", False):
-        lib.clang_getSkippedRanges.restype = ctypes.POINTER(_RangeList)
-        lib.clang_getSkippedRanges.argtypes = [ci.TranslationUnit, ci.File]
-        lib.clang_disposeSourceRangeList.argtypes = [ctypes.POINTER(_RangeList)]
-        lib._tt_skipped = True
-    return lib
-
-
 def skipped_ranges(tu: ci.TranslationUnit, path: str) -> list[tuple[int, int]]:
     """(first line, last line) of each range of `path` the preprocessor skipped
     (the TU parsed with PARSE_DETAILED_PROCESSING_RECORD; [] without it)."""
-    lib = _lib()
-    got = lib.clang_getSkippedRanges(tu, ci.File.from_name(tu, path))
+    ranges = ctypes.POINTER(_RangeList)
+    got = libclang_fn("clang_getSkippedRanges", [ci.TranslationUnit, ci.File], ranges)(
+        tu, ci.File.from_name(tu, path))
     if not got:
         return []
     try:
         lst = got.contents
         return [(lst.ranges[i].start.line, lst.ranges[i].end.line) for i in range(lst.count)]
     finally:
-        lib.clang_disposeSourceRangeList(got)
+        libclang_fn("clang_disposeSourceRangeList", [ranges])(got)
 
 
 def conditions(lines: list[str]) -> dict[int, str]:
@@ -105,11 +99,12 @@ def conditions(lines: list[str]) -> dict[int, str]:
     return out
 
 
-def wheel_ranges(tu: ci.TranslationUnit, path: str, text: str) -> tuple[tuple[int, int], ...]:
-    """The skipped ranges of main file `path` (its `text`) governed by a
-    WHEEL_ON feature (Note [Configured out here, on in the wheel])."""
+def wheel_ranges(tu: ci.TranslationUnit, path: str) -> tuple[tuple[int, int], ...]:
+    """The skipped ranges of main file `path` governed by a WHEEL_ON feature
+    (Note [Configured out here, on in the wheel]); the file is read only
+    when some range was skipped."""
     ranges = skipped_ranges(tu, path)
     if not ranges:
         return ()
-    conds = conditions(text.splitlines())
+    conds = conditions(Path(path).read_text(errors="replace").splitlines())
     return tuple((lo, hi) for lo, hi in ranges if WHEEL_ON & set(_WORD.findall(conds.get(lo, ""))))

@@ -145,8 +145,8 @@ _FUNC_IDS = frozenset(k.value for k in FUNC_KINDS)
 _bound: dict[str, object] = {}
 
 
-def _lib(name: str, argtypes: list, restype=None):
-    """libclang's `name`, bound once."""
+def libclang_fn(name: str, argtypes: list, restype=None):
+    """libclang's C function `name`, its argument and result types bound once."""
     fn = _bound.get(name)
     if fn is None:
         fn = _bound[name] = _bind(name, argtypes, restype)
@@ -181,27 +181,22 @@ def file_of(cur: ci.Cursor) -> str | None:
     those only when asked, and computing them reads a header's line table
     (Note [Walk cost])."""
     f = ci.c_object_p()
-    _lib("clang_getExpansionLocation", [ci.SourceLocation, ctypes.POINTER(ci.c_object_p),
+    libclang_fn("clang_getExpansionLocation", [ci.SourceLocation, ctypes.POINTER(ci.c_object_p),
                                          ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p])(
         cur.location, ctypes.byref(f), None, None, None)
     return ci.File(f).name if f else None
 
 
-_spelling_loc = None
+_UINT_P = ctypes.POINTER(ctypes.c_uint)
+_SPELLING_ARGS = [ci.SourceLocation, ctypes.POINTER(ci.c_object_p), _UINT_P, _UINT_P, _UINT_P]
 
 
 def spelling_line(loc: ci.SourceLocation) -> tuple[str | None, int]:
     """The file and line where the text at `loc` is written (macro arguments
     resolve to their own line; a macro body to the macro's definition)."""
-    global _spelling_loc
-    if _spelling_loc is None:
-        p = ctypes.POINTER(ctypes.c_uint)
-        _spelling_loc = _bind(
-            "clang_getSpellingLocation",
-            [ci.SourceLocation, ctypes.POINTER(ci.c_object_p), p, p, p],
-        )
+    spelling_loc = libclang_fn("clang_getSpellingLocation", _SPELLING_ARGS)
     f, line, col, off = ci.c_object_p(), ctypes.c_uint(), ctypes.c_uint(), ctypes.c_uint()
-    _spelling_loc(loc, ctypes.byref(f), ctypes.byref(line), ctypes.byref(col), ctypes.byref(off))
+    spelling_loc(loc, ctypes.byref(f), ctypes.byref(line), ctypes.byref(col), ctypes.byref(off))
     name = ci.File(f).name if f else None
     return name, int(line.value)
 
@@ -316,7 +311,7 @@ class Walker:
         """Walk every top-level declaration written in the main file
         (Note [Walk cost])."""
         tops: list[ci.Cursor] = []
-        in_main = _lib("clang_Location_isFromMainFile", [ci.SourceLocation], ctypes.c_int)
+        in_main = libclang_fn("clang_Location_isFromMainFile", [ci.SourceLocation], ctypes.c_int)
         get_loc = ci.conf.lib.clang_getCursorLocation
 
         def pick(child, _parent, _data) -> int:
@@ -399,8 +394,11 @@ class Walker:
             if ref is not None and ref.kind in (K.CONSTRUCTOR, K.DESTRUCTOR, K.CONVERSION_FUNCTION):
                 drop["constructor"] += 1
                 return
-            refs = (self._overload_set(call) or self._dependent_member(call) or self._dependent_static(call)
-                    if ref is None else None)
+            refs = None
+            if ref is None:  # a dependent call: its callee expression tells what it may reach
+                head = _unwrapped(next(iter(call.get_children()), None))
+                refs = (self._overload_set(head) or self._dependent_member(call, head)
+                        or self._dependent_static(call, head))
             if not refs:
                 drop["unresolved"] += 1
                 if caller is not None and call.spelling:
@@ -473,17 +471,13 @@ class Walker:
         line inside a macro argument."""
         loc = call.location
         if operator:  # children in source order: `a`, `+` (a reference to operator+), `b`
-            for child in call.get_children():
-                while child is not None and child.kind == K.UNEXPOSED_EXPR:
-                    child = next(iter(child.get_children()), None)
+            for child in map(_unwrapped, call.get_children()):
                 if child is not None and child.kind == K.DECL_REF_EXPR and is_operator(child.spelling):
                     loc = child.location
                     break
             head = None
         else:
-            head = next(iter(call.get_children()), None)
-        while head is not None and head.kind == K.UNEXPOSED_EXPR:
-            head = next(iter(head.get_children()), None)
+            head = _unwrapped(next(iter(call.get_children()), None))
         if head is not None and head.kind in NAME_KINDS:
             loc = head.location
         name, line = spelling_line(loc)
@@ -491,14 +485,11 @@ class Walker:
             return line
         return loc.line
 
-    def _dependent_member(self, call: ci.Cursor) -> list[ci.Cursor] | None:
-        """`x.f(...)` / `p->f(...)` whose object's type depends on a template
-        parameter but is a class template of the tree (`const ConvParams<T>&`):
-        each method named f of that template as it declares it, or of its
-        bases (Note [Precise edges])."""
-        head = next(iter(call.get_children()), None)
-        while head is not None and head.kind == K.UNEXPOSED_EXPR:
-            head = next(iter(head.get_children()), None)
+    def _dependent_member(self, call: ci.Cursor, head: ci.Cursor | None) -> list[ci.Cursor] | None:
+        """`x.f(...)` / `p->f(...)` (`head`: the call's callee expression)
+        whose object's type depends on a template parameter but is a class
+        template of the tree (`const ConvParams<T>&`): each method named f of
+        that template as it declares it, or of its bases (Note [Precise edges])."""
         if head is None or head.kind != K.MEMBER_REF_EXPR or head.referenced is not None:
             return None
         base = next(iter(head.get_children()), None)
@@ -510,16 +501,14 @@ class Walker:
         cls = t.get_declaration()
         if cls.kind not in _RECORD_KINDS or self._where_is(cls) is None:
             return None
-        name = _member_name(head)
+        name = _name_after(head, (".", "->"))
         return _fitting(_methods(cls, name), call) or None if name else None
 
-    def _dependent_static(self, call: ci.Cursor) -> list[ci.Cursor] | None:
-        """`C<T>::f(...)` / `Vec::f(...)` (Vec an alias of a class template of
-        the tree, its arguments dependent): each method named f of that
-        template as it declares it, or of its bases (Note [Precise edges])."""
-        head = next(iter(call.get_children()), None)
-        while head is not None and head.kind == K.UNEXPOSED_EXPR:
-            head = next(iter(head.get_children()), None)
+    def _dependent_static(self, call: ci.Cursor, head: ci.Cursor | None) -> list[ci.Cursor] | None:
+        """`C<T>::f(...)` / `Vec::f(...)` (`head`: the call's callee
+        expression; Vec an alias of a class template of the tree, its
+        arguments dependent): each method named f of that template as it
+        declares it, or of its bases (Note [Precise edges])."""
         if head is None or head.kind != K.DECL_REF_EXPR or head.referenced is not None:
             return None
         quals = [c for c in head.get_children() if c.kind in (K.TEMPLATE_REF, K.TYPE_REF, K.OVERLOADED_DECL_REF)]
@@ -530,21 +519,15 @@ class Walker:
             cls = cls.underlying_typedef_type.get_declaration()
         if cls is None or cls.kind not in _RECORD_KINDS or self._where_is(cls) is None:
             return None
-        name = _scoped_name(head)
+        name = _name_after(head, ("::",))
         return _fitting(_methods(cls.get_definition() or cls, name), call) or None if name else None
 
-    def _overload_set(self, call: ci.Cursor) -> list[ci.Cursor] | None:
-        """The functions a dependent call names, when all its candidates
-        share one qualified name (Note [Precise edges]): each overload."""
-        children = list(call.get_children())
-        if not children:
+    def _overload_set(self, head: ci.Cursor | None) -> list[ci.Cursor] | None:
+        """The functions a dependent call names (`head`: its callee
+        expression), when all its candidates share one qualified name (Note
+        [Precise edges]): each overload."""
+        if head is None:
             return None
-        head = children[0]
-        while head.kind == K.UNEXPOSED_EXPR:
-            inner = list(head.get_children())
-            if not inner:
-                return None
-            head = inner[0]
         if head.kind == K.DECL_REF_EXPR:  # an unresolved lookup: `f` or `ns::f`
             head = next((c for c in head.get_children() if c.kind == K.OVERLOADED_DECL_REF), head)
         if head.kind != K.OVERLOADED_DECL_REF:
@@ -560,23 +543,23 @@ class Walker:
         return list(found.values()) if len(names) == 1 else None
 
 
+def _unwrapped(cur: ci.Cursor | None) -> ci.Cursor | None:
+    """`cur` without the UNEXPOSED_EXPR wrappers (implicit casts) around it."""
+    while cur is not None and cur.kind == K.UNEXPOSED_EXPR:
+        cur = next(iter(cur.get_children()), None)
+    return cur
+
+
 _RECORD_KINDS = frozenset({K.CLASS_TEMPLATE, K.CLASS_TEMPLATE_PARTIAL_SPECIALIZATION, K.STRUCT_DECL, K.CLASS_DECL})
 _METHOD_KINDS = frozenset({K.CXX_METHOD, K.FUNCTION_TEMPLATE})
 _INDIRECT = frozenset({ci.TypeKind.POINTER, ci.TypeKind.LVALUEREFERENCE, ci.TypeKind.RVALUEREFERENCE})
 
 
-def _member_name(member: ci.Cursor) -> str | None:
-    """The name after the last `.` or `->` of a member expression (`template` skipped)."""
-    toks = [t.spelling for t in member.get_tokens()]
-    at = max((i for i, t in enumerate(toks) if t in (".", "->")), default=-1)
-    rest = [t for t in toks[at + 1:] if t != "template"] if at >= 0 else []
-    return rest[0] if rest and rest[0].isidentifier() else None
-
-
-def _scoped_name(ref: ci.Cursor) -> str | None:
-    """The name after the last `::` of a qualified name (`template` skipped)."""
-    toks = [t.spelling for t in ref.get_tokens()]
-    at = max((i for i, t in enumerate(toks) if t == "::"), default=-1)
+def _name_after(expr: ci.Cursor, seps: tuple[str, ...]) -> str | None:
+    """The name written after the last of `seps` in `expr` (`template`
+    skipped): `.`/`->` of a member expression, `::` of a qualified name."""
+    toks = [t.spelling for t in expr.get_tokens()]
+    at = max((i for i, t in enumerate(toks) if t in seps), default=-1)
     rest = [t for t in toks[at + 1:] if t != "template"] if at >= 0 else []
     return rest[0] if rest and rest[0].isidentifier() else None
 

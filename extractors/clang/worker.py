@@ -24,7 +24,6 @@ import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from multiprocessing import connection, get_context
-from pathlib import Path
 
 from extractors.clang.flags import CPU_CAPABILITY, Command
 from extractors.clang.skipped import wheel_ranges
@@ -132,7 +131,7 @@ def parse_tu(job: Job) -> TuResult:
         errors=error_count(tu),
         fatal=fatal,
         seconds=time.perf_counter() - start,
-        skipped=wheel_ranges(tu, job.path, Path(job.path).read_text(errors="replace")),
+        skipped=wheel_ranges(tu, job.path),
     )
     del tu  # disposes the TU and its preamble file
     return result
