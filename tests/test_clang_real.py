@@ -113,6 +113,37 @@ def test_op_calls_by_the_compiler(parsed) -> None:
     assert not any(r[1].startswith(("at::Tensor::", "at::mm")) for r in rows.rel["calls_precise"])
 
 
+def test_tensor_operators_with_a_dependent_operand(parsed) -> None:
+    """Note [Dependent operators and constructions], in templates over
+    scalar_t: LinearAlgebra.cpp:2574 `norm / theta` (norm a Tensor, theta a
+    scalar_t) takes at::operator/'s candidates whose first parameter is a
+    Tensor: the op call `div`, not the ops of operator/(Scalar, Tensor);
+    :2576 `a * pow2s.view(...)` is `mul`; :2671 `norm_lower_bound < norm_cpu`
+    (Tensor second) is operator<(Scalar, Tensor), `gt`, or (Tensor, Tensor),
+    `lt`: the compiler cannot tell which before instantiation."""
+    rows, _ = parsed
+    t18 = "at::native::(anonymous:aten/src/ATen/native/LinearAlgebra.cpp)::compute_T18_scale_square"
+    mexp = "at::native::(anonymous:aten/src/ATen/native/LinearAlgebra.cpp)::mexp_impl"
+    assert rows.at("calls_op", LINALG, 2574) == {(t18, op, LINALG, 2574, "compiler") for op in ("ceil", "div", "log2")}
+    assert rows.at("calls_op", LINALG, 2576) == {(t18, "mul", LINALG, 2576, "compiler")}
+    assert rows.at("calls_op", LINALG, 2671) == {(mexp, op, LINALG, 2671, "compiler") for op in ("gt", "le", "lt")}
+
+
+def test_member_templates_with_dependent_arguments(parsed) -> None:
+    """LinearAlgebra.cpp:1647-1652 in baddbmm_cpu_kernel<scalar_t, is_bmm>:
+    `alpha_.to<opmath_t>()` and `result.accessor<scalar_t, 3>()` name member
+    templates of a known class with dependent template arguments: edges to
+    c10::Scalar::to and at::TensorBase::accessor; none of the kernel's calls
+    is left unresolved by the compiler."""
+    rows, stats = parsed
+    k = "at::native::baddbmm_cpu_kernel"
+    for line in (1647, 1648):
+        assert rows.at("calls_precise", LINALG, line) == {(k, "c10::Scalar::to", LINALG, line)}
+    for line in (1650, 1651, 1652):
+        assert rows.at("calls_precise", LINALG, line) == {(k, "at::TensorBase::accessor", LINALG, line)}
+    assert stats.per_tu[MARGIN][2] == 0  # MultiMarginLoss.cu: each call site resolved
+
+
 def test_generated_method_without_op_reaches_the_tree(parsed) -> None:
     """LinearAlgebra.cpp:2077 `output.mT().contiguous()`: Tensor::contiguous
     (TensorBody.h, generated: no node) dispatches no op itself but calls

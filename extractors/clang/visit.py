@@ -35,7 +35,34 @@ qualified name it gets that name, and a member call on an object whose type
 is a class template of the tree (`params.use_nnpack(...)` with `const
 ConvParams<T>& params`), or a call qualified by one (`Vec::loadu(...)` with
 `using Vec = Vectorized<scalar_t>`), gets the methods of that name the
-template (or a base) declares; otherwise it is counted as unresolved.
+template (or a base) declares, and a call of a functor whose type is one
+(`maxFunc(a, b)` with `MaxFloat<scalar_t, accscalar_t> maxFunc`) gets its
+`operator()`s; otherwise it is counted as unresolved.
+
+Note [Dependent operators and constructions]: in a template, `a + b` with an
+operand whose type depends on a template parameter, and `T(x)`, `fVec(1)`,
+`std::tuple<T, T>(a, b)`, are call expressions without a callee: clang
+leaves them to instantiation (an operator call whose callee is the set of
+operators found by name, a construction of a dependent type). Neither is a
+call of a function the graph walks: once instantiated, such an operator is
+built in (`opmath_t * x`, a pointer plus an offset) or an overloaded operator,
+and operators other than the Tensor's are counted, not kept; a construction
+is counted like any constructor. So they are counted as
+`dependent_operator` and `dependent_construction`, not as unresolved
+(`bench/precise.py` prints both). Where an operand is a class of the tree,
+the candidates whose parameters take the operands' classes one by one are
+walked as a resolved call would be: `norm / theta` in a template over
+`scalar_t`, `norm` a Tensor, is at::operator/ of (Tensor, Tensor) and of
+(Tensor, Scalar), the op call `div`. An immediately called lambda
+(`[&] { ... }()`, AT_DISPATCH's) is counted as `lambda`: its calls are the
+enclosing function's already. A member call on an object of a dependent
+class outside the tree (`v.size()` with `std::vector<T> v`) is "external",
+as it would be once resolved. On four native TUs (group_norm_kernel.cpp,
+Convolution.cpp, GridSampler.cu, SoftMax.cu) this left 68 of 2,120
+unresolved call sites; what stays open is a call through an object of a
+template parameter's type (`epilogue(x)` with `Epilogue<scalar_t, ...>`,
+Epilogue a template template parameter), which the fast tier's functor edges
+cover (Note [Functors beside the compiler]).
 
 Note [Walk cost]: the walk runs in Python over libclang's C API, so what
 costs is crossing into libclang per node. Three things kept it slow (0.64 s
@@ -387,27 +414,46 @@ class Walker:
         if caller is not None:
             self.facts.sites += 1
         ref = call.referenced
-        if self.cuda and ref is not None and ref.kind in VAR_KINDS:
-            self._launch_through(call, ref, caller)
-            return
-        if ref is None or ref.kind not in CALLEE_KINDS:
-            if ref is not None and ref.kind in (K.CONSTRUCTOR, K.DESTRUCTOR, K.CONVERSION_FUNCTION):
-                drop["constructor"] += 1
-                return
-            refs = None
-            if ref is None:  # a dependent call: its callee expression tells what it may reach
-                head = _unwrapped(next(iter(call.get_children()), None))
-                refs = (self._overload_set(head) or self._dependent_member(call, head)
-                        or self._dependent_static(call, head))
-            if not refs:
-                drop["unresolved"] += 1
-                if caller is not None and call.spelling:
-                    self.facts.unresolved.add((caller, call.spelling, self._line(call)))
-                return
-            for r in refs:  # a dependent call: each overload of the one name it can reach
-                self._callee(call, caller, r)
-            return
-        self._callee(call, caller, ref)
+        if ref is not None and ref.kind in CALLEE_KINDS:
+            self._callee(call, caller, ref)
+        elif ref is not None and ref.kind in (K.CONSTRUCTOR, K.DESTRUCTOR, K.CONVERSION_FUNCTION):
+            drop["constructor"] += 1
+        elif self.cuda and ref is not None and ref.kind in VAR_KINDS and self._launch_through(call, ref, caller):
+            pass
+        elif (ref is None or ref.kind in VAR_KINDS) and self._open_call(call, caller):
+            pass
+        else:
+            drop["unresolved"] += 1
+            name = call.spelling or (ref.spelling if ref is not None else "")
+            if caller is not None and name:
+                self.facts.unresolved.add((caller, name, self._line(call)))
+
+    def _open_call(self, call: ci.Cursor, caller: str | None) -> bool:
+        """A call the compiler left open (in a template, on a type that
+        depends on a template parameter, or through a variable): its callee
+        expression tells what it may reach (Note [Precise edges], Note
+        [Dependent operators and constructions]); -> False if it does not."""
+        drop = self.facts.dropped
+        kids = [_unwrapped(c) for c in call.get_children()]
+        operator = _operator_ref(kids)
+        if operator is not None:
+            self._dependent_operator(call, caller, kids, operator)
+            return True
+        head = kids[0] if kids else None
+        if _is_construction(kids):
+            drop["dependent_construction"] += 1
+            return True
+        if head is not None and head.kind == K.LAMBDA_EXPR:  # `[&] {...}()`: its calls are the caller's
+            drop["lambda"] += 1
+            return True
+        if self._external_member(head):
+            drop["external"] += 1
+            return True
+        refs = (self._overload_set(head) or self._dependent_member(call, head)
+                or self._dependent_static(call, head) or self._dependent_functor(call, head))
+        for r in refs or ():  # each overload of the one name it can reach
+            self._callee(call, caller, r)
+        return bool(refs)
 
     def _callee(self, call: ci.Cursor, caller: str | None, ref: ci.Cursor) -> None:
         """The edge, op call or launch of `call` from `caller` to function `ref`."""
@@ -444,26 +490,24 @@ class Walker:
             got = self._global[usr] = any(c.kind == K.CUDAGLOBAL_ATTR for c in fn.get_children())
         return got
 
-    def _launch_through(self, call: ci.Cursor, var: ci.Cursor, caller: str | None) -> None:
+    def _launch_through(self, call: ci.Cursor, var: ci.Cursor, caller: str | None) -> bool:
         """`v<<<...>>>(...)` / `v(...)` through a variable: a launch of each
         __global__ function its initializer names (`auto v = &k<T>;`,
-        `c ? k1 : k2`); a variable with none (a parameter, a pointer set
-        later) is unresolved."""
-        drop = self.facts.dropped
-        if caller is None:
-            drop["outside_function"] += 1
-            return
+        `c ? k1 : k2`); -> False for a variable with none (a parameter, a
+        pointer set later, a functor)."""
         found = set()
         for node in var.walk_preorder():
             ref = node.referenced if node.kind in NAME_KINDS else None
             if ref is not None and ref.kind in CALLEE_KINDS and self._where_is(ref) and self._is_global(ref):
                 found.add(self.namer.fn_id(ref))
         if not found:
-            drop["unresolved"] += 1
-            self.facts.unresolved.add((caller, var.spelling, self._line(call)))
-            return
+            return False
+        if caller is None:
+            self.facts.dropped["outside_function"] += 1
+            return True
         line = self._line(call)
         self.facts.launches.update(Launch(caller, k, self.rel, line) for k in found)
+        return True
 
     def _line(self, call: ci.Cursor, operator: bool = False) -> int:
         """The line of the callee's name: `.set_dim(` in a chain that starts
@@ -472,7 +516,8 @@ class Walker:
         loc = call.location
         if operator:  # children in source order: `a`, `+` (a reference to operator+), `b`
             for child in map(_unwrapped, call.get_children()):
-                if child is not None and child.kind == K.DECL_REF_EXPR and is_operator(child.spelling):
+                if child is not None and child.kind == K.DECL_REF_EXPR and (is_operator(child.spelling)
+                                                                            or _names_no_one(child)):
                     loc = child.location
                     break
             head = None
@@ -484,6 +529,55 @@ class Walker:
         if name == self.main:
             return line
         return loc.line
+
+    def _dependent_operator(self, call: ci.Cursor, caller: str | None, kids: list, operator: ci.Cursor) -> None:
+        """`a + b` with an operand whose type depends on a template parameter
+        (`operator`: the candidates the compiler found by name): those
+        candidates whose parameters take, one by one, the operands whose type
+        is a class of the tree (`t / x` with `const Tensor& t`: at::operator/
+        of (Tensor, Tensor) and (Tensor, Scalar), an op call), else an
+        operator of types known only at instantiation (Note [Dependent
+        operators and constructions])."""
+        classes = [self._class_of(k.type) for k in kids if k is not None and not _names_no_one(k)]
+
+        def fits(decl: ci.Cursor) -> bool:
+            params = [self._class_of(c.type) for c in decl.get_children() if c.kind == K.PARM_DECL]
+            if decl.kind == K.CXX_METHOD:  # the object is the first operand
+                params.insert(0, self._class_of(decl.semantic_parent.type))
+            return len(params) == len(classes) and all(c is None or c == p for c, p in zip(classes, params))
+
+        picked = [d for d in _overloaded_decls(operator) if d.kind in CALLEE_KINDS and fits(d)] \
+            if any(classes) else []
+        if not picked:
+            self.facts.dropped["dependent_operator"] += 1
+            return
+        for decl in picked:
+            self._callee(call, caller, decl)
+
+    def _class_of(self, t: ci.Type) -> str | None:
+        """The USR of the class of the tree that `t` is, or refers to; None for
+        any other type (a dependent one included)."""
+        if t.kind in _INDIRECT:
+            t = t.get_pointee()
+        decl = t.get_canonical().get_declaration()
+        if decl.kind not in _RECORD_KINDS or self._where_is(decl) is None:
+            return None
+        return decl.get_usr() or None
+
+    def _external_member(self, head: ci.Cursor | None) -> bool:
+        """Is `head` (a dependent call's callee expression) a member of an
+        object whose class is outside the tree (`v.size()` with
+        `std::vector<T> v`), as a resolved call of it would be "external"?"""
+        if head is None or head.kind != K.MEMBER_REF_EXPR or head.referenced is not None:
+            return False
+        base = next(iter(head.get_children()), None)
+        if base is None:
+            return False
+        t = base.type
+        if t.kind in _INDIRECT:
+            t = t.get_pointee()
+        cls = t.get_canonical().get_declaration()
+        return cls.kind in _RECORD_KINDS and self._where_is(cls) is None
 
     def _dependent_member(self, call: ci.Cursor, head: ci.Cursor | None) -> list[ci.Cursor] | None:
         """`x.f(...)` / `p->f(...)` (`head`: the call's callee expression)
@@ -499,10 +593,29 @@ class Walker:
         if t.kind in _INDIRECT:
             t = t.get_pointee()
         cls = t.get_declaration()
+        if cls.kind in (K.TYPEDEF_DECL, K.TYPE_ALIAS_DECL):  # `fVec x;` with `using fVec = Vectorized<T>`
+            cls = t.get_canonical().get_declaration()
         if cls.kind not in _RECORD_KINDS or self._where_is(cls) is None:
             return None
         name = _name_after(head, (".", "->"))
         return _fitting(_methods(cls, name), call) or None if name else None
+
+    def _dependent_functor(self, call: ci.Cursor, head: ci.Cursor | None) -> list[ci.Cursor] | None:
+        """`f(...)` through a variable or temporary whose type depends on a
+        template parameter but is a class template of the tree (`maxFunc(a, b)`
+        with `MaxFloat<scalar_t, accscalar_t> maxFunc`, `Max<T>()(a, b)`): its
+        `operator()`s that fit the call."""
+        if head is None or head.kind not in (K.DECL_REF_EXPR, K.CALL_EXPR):
+            return None
+        if head.kind == K.DECL_REF_EXPR and (head.referenced is None or head.referenced.kind not in VAR_KINDS):
+            return None
+        t = head.type
+        if t.kind in _INDIRECT:
+            t = t.get_pointee()
+        cls = t.get_canonical().get_declaration()
+        if cls.kind not in _RECORD_KINDS or self._where_is(cls) is None:
+            return None
+        return _fitting(_methods(cls.get_definition() or cls, "operator()"), call) or None
 
     def _dependent_static(self, call: ci.Cursor, head: ci.Cursor | None) -> list[ci.Cursor] | None:
         """`C<T>::f(...)` / `Vec::f(...)` (`head`: the call's callee
@@ -530,17 +643,55 @@ class Walker:
             return None
         if head.kind == K.DECL_REF_EXPR:  # an unresolved lookup: `f` or `ns::f`
             head = next((c for c in head.get_children() if c.kind == K.OVERLOADED_DECL_REF), head)
+        elif head.kind == K.MEMBER_REF_EXPR and head.referenced is not None:  # `t.data_ptr<T>()`: its members
+            head = head.referenced
         if head.kind != K.OVERLOADED_DECL_REF:
             return None
-        lib = ci.conf.lib
         found: dict[str, ci.Cursor] = {}
         names: set[str] = set()
-        for i in range(lib.clang_getNumOverloadedDecls(head)):
-            decl = lib.clang_getOverloadedDecl(head, i)
+        for decl in _overloaded_decls(head):
             if decl.kind in CALLEE_KINDS:
                 names.add(self.namer.qualname(decl))
                 found.setdefault(self.namer.fn_id(decl), decl)
         return list(found.values()) if len(names) == 1 else None
+
+
+def _overloaded_decls(ref: ci.Cursor) -> list[ci.Cursor]:
+    """The declarations an OVERLOADED_DECL_REF names (the candidates of a
+    lookup the compiler left to instantiation)."""
+    lib = ci.conf.lib
+    return [lib.clang_getOverloadedDecl(ref, i) for i in range(lib.clang_getNumOverloadedDecls(ref))]
+
+
+def _operator_ref(kids: list) -> ci.Cursor | None:
+    """The operator a dependent call is (`kids`: its unwrapped children): a
+    child naming no one (`+` in `a + b`) whose lookup found operators; None
+    for any other call."""
+    for k in kids:
+        if k is not None and _names_no_one(k):
+            decls = _overloaded_decls(k.referenced)
+            if decls and is_operator(decls[0].spelling):
+                return k.referenced
+    return None
+
+
+def _names_no_one(expr: ci.Cursor) -> bool:
+    """Is `expr` a lookup the compiler left open, spelled without a name
+    (the operator of a dependent `a + b`)?"""
+    if expr.kind != K.DECL_REF_EXPR or expr.spelling:
+        return False
+    ref = expr.referenced
+    return ref is not None and ref.kind == K.OVERLOADED_DECL_REF
+
+
+def _is_construction(kids: list) -> bool:
+    """Is a dependent call a construction (`kids`: its unwrapped children):
+    `T(x)`, `Vec(1)`, `vec::Vectorized<T>(x)`, `std::tuple<T, T>(a, b)`,
+    its first child naming a type (after the namespaces that qualify it)?"""
+    for k in kids:
+        if k is None or k.kind != K.NAMESPACE_REF:
+            return k is not None and k.kind in (K.TYPE_REF, K.TEMPLATE_REF)
+    return False
 
 
 def _unwrapped(cur: ci.Cursor | None) -> ci.Cursor | None:
