@@ -49,8 +49,14 @@ def assert_same_tables(db: Path, cold: Path) -> None:
     got, want = _tables(db), _tables(cold)
     assert got.keys() == want.keys()
     differ = [rel for rel in want if got[rel] != want[rel]]  # all of them: the first may only echo another
-    for rel in differ[:1]:
-        assert got[rel] == want[rel], f"{rel} (differing: {', '.join(differ)})"
+    if differ:  # what differs, not two dumps of 300K rows
+        lines = [f"tables differing from the cold index: {', '.join(differ)}"]
+        for rel in differ:
+            extra, missing = set(got[rel]) - set(want[rel]), set(want[rel]) - set(got[rel])
+            lines.append(f"{rel}: {len(got[rel])} rows, cold {len(want[rel])}; "
+                         f"{len(extra)} only here, {len(missing)} only in the cold index")
+            lines += [f"  + {r}" for r in sorted(extra)[:10]] + [f"  - {r}" for r in sorted(missing)[:10]]
+        pytest.fail("\n".join(lines), pytrace=False)
 
 
 def _calls(db: Path, call: tuple) -> list[tuple]:
