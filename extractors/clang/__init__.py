@@ -201,7 +201,7 @@ def run(ctx: ExtractContext, sink: Sink, files: Iterable[Path] | None = None,
         cache = TuCache(ctx.cache_dir / "tu", hashes, own)  # Note [Shared dependency sets]
 
         def shared(job) -> list[dict[str, str]]:
-            return [shared_deps["api"], shared_deps["cuda_pch" if job.cuda else "pch"] if job.pch else {}]
+            return [shared_deps["api"], shared_deps[job.pch] if job.pch else {}]
 
         sink.progress(0, total=len(todo), what="precise: parsing TUs")
         jobs = []
@@ -234,10 +234,10 @@ def _ensure(d: Path) -> Path:
 
 def _plan(root: Path, cache_dir: Path, todo: list[Path], options: int, hashes, use_pch: bool, tmpdir: str):
     """A Job per TU: flags from compile_commands.json, else synthesized (C++
-    ones with the common PCH when `use_pch`; CUDA host ones, with their own
-    PCH, for a `.cu`),
-    each with the tree's op map (api.py); and the files the PCHs and the op
-    map were made from ({"pch": deps, "cuda_pch": deps, "api": deps})."""
+    ones with the common PCH when `use_pch`, torch/csrc's with a larger one;
+    CUDA host ones, with their own PCH, for a `.cu`), each with the tree's op
+    map (api.py); and the files the PCHs and the op map were made from
+    ({"pch": deps, "csrc_pch": deps, "cuda_pch": deps, "api": deps})."""
     from extractors.clang import api, sdk
     from extractors.clang.flags import (
         Command,
@@ -247,22 +247,25 @@ def _plan(root: Path, cache_dir: Path, todo: list[Path], options: int, hashes, u
         load_compile_db,
         synthesized,
     )
-    from extractors.clang.pch import CUDA_COMMON_HEADERS, with_pch
+    from extractors.clang.pch import CSRC_COMMON_HEADERS, CUDA_COMMON_HEADERS, with_pch
     from extractors.clang.worker import Job
     from extractors.cpp.aten import load_names
 
     db = load_compile_db(root)
     keep = (str(root) + "/",)
     gen_roots: tuple[str, ...] = ()
-    default = cuda = plain = None
-    deps: dict[str, dict[str, str]] = {"pch": {}, "cuda_pch": {}, "api": {}}
+    default = cuda = plain = csrc = None
+    deps: dict[str, dict[str, str]] = {"pch": {}, "csrc_pch": {}, "cuda_pch": {}, "api": {}}
     if db is None or any(str(f) not in db for f in todo):
         gen = generated_dir(root, _ensure(cache_dir))
         gen_roots = (str(gen) + "/",)
         plain = synthesized(root, gen, find_resource_dir(), sdk.include_dirs())
         default = plain
-        if use_pch and any(f.suffix not in CUDA_SUFFIXES for f in todo):
+        if use_pch and any(f.suffix not in CUDA_SUFFIXES and not _in_csrc(root, f) for f in todo):
             default, deps["pch"] = with_pch(plain, cache_dir, hashes, tmpdir)
+        csrc = default
+        if use_pch and any(f.suffix not in CUDA_SUFFIXES and _in_csrc(root, f) for f in todo):
+            csrc, deps["csrc_pch"] = with_pch(plain, cache_dir, hashes, tmpdir, headers=CSRC_COMMON_HEADERS)
         where = sdk.cuda_path()
         if where is not None:
             cuda = cuda_host(plain, where, cache_dir / "cuda")
@@ -284,11 +287,17 @@ def _plan(root: Path, cache_dir: Path, todo: list[Path], options: int, hashes, u
     jobs = []
     for f, cmd in zip(todo, commands, strict=True):
         is_cuda = f.suffix in CUDA_SUFFIXES
-        pch = cmd is None and bool(deps["cuda_pch" if is_cuda else "pch"])
+        kind = "cuda_pch" if is_cuda else "csrc_pch" if _in_csrc(root, f) else "pch"
+        pch = kind if cmd is None and deps[kind] else ""
         rel = f.relative_to(root).as_posix()
-        jobs.append(Job(str(f), rel, cmd or (cuda if is_cuda else default), keep, gen_roots, options, pch,
-                        ops_map, is_cuda))
+        synth = cuda if is_cuda else csrc if kind == "csrc_pch" else default
+        jobs.append(Job(str(f), rel, cmd or synth, keep, gen_roots, options, pch, ops_map, is_cuda))
     return jobs, deps
+
+
+def _in_csrc(root: Path, tu: Path) -> bool:
+    """Is `tu` a TU of torch/csrc (parsed with CSRC_COMMON_HEADERS' PCH)?"""
+    return tu.is_relative_to(root / "torch" / "csrc")
 
 
 def _record(root: Path, res, stats: Stats, sink: Sink, final) -> None:

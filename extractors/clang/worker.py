@@ -57,7 +57,7 @@ class Job:
     keep_roots: tuple[str, ...]  # "tree" dirs, with trailing "/"
     gen_roots: tuple[str, ...]  # "generated" dirs, with trailing "/"
     options: int
-    pch: bool = False  # parsed with the common PCH (Note [Common PCH])
+    pch: str = ""  # the common PCH it is parsed with: "pch", "cuda_pch" or "csrc_pch" (Note [Common PCH]); "" none
     api: object = field(default=None, compare=False, hash=False)  # api.ApiOps: op calls (None: none)
     cuda: bool = False  # a .cu TU, parsed as CUDA host code (Note [CUDA host parse])
 
