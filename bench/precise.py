@@ -16,7 +16,11 @@ Call sites in aten/src/ATen/native resolved by the compiler:
     of a native TU; resolved = the TU parsed without a fatal error and clang
     bound the call to a declaration (a dependent call in a template with
     candidates of one name counts as resolved; one with none or several
-    names does not);
+    names does not; an operator or a construction on a dependent type, an
+    immediately called lambda, a member of a dependent class outside the
+    tree, each told apart by the compiler (Note [Dependent operators and
+    constructions] in extractors/clang/visit.py), count as resolved, and
+    "bound" leaves out all but the lambdas: they name no declaration);
   * fast-tier sites (bench/keys.py's measure): the distinct (file, line) of
     the fast tier's calls / calls_op / call_ambiguous rows in files under
     aten/src/ATen/native (headers included); resolved = the file is a TU the
@@ -145,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     native = [(rel, v) for rel, v in st.per_tu.items() if rel.startswith(NATIVE)]
     sites = sum(v[1] for _, v in native)
     resolved = sum(v[1] - v[2] for _, v in native if v[0] == "ok")
+    bound = resolved - sum(v[3] for _, v in native if v[0] == "ok")
     parsed = set(st.parsed)
     cu_files = {rel for rel, v in st.per_tu.items() if rel.endswith(".cu") and v[0] == "ok"}
     facts = args.fast_facts or store.facts_dir(store.default_db(root))
@@ -163,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         "cold_wall_s": round(total_s, 1), "headers_gen_s": round(gen_s, 1),
         "parse_s_per_tu": round(st.parse_seconds / max(1, st.tus - st.cached), 2),
         "native_call_expressions": sites, "native_call_expressions_compiler": resolved,
+        "native_call_expressions_bound": bound,
         "launches_compiler": len(ours),
         "failure_causes": dict(causes.most_common(15)),
         "sdks": [name for name, one in sdk.SDKS.items() if sdk.include_dir(one)],
@@ -198,7 +204,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  rows: calls_precise {st.edges}, calls_op (compiler) {st.ops}, precise_file {len(parsed)}")
     print(f"  calls not kept: {dict(st.dropped)}")
     print(f"  aten/src/ATen/native call expressions resolved by the compiler: {resolved}/{sites}"
-          f" ({100 * resolved / max(sites, 1):.1f}%)")
+          f" ({100 * resolved / max(sites, 1):.1f}%); bound to a declaration: {bound}"
+          f" ({100 * bound / max(sites, 1):.1f}%)")
     if fast is not None:
         print(f"  aten/src/ATen/native fast-tier call sites in a parsed TU: {fast['native_sites_compiler']}/"
               f"{fast['native_sites']} ({100 * fast['native_sites_compiler'] / max(fast['native_sites'], 1):.1f}%)")

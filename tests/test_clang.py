@@ -622,8 +622,11 @@ def test_real_pch_gives_same_edges(real, tree: Path, tmp_path: Path) -> None:
 DEPENDENT_EXT_H = "namespace ext { template <class T> struct vec { long size() const; }; }\n"
 DEPENDENT_CPP = """\
 #include "ext.h"
+namespace other { template <class T> T twice(T x); }
+#define MAKE(v) V<T>::make(v)
 namespace ns {
-template <class T> struct V { void store(T*) const; };
+using other::twice;
+template <class T> struct V { void store(T*) const; static V make(T); };
 template <class T> V<T> operator+(const V<T>&, const V<T>&);
 struct Tn {};
 Tn operator/(const Tn&, double);
@@ -641,6 +644,8 @@ template <class T> T k(T* p, const Tn& t, T s) {
   ext::vec<T> v;
   v.size();
   [&] { y.store(p); }();
+  MAKE(z);
+  twice<T>(z);
   return z + s;
 }
 }
@@ -652,7 +657,9 @@ def test_dependent_calls_by_what_the_compiler_knows(tmp_path: Path) -> None:
     call through an alias of a class template, an operator (its candidates
     by the operands' classes), a construction, a functor, a member of a class
     outside the tree and an immediately called lambda are each what the
-    compiler knows them to be; none is left unresolved."""
+    compiler knows them to be; none is left unresolved. A static member
+    called through a macro, and a function a using-declaration brings in,
+    are bound too."""
     from clang import cindex as ci
 
     from extractors.clang.visit import Namer, collect_edges
@@ -663,11 +670,12 @@ def test_dependent_calls_by_what_the_compiler_knows(tmp_path: Path) -> None:
     tu = ci.Index.create().parse(str(src), args=["-x", "c++", "-std=c++17", f"-I{tmp_path}"])
     facts = collect_edges(tu, "dep.cpp", lambda path: None if path.endswith("ext.h") else "tree", Namer())
     assert sorted((e.caller, e.callee, e.line) for e in facts.edges) == [
-        ("ns::k(T*, const Tn&, T)", "ns::V::store(T*)", 12), ("ns::k(T*, const Tn&, T)", "ns::V::store(T*)", 20)]
+        ("ns::k(T*, const Tn&, T)", "ns::V::make(T)", 24), ("ns::k(T*, const Tn&, T)", "ns::V::store(T*)", 15),
+        ("ns::k(T*, const Tn&, T)", "ns::V::store(T*)", 23), ("ns::k(T*, const Tn&, T)", "other::twice(T)", 25)]
     # `x + x` and `t / s` pick their candidate by the operands' classes (dropped as operators,
     # as resolved operator calls are); `z + s` has no operand of a class: a dependent operator
     assert {k: facts.dropped[k] for k in ("operator", "dependent_operator", "dependent_construction",
-                                          "lambda", "external", "unresolved")} == {
-        "operator": 3, "dependent_operator": 1, "dependent_construction": 1, "lambda": 1, "external": 1,
+                                          "lambda", "dependent_external", "unresolved")} == {
+        "operator": 3, "dependent_operator": 1, "dependent_construction": 1, "lambda": 1, "dependent_external": 1,
         "unresolved": 0}
-    assert facts.sites == 9
+    assert facts.sites == 11

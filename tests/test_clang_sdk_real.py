@@ -117,7 +117,7 @@ def test_cutlass_tus(parsed) -> None:
     # flash_bwd_hdim192_fp16_sm80.cu:12 `run_mha_bwd_hdim192<cutlass::half_t>(params, stream);`
     assert rows.at("calls_precise", FLASH, 12) == {
         ("pytorch_flash::run_mha_bwd_", "pytorch_flash::run_mha_bwd_hdim192", FLASH, 12)}
-    assert stats.per_tu[MEM_EFF_B][1:] == stats.per_tu[MEM_EFF_F][1:] == (0, 0)
+    assert stats.per_tu[MEM_EFF_B][1:] == stats.per_tu[MEM_EFF_F][1:] == (0, 0, 0)
     # RowwiseScaledMM.cu:598 `check_inputs(...)`, :600 `dispatch_fp8_rowwise_kernel_on_bias_dtype(...)`
     anon = "(anonymous:aten/src/ATen/native/cuda/RowwiseScaledMM.cu)::"
     assert rows.at("calls_precise", ROWWISE, 598) == {

@@ -58,6 +58,9 @@ EXCLUDED_PARTS = frozenset({"test", "tests", "bench", "benchmark", "benchmarks"}
 # of one of these names anywhere under the scope is left out.
 NOT_BUILT_PARTS = frozenset({"templates", "hip", "miopen"})
 TIMEOUT_S = 300.0
+# The dropped kinds of the call sites the compiler tells apart without binding
+# them to a declaration (Note [Dependent operators and constructions] in visit.py).
+OPEN_KINDS = ("dependent_operator", "dependent_construction", "dependent_external")
 
 
 @dataclass
@@ -78,7 +81,8 @@ class Stats:
     sites: int = 0  # call expressions in the TUs' functions (dropped["unresolved"]: no callee)
     launches: list[tuple[str, str, str, int]] = field(default_factory=list)  # (host, kernel, file, line)
     parsed: list[str] = field(default_factory=list)  # precise_file rows
-    per_tu: dict[str, tuple[str, int, int]] = field(default_factory=dict)  # rel -> (status, sites, unresolved)
+    # rel -> (status, sites, unresolved, open: told apart but bound to no declaration, visit.OPEN_KINDS)
+    per_tu: dict[str, tuple[str, int, int, int]] = field(default_factory=dict)
     errors: int = 0  # error diagnostics over all TUs
     dropped: Counter = field(default_factory=Counter)
     parse_seconds: float = 0.0  # summed over TUs (CPU-ish time)
@@ -316,7 +320,8 @@ def _record(root: Path, res, stats: Stats, sink: Sink, final) -> None:
     stats.ops += len(res.ops)
     stats.sites += res.sites
     stats.launches.extend((final(h), final(k), f, ln) for h, k, f, ln in res.launches)
-    stats.per_tu[res.rel] = (res.status, res.sites, res.dropped.get("unresolved", 0))
+    stats.per_tu[res.rel] = (res.status, res.sites, res.dropped.get("unresolved", 0),
+                             sum(res.dropped.get(k, 0) for k in OPEN_KINDS))
     stats.errors += res.errors
     stats.parse_seconds += res.seconds
     stats.dropped.update(res.dropped)

@@ -56,8 +56,10 @@ walked as a resolved call would be: `norm / theta` in a template over
 (Tensor, Scalar), the op call `div`. An immediately called lambda
 (`[&] { ... }()`, AT_DISPATCH's) is counted as `lambda`: its calls are the
 enclosing function's already. A member call on an object of a dependent
-class outside the tree (`v.size()` with `std::vector<T> v`) is "external",
-as it would be once resolved. On four native TUs (group_norm_kernel.cpp,
+class outside the tree (`v.size()` with `std::vector<T> v`) is counted as
+`dependent_external`: it would be "external" once resolved. The three
+`dependent_*` counts are sites the compiler tells apart but binds to no
+declaration (OPEN_KINDS in extractors/clang/__init__.py). On four native TUs (group_norm_kernel.cpp,
 Convolution.cpp, GridSampler.cu, SoftMax.cu) this left 68 of 2,120
 unresolved call sites; what stays open is a call through an object of a
 template parameter's type (`epilogue(x)` with `Epilogue<scalar_t, ...>`,
@@ -447,7 +449,7 @@ class Walker:
             drop["lambda"] += 1
             return True
         if self._external_member(head):
-            drop["external"] += 1
+            drop["dependent_external"] += 1
             return True
         refs = (self._overload_set(head) or self._dependent_member(call, head)
                 or self._dependent_static(call, head) or self._dependent_functor(call, head))
@@ -593,7 +595,7 @@ class Walker:
         if t.kind in _INDIRECT:
             t = t.get_pointee()
         cls = t.get_declaration()
-        if cls.kind in (K.TYPEDEF_DECL, K.TYPE_ALIAS_DECL):  # `fVec x;` with `using fVec = Vectorized<T>`
+        if cls.kind not in _RECORD_KINDS:  # `fVec x` with `using fVec = Vectorized<T>`, an alias template's
             cls = t.get_canonical().get_declaration()
         if cls.kind not in _RECORD_KINDS or self._where_is(cls) is None:
             return None
@@ -604,10 +606,10 @@ class Walker:
         """`f(...)` through a variable or temporary whose type depends on a
         template parameter but is a class template of the tree (`maxFunc(a, b)`
         with `MaxFloat<scalar_t, accscalar_t> maxFunc`, `Max<T>()(a, b)`): its
-        `operator()`s that fit the call."""
-        if head is None or head.kind not in (K.DECL_REF_EXPR, K.CALL_EXPR):
+        `operator()`s that fit the call; through a field too (`layer_(x)`)."""
+        if head is None or head.kind not in (K.DECL_REF_EXPR, K.MEMBER_REF_EXPR, K.CALL_EXPR):
             return None
-        if head.kind == K.DECL_REF_EXPR and (head.referenced is None or head.referenced.kind not in VAR_KINDS):
+        if head.kind != K.CALL_EXPR and (head.referenced is None or head.referenced.kind not in VAR_KINDS):
             return None
         t = head.type
         if t.kind in _INDIRECT:
@@ -622,8 +624,8 @@ class Walker:
         expression; Vec an alias of a class template of the tree, its
         arguments dependent): each method named f of that template as it
         declares it, or of its bases (Note [Precise edges])."""
-        if head is None or head.kind != K.DECL_REF_EXPR or head.referenced is not None:
-            return None
+        if head is None or head.kind not in (K.DECL_REF_EXPR, K.MEMBER_REF_EXPR) or head.referenced is not None:
+            return None  # (`Vec::size()` in a member of a class template: a member through an implicit this)
         quals = [c for c in head.get_children() if c.kind in (K.TEMPLATE_REF, K.TYPE_REF, K.OVERLOADED_DECL_REF)]
         if not quals or quals[0].kind == K.OVERLOADED_DECL_REF:  # a function's name, not a class's member
             return None
@@ -649,11 +651,20 @@ class Walker:
             return None
         found: dict[str, ci.Cursor] = {}
         names: set[str] = set()
-        for decl in _overloaded_decls(head):
+        for decl in (d for c in _overloaded_decls(head) for d in self._through_using(c)):
             if decl.kind in CALLEE_KINDS:
                 names.add(self.namer.qualname(decl))
                 found.setdefault(self.namer.fn_id(decl), decl)
         return list(found.values()) if len(names) == 1 else None
+
+    def _through_using(self, decl: ci.Cursor) -> list[ci.Cursor]:
+        """`decl`, a candidate of a dependent call; for one a using-declaration
+        brings in (`using at::cuda::detail::getTensorInfo;`, which libclang
+        shows as an unexposed declaration), the functions it names."""
+        if decl.kind != K.UNEXPOSED_DECL:
+            return [decl]
+        ref = ci.Cursor.from_location(self.tu, decl.location)  # the name in the using-declaration
+        return _overloaded_decls(ref) if ref is not None and ref.kind == K.OVERLOADED_DECL_REF else []
 
 
 def _overloaded_decls(ref: ci.Cursor) -> list[ci.Cursor]:
@@ -710,6 +721,8 @@ def _name_after(expr: ci.Cursor, seps: tuple[str, ...]) -> str | None:
     """The name written after the last of `seps` in `expr` (`template`
     skipped): `.`/`->` of a member expression, `::` of a qualified name."""
     toks = [t.spelling for t in expr.get_tokens()]
+    if "::" in seps and "(" in toks:  # a qualified name has no call in it; inside a macro the extent runs on
+        toks = toks[:toks.index("(")]
     at = max((i for i, t in enumerate(toks) if t in seps), default=-1)
     rest = [t for t in toks[at + 1:] if t != "template"] if at >= 0 else []
     return rest[0] if rest and rest[0].isidentifier() else None
