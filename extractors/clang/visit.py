@@ -651,7 +651,9 @@ class Walker:
             return None
         found: dict[str, ci.Cursor] = {}
         names: set[str] = set()
-        for decl in (d for c in _overloaded_decls(head) for d in self._through_using(c)):
+        cands = _overloaded_decls(head)
+        direct = [d for d in cands if d.kind != K.UNEXPOSED_DECL]  # `using Base::f;` in a class adds no name
+        for decl in direct or [d for c in cands for d in self._through_using(c)]:
             if decl.kind in CALLEE_KINDS:
                 names.add(self.namer.qualname(decl))
                 found.setdefault(self.namer.fn_id(decl), decl)
@@ -660,7 +662,10 @@ class Walker:
     def _through_using(self, decl: ci.Cursor) -> list[ci.Cursor]:
         """`decl`, a candidate of a dependent call; for one a using-declaration
         brings in (`using at::cuda::detail::getTensorInfo;`, which libclang
-        shows as an unexposed declaration), the functions it names."""
+        shows as an unexposed declaration), the functions it names. Used
+        only when every candidate is one: beside candidates of its own, a
+        using-declaration re-exports what is already there (`using
+        TensorBase::size;` in at::Tensor)."""
         if decl.kind != K.UNEXPOSED_DECL:
             return [decl]
         ref = ci.Cursor.from_location(self.tu, decl.location)  # the name in the using-declaration
