@@ -39,32 +39,7 @@ template (or a base) declares, and a call of a functor whose type is one
 (`maxFunc(a, b)` with `MaxFloat<scalar_t, accscalar_t> maxFunc`) gets its
 `operator()`s; otherwise it is counted as unresolved.
 
-Note [Dependent operators and constructions]: in a template, `a + b` with an
-operand whose type depends on a template parameter, and `T(x)`, `fVec(1)`,
-`std::tuple<T, T>(a, b)`, are call expressions without a callee: clang
-leaves them to instantiation (an operator call whose callee is the set of
-operators found by name, a construction of a dependent type). Neither is a
-call of a function the graph walks: once instantiated, such an operator is
-built in (`opmath_t * x`, a pointer plus an offset) or an overloaded operator,
-and operators other than the Tensor's are counted, not kept; a construction
-is counted like any constructor. So they are counted as
-`dependent_operator` and `dependent_construction`, not as unresolved
-(`bench/precise.py` prints both). Where an operand is a class of the tree,
-the candidates whose parameters take the operands' classes one by one are
-walked as a resolved call would be: `norm / theta` in a template over
-`scalar_t`, `norm` a Tensor, is at::operator/ of (Tensor, Tensor) and of
-(Tensor, Scalar), the op call `div`. An immediately called lambda
-(`[&] { ... }()`, AT_DISPATCH's) is counted as `lambda`: its calls are the
-enclosing function's already. A member call on an object of a dependent
-class outside the tree (`v.size()` with `std::vector<T> v`) is counted as
-`dependent_external`: it would be "external" once resolved. The three
-`dependent_*` counts are sites the compiler tells apart but binds to no
-declaration (OPEN_KINDS in extractors/clang/__init__.py). On four native TUs (group_norm_kernel.cpp,
-Convolution.cpp, GridSampler.cu, SoftMax.cu) this left 68 of 2,120
-unresolved call sites; what stays open is a call through an object of a
-template parameter's type (`epilogue(x)` with `Epilogue<scalar_t, ...>`,
-Epilogue a template template parameter), which the fast tier's functor edges
-cover (Note [Functors beside the compiler]).
+Note [Dependent operators and constructions]: in open_calls.py.
 
 Note [Walk cost]: the walk runs in Python over libclang's C API, so what
 costs is crossing into libclang per node. Three things kept it slow (0.64 s
@@ -89,6 +64,19 @@ from pathlib import Path
 
 from clang import cindex as ci
 
+from extractors.clang.open_calls import (
+    RECORD_KINDS,
+    fitting,
+    is_construction,
+    methods,
+    name_after,
+    names_no_one,
+    object_class,
+    operator_ref,
+    overloaded_decls,
+    record_of,
+    unwrapped,
+)
 from extractors.cpp.names import anon_ns, is_operator, sig_text, static_scope
 
 K = ci.CursorKind
@@ -436,13 +424,13 @@ class Walker:
         expression tells what it may reach (Note [Precise edges], Note
         [Dependent operators and constructions]); -> False if it does not."""
         drop = self.facts.dropped
-        kids = [_unwrapped(c) for c in call.get_children()]
-        operator = _operator_ref(kids)
+        kids = [unwrapped(c) for c in call.get_children()]
+        operator = operator_ref(kids)
         if operator is not None:
             self._dependent_operator(call, caller, kids, operator)
             return True
         head = kids[0] if kids else None
-        if _is_construction(kids):
+        if is_construction(kids):
             drop["dependent_construction"] += 1
             return True
         if head is not None and head.kind == K.LAMBDA_EXPR:  # `[&] {...}()`: its calls are the caller's
@@ -517,14 +505,14 @@ class Walker:
         line inside a macro argument."""
         loc = call.location
         if operator:  # children in source order: `a`, `+` (a reference to operator+), `b`
-            for child in map(_unwrapped, call.get_children()):
+            for child in map(unwrapped, call.get_children()):
                 if child is not None and child.kind == K.DECL_REF_EXPR and (is_operator(child.spelling)
-                                                                            or _names_no_one(child)):
+                                                                            or names_no_one(child)):
                     loc = child.location
                     break
             head = None
         else:
-            head = _unwrapped(next(iter(call.get_children()), None))
+            head = unwrapped(next(iter(call.get_children()), None))
         if head is not None and head.kind in NAME_KINDS:
             loc = head.location
         name, line = spelling_line(loc)
@@ -540,15 +528,15 @@ class Walker:
         of (Tensor, Tensor) and (Tensor, Scalar), an op call), else an
         operator of types known only at instantiation (Note [Dependent
         operators and constructions])."""
-        classes = [self._class_of(k.type) for k in kids if k is not None and not _names_no_one(k)]
+        classes = [self._class_of(k.type) for k in kids if k is not None and not names_no_one(k)]
 
         def fits(decl: ci.Cursor) -> bool:
             params = [self._class_of(c.type) for c in decl.get_children() if c.kind == K.PARM_DECL]
             if decl.kind == K.CXX_METHOD:  # the object is the first operand
                 params.insert(0, self._class_of(decl.semantic_parent.type))
-            return len(params) == len(classes) and all(c is None or c == p for c, p in zip(classes, params))
+            return len(params) == len(classes) and all(c is None or c == p for c, p in zip(classes, params, strict=True))
 
-        picked = [d for d in _overloaded_decls(operator) if d.kind in CALLEE_KINDS and fits(d)] \
+        picked = [d for d in overloaded_decls(operator) if d.kind in CALLEE_KINDS and fits(d)] \
             if any(classes) else []
         if not picked:
             self.facts.dropped["dependent_operator"] += 1
@@ -559,10 +547,8 @@ class Walker:
     def _class_of(self, t: ci.Type) -> str | None:
         """The USR of the class of the tree that `t` is, or refers to; None for
         any other type (a dependent one included)."""
-        if t.kind in _INDIRECT:
-            t = t.get_pointee()
-        decl = t.get_canonical().get_declaration()
-        if decl.kind not in _RECORD_KINDS or self._where_is(decl) is None:
+        decl = record_of(t)
+        if decl.kind not in RECORD_KINDS or self._where_is(decl) is None:
             return None
         return decl.get_usr() or None
 
@@ -570,37 +556,19 @@ class Walker:
         """Is `head` (a dependent call's callee expression) a member of an
         object whose class is outside the tree (`v.size()` with
         `std::vector<T> v`), as a resolved call of it would be "external"?"""
-        if head is None or head.kind != K.MEMBER_REF_EXPR or head.referenced is not None:
-            return False
-        base = next(iter(head.get_children()), None)
-        if base is None:
-            return False
-        t = base.type
-        if t.kind in _INDIRECT:
-            t = t.get_pointee()
-        cls = t.get_canonical().get_declaration()
-        return cls.kind in _RECORD_KINDS and self._where_is(cls) is None
+        cls = object_class(head)
+        return cls is not None and self._where_is(cls) is None
 
     def _dependent_member(self, call: ci.Cursor, head: ci.Cursor | None) -> list[ci.Cursor] | None:
         """`x.f(...)` / `p->f(...)` (`head`: the call's callee expression)
         whose object's type depends on a template parameter but is a class
         template of the tree (`const ConvParams<T>&`): each method named f of
         that template as it declares it, or of its bases (Note [Precise edges])."""
-        if head is None or head.kind != K.MEMBER_REF_EXPR or head.referenced is not None:
+        cls = object_class(head)
+        if cls is None or self._where_is(cls) is None:
             return None
-        base = next(iter(head.get_children()), None)
-        if base is None:
-            return None
-        t = base.type
-        if t.kind in _INDIRECT:
-            t = t.get_pointee()
-        cls = t.get_declaration()
-        if cls.kind not in _RECORD_KINDS:  # `fVec x` with `using fVec = Vectorized<T>`, an alias template's
-            cls = t.get_canonical().get_declaration()
-        if cls.kind not in _RECORD_KINDS or self._where_is(cls) is None:
-            return None
-        name = _name_after(head, (".", "->"))
-        return _fitting(_methods(cls, name), call) or None if name else None
+        name = name_after(head, (".", "->"))
+        return fitting(methods(cls, name), call) or None if name else None
 
     def _dependent_functor(self, call: ci.Cursor, head: ci.Cursor | None) -> list[ci.Cursor] | None:
         """`f(...)` through a variable or temporary whose type depends on a
@@ -611,13 +579,10 @@ class Walker:
             return None
         if head.kind != K.CALL_EXPR and (head.referenced is None or head.referenced.kind not in VAR_KINDS):
             return None
-        t = head.type
-        if t.kind in _INDIRECT:
-            t = t.get_pointee()
-        cls = t.get_canonical().get_declaration()
-        if cls.kind not in _RECORD_KINDS or self._where_is(cls) is None:
+        cls = record_of(head.type)
+        if cls.kind not in RECORD_KINDS or self._where_is(cls) is None:
             return None
-        return _fitting(_methods(cls.get_definition() or cls, "operator()"), call) or None
+        return fitting(methods(cls.get_definition() or cls, "operator()"), call) or None
 
     def _dependent_static(self, call: ci.Cursor, head: ci.Cursor | None) -> list[ci.Cursor] | None:
         """`C<T>::f(...)` / `Vec::f(...)` (`head`: the call's callee
@@ -632,10 +597,10 @@ class Walker:
         cls = quals[0].referenced
         if cls is not None and cls.kind in (K.TYPEDEF_DECL, K.TYPE_ALIAS_DECL):
             cls = cls.underlying_typedef_type.get_declaration()
-        if cls is None or cls.kind not in _RECORD_KINDS or self._where_is(cls) is None:
+        if cls is None or cls.kind not in RECORD_KINDS or self._where_is(cls) is None:
             return None
-        name = _name_after(head, ("::",))
-        return _fitting(_methods(cls.get_definition() or cls, name), call) or None if name else None
+        name = name_after(head, ("::",))
+        return fitting(methods(cls.get_definition() or cls, name), call) or None if name else None
 
     def _overload_set(self, head: ci.Cursor | None) -> list[ci.Cursor] | None:
         """The functions a dependent call names (`head`: its callee
@@ -651,7 +616,7 @@ class Walker:
             return None
         found: dict[str, ci.Cursor] = {}
         names: set[str] = set()
-        cands = _overloaded_decls(head)
+        cands = overloaded_decls(head)
         direct = [d for d in cands if d.kind != K.UNEXPOSED_DECL]  # `using Base::f;` in a class adds no name
         for decl in direct or [d for c in cands for d in self._through_using(c)]:
             if decl.kind in CALLEE_KINDS:
@@ -669,96 +634,7 @@ class Walker:
         if decl.kind != K.UNEXPOSED_DECL:
             return [decl]
         ref = ci.Cursor.from_location(self.tu, decl.location)  # the name in the using-declaration
-        return _overloaded_decls(ref) if ref is not None and ref.kind == K.OVERLOADED_DECL_REF else []
-
-
-def _overloaded_decls(ref: ci.Cursor) -> list[ci.Cursor]:
-    """The declarations an OVERLOADED_DECL_REF names (the candidates of a
-    lookup the compiler left to instantiation)."""
-    lib = ci.conf.lib
-    return [lib.clang_getOverloadedDecl(ref, i) for i in range(lib.clang_getNumOverloadedDecls(ref))]
-
-
-def _operator_ref(kids: list) -> ci.Cursor | None:
-    """The operator a dependent call is (`kids`: its unwrapped children): a
-    child naming no one (`+` in `a + b`) whose lookup found operators; None
-    for any other call."""
-    for k in kids:
-        if k is not None and _names_no_one(k):
-            decls = _overloaded_decls(k.referenced)
-            if decls and is_operator(decls[0].spelling):
-                return k.referenced
-    return None
-
-
-def _names_no_one(expr: ci.Cursor) -> bool:
-    """Is `expr` a lookup the compiler left open, spelled without a name
-    (the operator of a dependent `a + b`)?"""
-    if expr.kind != K.DECL_REF_EXPR or expr.spelling:
-        return False
-    ref = expr.referenced
-    return ref is not None and ref.kind == K.OVERLOADED_DECL_REF
-
-
-def _is_construction(kids: list) -> bool:
-    """Is a dependent call a construction (`kids`: its unwrapped children):
-    `T(x)`, `Vec(1)`, `vec::Vectorized<T>(x)`, `std::tuple<T, T>(a, b)`,
-    its first child naming a type (after the namespaces that qualify it)?"""
-    for k in kids:
-        if k is None or k.kind != K.NAMESPACE_REF:
-            return k is not None and k.kind in (K.TYPE_REF, K.TEMPLATE_REF)
-    return False
-
-
-def _unwrapped(cur: ci.Cursor | None) -> ci.Cursor | None:
-    """`cur` without the UNEXPOSED_EXPR wrappers (implicit casts) around it."""
-    while cur is not None and cur.kind == K.UNEXPOSED_EXPR:
-        cur = next(iter(cur.get_children()), None)
-    return cur
-
-
-_RECORD_KINDS = frozenset({K.CLASS_TEMPLATE, K.CLASS_TEMPLATE_PARTIAL_SPECIALIZATION, K.STRUCT_DECL, K.CLASS_DECL})
-_METHOD_KINDS = frozenset({K.CXX_METHOD, K.FUNCTION_TEMPLATE})
-_INDIRECT = frozenset({ci.TypeKind.POINTER, ci.TypeKind.LVALUEREFERENCE, ci.TypeKind.RVALUEREFERENCE})
-
-
-def _name_after(expr: ci.Cursor, seps: tuple[str, ...]) -> str | None:
-    """The name written after the last of `seps` in `expr` (`template`
-    skipped): `.`/`->` of a member expression, `::` of a qualified name."""
-    toks = [t.spelling for t in expr.get_tokens()]
-    if "::" in seps and "(" in toks:  # a qualified name has no call in it; inside a macro the extent runs on
-        toks = toks[:toks.index("(")]
-    at = max((i for i, t in enumerate(toks) if t in seps), default=-1)
-    rest = [t for t in toks[at + 1:] if t != "template"] if at >= 0 else []
-    return rest[0] if rest and rest[0].isidentifier() else None
-
-
-def _fitting(methods: list[ci.Cursor], call: ci.Cursor) -> list[ci.Cursor]:
-    """Those of `methods` that take as many arguments as `call` passes
-    (parameters with a default may be left out); all when none does."""
-    n = ci.conf.lib.clang_Cursor_getNumArguments(call)
-    if n < 0:
-        return methods
-
-    def fits(m: ci.Cursor) -> bool:
-        params = [c for c in m.get_children() if c.kind == K.PARM_DECL]
-        required = sum(1 for p in params if not any(c.kind.is_expression() for c in p.get_children()))
-        return required <= n <= len(params)
-
-    return [m for m in methods if fits(m)] or methods
-
-
-def _methods(cls: ci.Cursor, name: str, depth: int = 0) -> list[ci.Cursor]:
-    """The methods named `name` of class (template) `cls`, else of its bases."""
-    found = [c for c in cls.get_children() if c.kind in _METHOD_KINDS and c.spelling == name]
-    if found or depth >= 3:
-        return found
-    for base in cls.get_children():
-        if base.kind == K.CXX_BASE_SPECIFIER:
-            decl = base.type.get_declaration()
-            if decl.kind in _RECORD_KINDS:
-                found.extend(_methods(decl, name, depth + 1))
-    return found
+        return overloaded_decls(ref) if ref is not None and ref.kind == K.OVERLOADED_DECL_REF else []
 
 
 def collect_edges(tu: ci.TranslationUnit, rel: str, classify, namer: Namer | None = None, api=None,
