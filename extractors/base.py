@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import hashlib
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -134,3 +135,12 @@ def paused_gc() -> Iterator[None]:
     finally:
         if was:
             gc.enable()
+
+
+def code_digest(modules: tuple[str, ...], where: Path) -> str:
+    """A digest of the source of `modules`, files of the package at `where`
+    (Note [Code in the cache key] in extractors/cpp/cache.py)."""
+    h = hashlib.sha1()
+    for name in modules:
+        h.update(name.encode() + b"\0" + (where / name).read_bytes())
+    return h.hexdigest()[:12]

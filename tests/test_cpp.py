@@ -765,3 +765,28 @@ void f(const Tensor& t, double x) {
     assert [r for r in rows["calls"] if r[0] == "at::native::f"] == [
         ("at::native::f", "at::native::Info::Info(const Tensor&, int64_t)", "aten/a.cpp", 9, "scope"),
         ("at::native::f", "at::native::Value::Value(double)", "aten/a.cpp", 10, "typed")]
+
+
+def test_a_name_starting_with_the_word_operator_loses_its_template_arguments() -> None:
+    """`operator_brackets_proxy<self_type>(...)` (CompositeRandomAccessorCommon.h:151)
+    is a call of the class template operator_brackets_proxy, not of an
+    operator: its template arguments go like any name's."""
+    from extractors.cpp.names import strip_templates
+
+    assert strip_templates("operator_brackets_proxy<self_type>") == "operator_brackets_proxy"
+    assert strip_templates("Foo<T>::operator<") == "Foo::operator<"
+
+
+def test_the_scanners_source_is_in_the_cache_key(tmp_path: Path) -> None:
+    """Note [Code in the cache key]: an edit to a module the scanner is made
+    of gives new per-file cache keys, so no entry of an older scanner is read."""
+    from extractors.base import code_digest
+    from extractors.cpp import cache
+
+    (tmp_path / "scan.py").write_text("x = 1\n")
+    before = code_digest(("scan.py",), tmp_path)
+    (tmp_path / "scan.py").write_text("x = 2\n")
+    assert code_digest(("scan.py",), tmp_path) != before
+    here = Path(cache.__file__).parent
+    assert cache.VERSION.endswith(code_digest(cache.SCANNER_MODULES, here))
+    assert cache.digest_of(b"int f();", "a.cpp") != cache.digest_of(b"int f();", "b.cpp")

@@ -28,9 +28,22 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from extractors.base import code_digest
 from torchtalk.atomic import atomic_open
 
-VERSION = "cpp-fast-53"  # bump when FileFacts or the scanner changes
+# Note [Code in the cache key]: a per-file entry holds what the scanner made
+# of a file, so its key carries the scanner's own source as well as a version
+# bumped by hand: an edit to scan.py or a module it uses (names.py's
+# strip_templates changed how `operator_brackets_proxy<self_type>(...)` is
+# named, and entries written before it kept the old name) makes new keys, and
+# no run mixes FileFacts of two scanners. The same holds for the resolved
+# rows the layer's state keeps (resolve.RESOLVE_VERSION). Reading the few
+# modules costs well under a millisecond.
+SCANNER_MODULES = ("scan.py", "argtypes.py", "constructs.py", "macros.py", "names.py", "preprocess.py",
+                   "aten.py", "library.py")
+
+
+VERSION = f"cpp-fast-54-{code_digest(SCANNER_MODULES, Path(__file__).parent)}"  # bump the number when FileFacts' shape changes
 
 
 def digest_of(data: bytes, rel: str) -> str:
