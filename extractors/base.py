@@ -137,7 +137,7 @@ def paused_gc() -> Iterator[None]:
             gc.enable()
 
 
-def code_digest(modules: tuple[str, ...], where: Path) -> str:
+def source_digest(modules: tuple[str, ...], where: Path) -> str:
     """A digest of the source of `modules`, files of the package at `where`
     (Note [Code in the cache key] in extractors/cpp/cache.py)."""
     h = hashlib.sha1()

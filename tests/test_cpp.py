@@ -780,13 +780,13 @@ def test_a_name_starting_with_the_word_operator_loses_its_template_arguments() -
 def test_the_scanners_source_is_in_the_cache_key(tmp_path: Path) -> None:
     """Note [Code in the cache key]: an edit to a module the scanner is made
     of gives new per-file cache keys, so no entry of an older scanner is read."""
-    from extractors.base import code_digest
+    from extractors.base import source_digest
     from extractors.cpp import cache
 
     (tmp_path / "scan.py").write_text("x = 1\n")
-    before = code_digest(("scan.py",), tmp_path)
+    before = source_digest(("scan.py",), tmp_path)
     (tmp_path / "scan.py").write_text("x = 2\n")
-    assert code_digest(("scan.py",), tmp_path) != before
+    assert source_digest(("scan.py",), tmp_path) != before
     here = Path(cache.__file__).parent
-    assert cache.VERSION.endswith(code_digest(cache.SCANNER_MODULES, here))
+    assert cache.VERSION.endswith(source_digest(cache.SCANNER_MODULES, here))
     assert cache.digest_of(b"int f();", "a.cpp") != cache.digest_of(b"int f();", "b.cpp")

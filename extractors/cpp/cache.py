@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from extractors.base import code_digest
+from extractors.base import source_digest
 from torchtalk.atomic import atomic_open
 
 # Note [Code in the cache key]: a per-file entry holds what the scanner made
@@ -43,7 +43,7 @@ SCANNER_MODULES = ("scan.py", "argtypes.py", "constructs.py", "macros.py", "name
                    "aten.py", "library.py")
 
 
-VERSION = f"cpp-fast-54-{code_digest(SCANNER_MODULES, Path(__file__).parent)}"  # bump the number when FileFacts' shape changes
+VERSION = f"cpp-fast-54-{source_digest(SCANNER_MODULES, Path(__file__).parent)}"  # bump the number when FileFacts' shape changes
 
 
 def digest_of(data: bytes, rel: str) -> str:

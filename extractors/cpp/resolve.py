@@ -47,7 +47,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
 
-from extractors.base import code_digest
+from extractors.base import source_digest
 from extractors.cpp import aten as _aten
 from extractors.cpp import cache as _cache
 from extractors.cpp.aten import EMPTY, AtenNames, base_name, op_of_call
@@ -81,9 +81,9 @@ LAUNCH_HELPERS = frozenset({
     "opmath_jitted_gpu_kernel_with_scalars", "launch_kernel", "launch_legacy_kernel",
     "launch_vectorized_kernel", "launch_unrolled_kernel",
 })
-# keys the resolved-rows cache; with the resolver's source in it (Note [Code in the cache key] in cache.py)
-RESOLVE_VERSION = "resolve-45-" + code_digest(("resolve.py", "overloads.py", "incremental.py", *_cache.SCANNER_MODULES),
-                                              Path(__file__).parent)
+# keys the resolved-rows cache: the resolver's source, and the scanner's through cache.VERSION (Note [Code in the cache key] in cache.py)
+RESOLVE_VERSION = "resolve-45-" + source_digest(("resolve.py", "overloads.py", "incremental.py"),
+                                                Path(__file__).parent) + "-" + _cache.VERSION
 _HELPER_DEPTH = 8
 # Lookups by name alone (a guess, rules/graph.dl): an overload the argument
 # types pick keeps their `via` (Note [Typed overloads]).

@@ -23,13 +23,13 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
-from extractors.base import code_digest
+from extractors.base import source_digest
 from extractors.python.summary import FileSummary, summarize
 from extractors.workers import die_with_parent
 from torchtalk.atomic import atomic_open
 
 # with the summarizer's source in it (Note [Code in the cache key] in extractors/cpp/cache.py)
-SUMMARY_VERSION = b"pysum-18-" + code_digest(("summary.py", "localtypes.py", "names.py", "corpus.py"),
+SUMMARY_VERSION = b"pysum-18-" + source_digest(("summary.py", "localtypes.py", "names.py", "corpus.py"),
                                             Path(__file__).parent).encode()
 
 
