@@ -9,7 +9,10 @@ prints:
 - the rows reached only through a name guess;
 - the walks' steps by resolution (Note [Op call resolution] in
   rules/graph.dl): compiler, macro, typed, guess; and the share of the call
-  sites in aten/src/ATen/native whose edges are the compiler's (precise tier).
+  sites in aten/src/ATen/native whose edges are the compiler's (precise tier),
+  over all of them and over those in files a compiler run here can parse
+  (`parseable_here`: not `.mm` Objective-C++, not under the ROCm-only,
+  Apple-only, test or benchmark dirs the layer leaves out).
 
 Usage: .venv/bin/python bench/keys.py [--db FILE] [--json]
 """
@@ -30,6 +33,17 @@ from bench._machine import reference_line  # noqa: E402
 
 CUDA_FAMILY = {"CUDA", "SparseCUDA", "SparseCsrCUDA", "QuantizedCUDA", "NestedTensorCUDA"}
 PROGRAM = '#include "kernels.dl"\nkernels_arg(o) :- op(o, _, _, _, _, _).\nkernels_depth(5).\n'
+
+
+def parseable_here(rel: str) -> bool:
+    """Can a compiler run on Linux parse the file `rel` (a path in the tree)?
+    Not a `.mm` (Objective-C++, MPS), nor one under the dirs the compiler
+    tier leaves out: ROCm-only (hip, miopen), Apple-only (mps, metal), tests
+    and benchmarks (QNNPACK's test dirs), torchgen's templates."""
+    from extractors.clang import APPLE_ONLY_PARTS, EXCLUDED_PARTS, NOT_BUILT_PARTS
+
+    parts = set(rel.split("/"))
+    return not rel.endswith(".mm") and not parts & (EXCLUDED_PARTS | NOT_BUILT_PARTS | APPLE_ONLY_PARTS)
 
 
 def main() -> int:
@@ -61,16 +75,19 @@ def main() -> int:
     wrong = [r for r in rows if r[1] not in CUDA_FAMILY | composite]
     guessed = sum(1 for r in rows if r[6] == "guess")
     res = dict(con.execute('SELECT res, count(*) FROM derived."step_at" GROUP BY res ORDER BY 2 DESC').fetchall())
-    native = con.execute(
-        "SELECT count(*) FILTER (WHERE file IN (SELECT file FROM precise_file)), count(*) FROM "
+    sites = con.execute(
+        "SELECT file, file IN (SELECT file FROM precise_file) FROM "
         "(SELECT file, line FROM calls UNION SELECT file, line FROM calls_precise) WHERE file LIKE 'aten/src/ATen/native/%'"
-    ).fetchone()
+    ).fetchall()
+    native = (sum(1 for _, c in sites if c), len(sites))
+    here = [c for f, c in sites if parseable_here(f)]
     out = {
         "ops": con.execute("SELECT count(*) FROM op").fetchone()[0],
         "kernels_rows": len(rows), "seconds": round(seconds, 2), "by_key": dict(by_key.most_common()),
         "wrong_key_rows": len(wrong), "wrong_key_examples": [list(r[:5]) for r in wrong[:5]],
         "guess_rows": guessed, "steps_by_resolution": res,
         "native_call_sites_compiler": native[0], "native_call_sites": native[1],
+        "native_call_sites_parseable_here_compiler": sum(here), "native_call_sites_parseable_here": len(here),
     }
     if args.json:
         print(json.dumps(out, indent=2))
@@ -85,6 +102,8 @@ def main() -> int:
     print("steps by resolution: " + ", ".join(f"{k} {n} ({n / total:.1%})" for k, n in res.items()))
     print(f"call sites in aten/src/ATen/native resolved by the compiler: {native[0]} of {native[1]} "
           f"({native[0] / max(native[1], 1):.1%})" + ("" if native[0] else " (index with --precise)"))
+    print(f"  of them in files a compiler run here can parse: {sum(here)} of {len(here)} "
+          f"({sum(here) / max(len(here), 1):.1%})")
     print(reference_line())
     return 0
 

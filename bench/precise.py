@@ -1,8 +1,9 @@
 """Precise tier benchmark: a cold libclang run over the layer's scope (aten,
 c10, torch/csrc: `.cpp` and `.cu`), or over `--dir`s.
 
-Prints, per directory and kind (.cpp / .cu), how many TUs parse without a
-fatal error; the cold wall time (header generation apart); the rows written
+Prints, per directory and kind (.cpp / .cu, and the native headers parsed
+as their own main file: .h / .cuh / .hpp, Note [Header jobs] in
+extractors/clang/__init__.py), how many TUs parse without a fatal error; the cold wall time (header generation apart); the rows written
 (calls_precise, calls_op via "compiler", precise_file); the share of call
 sites in aten/src/ATen/native resolved by the compiler, counted two ways
 (below); the kernel launches the compiler resolves in `.cu` TUs against the
@@ -13,7 +14,7 @@ that TU is parsed again, as after an edit).
 Call sites in aten/src/ATen/native resolved by the compiler:
   * expressions: every call expression (calls, member calls, operator calls,
     constructor calls, launches) inside a function defined in the main file
-    of a native TU; resolved = the TU parsed without a fatal error and clang
+    of a native TU or header job; resolved = the TU parsed without a fatal error and clang
     bound the call to a declaration (a dependent call in a template with
     candidates of one name counts as resolved; one with none or several
     names does not; an operator or a construction on a dependent type, an
@@ -23,8 +24,8 @@ Call sites in aten/src/ATen/native resolved by the compiler:
     "bound" leaves out all but the lambdas: they name no declaration);
   * fast-tier sites (bench/keys.py's measure): the distinct (file, line) of
     the fast tier's calls / calls_op / call_ambiguous rows in files under
-    aten/src/ATen/native (headers included); resolved = the file is a TU the
-    precise tier parsed (precise_file). Needs the tree's fact DB (the cpp
+    aten/src/ATen/native (headers included); resolved = the file is a TU or
+    header the precise tier parsed (precise_file). Needs the tree's fact DB (the cpp
     layer), or `--fast-facts DIR`.
 
 Run:
@@ -107,7 +108,7 @@ def fast_tier(facts: Path | None, parsed: set[str], cu_files: set[str]) -> dict 
 
 
 def main(argv: list[str] | None = None) -> int:
-    from extractors.clang import DEFAULT_DIRS, excluded_tus, run, sdk, tu_files
+    from extractors.clang import DEFAULT_DIRS, excluded_tus, header_files, run, sdk, tu_files
     from extractors.clang.flags import generated_dir
     from torchtalk import store
     from torchtalk.paths import default_source
@@ -120,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cache", type=Path, default=None, help="cache dir (default: a fresh one = cold)")
     p.add_argument("--no-skip-bodies", action="store_true", help="parse header function bodies too")
     p.add_argument("--no-pch", action="store_true", help="parse without the common precompiled headers")
+    p.add_argument("--no-headers", action="store_true", help="parse the TUs only, not the native headers as their own")
     p.add_argument("--edit", default=None, help="then re-run as if this TU (relative path) were edited")
     p.add_argument("--fast-facts", type=Path, default=None, help="the fast tier's .facts dir (default: the tree's DB)")
     p.add_argument("--json", action="store_true")
@@ -130,6 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     dirs = args.dir or list(DEFAULT_DIRS)
     all_files = tu_files(root, dirs)
     files = all_files[: args.limit] if args.limit else all_files
+    if not args.no_headers:  # Note [Header jobs] in extractors/clang/__init__.py
+        files = files + header_files(root, dirs)[: args.limit or None]
     excluded = excluded_tus(root, dirs)  # Note [Not a TU of the build]: neither parsed nor failures
     t0 = time.perf_counter()
     generated_dir(root, cache)
@@ -160,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     out = {
         "dirs": dirs, "jobs": args.jobs, "tus": st.tus, "ok": st.ok, "fatal": st.fatal,
         "timeout": st.timeout, "crash": st.crash, "cached": st.cached, "skipped_cu": st.skipped_cuda,
+        "headers": st.headers, "incomplete_headers": st.incomplete,
         "excluded": len(excluded),
         "parsed_share": round(st.parsed_share, 4),
         "by_group": {g: dict(c) for g, c in sorted(by_group.items())},
@@ -194,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(out, indent=1))
         return 0
     print(f"precise tier over {', '.join(dirs)} (--jobs {args.jobs}), cache {cache}")
-    print(f"  TUs {st.tus} (+{st.skipped_cuda} .cu not parsed: no CUDA headers; {len(excluded)} files excluded:"
+    print(f"  TUs {st.tus - st.headers}, headers {st.headers} ({st.incomplete} not self-contained here) (+{st.skipped_cuda} .cu not parsed: no CUDA headers; {len(excluded)} files excluded:"
           f" no CUDA/CPU build compiles them); SDK headers: {', '.join(out['sdks']) or 'none'}")
     print(f"  parsed without fatal error: {st.ok}/{st.tus} = {100 * st.parsed_share:.1f}%"
           f"  (fatal {st.fatal}, timeout {st.timeout}, crash {st.crash})")

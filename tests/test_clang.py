@@ -451,6 +451,80 @@ def test_operator_call_line_is_the_operators(tmp_path: Path) -> None:
     assert got == [("operator+", 4, 5), ("operator*", 6, 7), ("operator-", 8, 8), ("operator[]", 10, 11)]
 
 
+LOOPS_H = """\
+#pragma once
+namespace ns {
+int step(int x);
+double step(double x);
+inline int loop(int n) {
+  int s = 0;
+  for (int i = 0; i < n; i++)
+    s += step(i);
+  return s;
+}
+template <typename T> T each(T x) { return step(x); }
+}  // namespace ns
+"""
+USES_CPP = """\
+#include "loops.h"
+namespace ns {
+int step(int x) { return x; }
+double step(double x) { return x; }
+int run() { return loop(3) + each(1); }
+}  // namespace ns
+"""
+
+
+def test_header_walked_at_its_own_lines(tmp_path: Path) -> None:
+    """Note [Header jobs]: a header is parsed as its own main file, with its
+    nearest TU's flags from the compile database: its functions' calls are
+    rows at the header's file:line (a template's dependent call: each
+    overload of its one name), it gets `precise_file`, and the TU that
+    includes it keeps only its own calls (no row twice). Editing the header
+    parses it and its TU again."""
+    from extractors.clang import header_files
+
+    root = tmp_path / "tree"
+    (root / "sub").mkdir(parents=True)
+    (root / "sub" / "loops.h").write_text(LOOPS_H)
+    (root / "sub" / "uses.cpp").write_text(USES_CPP)
+    (root / "compile_commands.json").write_text(json.dumps([
+        {"directory": str(root), "file": "sub/uses.cpp", "command": "clang++ -std=c++17 -c sub/uses.cpp"}]))
+    cache = tmp_path / "cache"
+    sink, stats = _run(root, cache, ["sub/uses.cpp", "sub/loops.h"])
+    h = "sub/loops.h"
+    assert (stats.tus, stats.headers, stats.ok, stats.fatal) == (2, 1, 2, 0)
+    assert sorted(sink.rows) == [
+        ("ns::each", "ns::step(double)", h, 11),
+        ("ns::each", "ns::step(int)", h, 11),
+        ("ns::loop", "ns::step(int)", h, 8),
+        ("ns::run", "ns::each", "sub/uses.cpp", 5),
+        ("ns::run", "ns::loop", "sub/uses.cpp", 5),
+    ]
+    assert sorted(sink.other["precise_file"]) == [(h,), ("sub/uses.cpp",)]
+    (root / "sub" / "loops.h").write_text(LOOPS_H.replace("int s = 0;", "int s = 0;  // edited"))
+    again, stats = _run(root, cache, ["sub/uses.cpp", "sub/loops.h"])
+    assert stats.cached == 0 and sorted(again.rows) == sorted(sink.rows)
+    _, stats = _run(root, cache, ["sub/uses.cpp", "sub/loops.h"])
+    assert stats.cached == 2
+    # a header that needs what its includer declared before it: its rows, but no claim on the file
+    (root / "sub" / "part.h").write_text("namespace ns {\ninline int twice() { return loop(2) + missing(); }\n}\n")
+    part, stats = _run(root, cache, ["sub/part.h"])
+    assert (stats.tus, stats.ok, stats.incomplete, stats.fatal) == (1, 0, 1, 0)
+    assert part.other["precise_file"] == [] and part.warnings == []
+    # the layer's scope: headers under HEADER_DIRS only, not those of test or ROCm dirs
+    for rel in ("aten/src/ATen/native/cpu/Loops.h", "aten/src/ATen/native/cuda/Sort.cuh",
+                "aten/src/ATen/native/hip/H.h", "aten/src/ATen/native/mps/M.h", "aten/src/ATen/core/T.h",
+                "aten/src/ATen/native/quantized/cpu/qnnpack/test/t.h"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("")
+    rels = lambda files: [f.relative_to(tmp_path).as_posix() for f in files]  # noqa: E731
+    assert rels(header_files(tmp_path, ["aten", "c10"])) == [
+        "aten/src/ATen/native/cpu/Loops.h", "aten/src/ATen/native/cuda/Sort.cuh"]
+    assert rels(header_files(tmp_path, ["aten/src/ATen/native/cpu"])) == ["aten/src/ATen/native/cpu/Loops.h"]
+    assert rels(header_files(tmp_path, ["c10"])) == []
+
+
 def test_timeout_is_counted_not_fatal(snippet: Path, tmp_path: Path) -> None:
     sink, stats = _run(snippet, tmp_path / "cache", ["b.cpp"], timeout=0.0)
     assert (stats.tus, stats.ok, stats.timeout) == (1, 0, 1)

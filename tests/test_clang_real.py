@@ -1,8 +1,9 @@
 """Precise tier on the real 2.6.0 tree: which calls the compiler says are ATen
 op calls (calls_op via "compiler", Note [Op calls by the compiler] in
 extractors/clang/api.py), overloads, and a `.cu` TU parsed as CUDA host code
-(Note [CUDA host parse] in extractors/clang/flags.py). Each test names its
-rows with file:line; the four TUs are parsed once."""
+(Note [CUDA host parse] in extractors/clang/flags.py), and headers parsed as
+their own main file (Note [Header jobs] in extractors/clang/__init__.py).
+Each test names its rows with file:line; the files are parsed once."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ pytestmark = pytest.mark.real_tree
 LINALG = "aten/src/ATen/native/LinearAlgebra.cpp"
 TENSOR_IMPL = "c10/core/TensorImpl.cpp"
 MARGIN = "aten/src/ATen/native/cuda/MultiMarginLoss.cu"
+LOOPS = "aten/src/ATen/native/cpu/Loops.h"
+SORT_UTILS = "aten/src/ATen/native/cuda/SortUtils.cuh"
 
 
 class Rows:
@@ -46,15 +49,15 @@ def parsed(tree: Path, cuda_sdk: Path, tmp_path_factory):
 
     rows = Rows()
     stats = run(ExtractContext(tree, tmp_path_factory.mktemp("precise-real"), jobs=2), rows,
-                [tree / f for f in (LINALG, TENSOR_IMPL, MARGIN)])
+                [tree / f for f in (LINALG, TENSOR_IMPL, MARGIN, LOOPS, SORT_UTILS)])
     return rows, stats
 
 
 def test_all_parse(parsed) -> None:
     rows, stats = parsed
-    assert (stats.tus, stats.ok, stats.skipped_cuda) == (3, 3, 0)
+    assert (stats.tus, stats.headers, stats.ok, stats.skipped_cuda) == (5, 2, 5, 0)
     assert rows.warnings == []
-    assert rows.rel["precise_file"] == {(LINALG,), (TENSOR_IMPL,), (MARGIN,)}
+    assert rows.rel["precise_file"] == {(LINALG,), (TENSOR_IMPL,), (MARGIN,), (LOOPS,), (SORT_UTILS,)}
 
 
 def test_symint_max_is_not_an_op(parsed) -> None:
@@ -187,3 +190,26 @@ def test_cuda_tu_launches(parsed) -> None:
     assert sorted(r for r in stats.launches if r[0] == host) == [
         (host, kernel, MARGIN, line) for line in (202, 213, 235, 245, 258, 268)]
     assert len(stats.launches) == 10  # and the four of the backward kernel
+
+
+def test_header_calls_by_the_compiler(parsed, real_con) -> None:
+    """Note [Header jobs]: calls written in native headers are the
+    compiler's, at the header's file:line. cpu/Loops.h:276 (VectorizedLoop2d's
+    `vectorized_loop(...)`, CPU_CAPABILITY as written); cuda/SortUtils.cuh
+    (parsed as CUDA host code): :269 `IndexToOffset<K, IndexType,
+    KeyDims>::get(...)`, a static method of a class template with dependent
+    arguments; :338 `StoreKeys(tmp_storage.store_keys).Store(...)` is cub's
+    BlockStore::Store, outside the tree: no edge, where the fast tier guesses
+    by the name alone torch::jit::tensorexpr::Store's constructor (and
+    precise_file(SortUtils.cuh) leaves that guess out of the graph)."""
+    rows, stats = parsed
+    vec2d = "at::native::CPU_CAPABILITY::VectorizedLoop2d::operator()"
+    assert {r[1] for r in rows.at("calls_precise", LOOPS, 276)} == {"at::native::CPU_CAPABILITY::vectorized_loop"}
+    assert (vec2d, "at::native::CPU_CAPABILITY::vectorized_loop", LOOPS, 276) in rows.rel["calls_precise"]
+    radix = "at::native::radixSortKVInPlace"
+    assert rows.at("calls_precise", SORT_UTILS, 269) == {
+        (radix, "at::cuda::detail::IndexToOffset::get", SORT_UTILS, 269)}
+    assert rows.at("calls_precise", SORT_UTILS, 338) == set()
+    guess = real_con.execute("select callee, via from calls where file = ? and line = 338", [SORT_UTILS]).fetchall()
+    assert guess == [("torch::jit::tensorexpr::Store::Store", "member")]
+    assert stats.per_tu[SORT_UTILS][0] == stats.per_tu[LOOPS][0] == "ok"

@@ -1,6 +1,7 @@
 """The compiler tier after an edit (Note [Compiler tier catching up]), on a
 copy of the real tree whose compiler tier covers aten/src/ATen/native/utils
-(Factory.cpp, one TU): an index without --precise never answers from the
+(Factory.cpp, one TU, and its three headers, each parsed as its own main
+file: Note [Header jobs] in extractors/clang/__init__.py): an index without --precise never answers from the
 compiler's rows of an edited TU, the fast tier answers for it until
 `index --precise` parses it again, and `status` says which TUs are pending.
 
@@ -22,6 +23,7 @@ from torchtalk.cli import main
 pytestmark = pytest.mark.real_tree
 
 FACTORY = "aten/src/ATen/native/utils/Factory.cpp"
+UTILS_HEADERS = [(f"aten/src/ATen/native/utils/{h}",) for h in ("Factory.h", "ParamUtils.h", "ParamsHash.h")]
 CALLER = "at::native::mobile::allocate_padded_contiguous_if_needed"
 CALLEE = "at::native::mobile::empty_with_tail_padding"
 LAYERS = ["ops", "cpp"]
@@ -54,7 +56,7 @@ def precise_copy(tree, tmp_path, monkeypatch, cuda_sdk):
 
 def test_an_edited_tu_is_the_fast_tiers_until_parsed_again(precise_copy, capsys):
     copy, db = precise_copy
-    assert _rows(db, "select file from precise_file", []) == [(FACTORY,)]
+    assert _rows(db, "select file from precise_file order by file", []) == [(FACTORY,), *UTILS_HEADERS]
     assert _edges(db, "calls_precise") == [(FACTORY, 53)]
     assert _callers(db) == [(CALLER, "precise", FACTORY, 53)]
     assert _rows(db, "select count(*) from precise_pending", []) == [(0,)]
@@ -65,12 +67,12 @@ def test_an_edited_tu_is_the_fast_tiers_until_parsed_again(precise_copy, capsys)
     report = api.index(copy, db, layers=LAYERS, jobs=2)  # no --precise: the compiler tier catches up from its cache
     assert report.mode == "updated"
     assert _rows(db, "select file from precise_pending", []) == [(FACTORY,)]
-    assert _rows(db, "select count(*) from precise_file", []) == [(0,)]
+    assert _rows(db, "select file from precise_file order by file", []) == UTILS_HEADERS  # unchanged: current
     assert _edges(db, "calls_precise") == []  # the compiler's rows of the old text are gone
     assert _edges(db, "calls") == [(FACTORY, 54)]  # and the fast tier answers, at the new line
     assert _callers(db) == [(CALLER, "scope", FACTORY, 54)]  # the answer names the fast tier's resolution
-    pending = ("compiler tier: 0 TUs parsed, 1 changed since and pending (the fast tier answers for them until "
-               "`torchtalk index --precise` parses them)")
+    pending = ("compiler tier: 3 files parsed (TUs and native headers), 1 changed since and pending (the fast "
+               "tier answers for them until `torchtalk index --precise` parses them)")
     assert pending in api.query(f"callers({CALLEE})", db=db).notes
     assert pending in api.query("impact(at::native::mobile::empty_with_tail_padding, depth=2)", db=db).notes
     assert pending not in api.query("search(empty_with_tail_padding)", db=db).notes  # reads no C++ call
@@ -81,7 +83,7 @@ def test_an_edited_tu_is_the_fast_tiers_until_parsed_again(precise_copy, capsys)
     again = api.index(copy, db, layers=LAYERS, precise=True, jobs=2)  # parses the pending TU
     assert {lr.name: lr.action for lr in again.layers}["precise"] == "ran"
     assert _rows(db, "select count(*) from precise_pending", []) == [(0,)]
-    assert _rows(db, "select file from precise_file", []) == [(FACTORY,)]
+    assert _rows(db, "select file from precise_file order by file", []) == [(FACTORY,), *UTILS_HEADERS]
     assert _edges(db, "calls_precise") == [(FACTORY, 54)]
     assert _callers(db) == [(CALLER, "precise", FACTORY, 54)]
     assert not [n for n in api.query(f"callers({CALLEE})", db=db).notes if "compiler tier" in n]

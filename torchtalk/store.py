@@ -359,7 +359,7 @@ def tier_note(relations: dict[str, int]) -> str | None:
     parsed, pending = relations.get("precise_file", 0), relations.get("precise_pending", 0)
     if not parsed and not pending:
         return None
-    note = f"compiler tier: {parsed:,} TUs parsed"
+    note = f"compiler tier: {parsed:,} files parsed (TUs and native headers)"
     if pending:
         note += (f", {pending:,} changed since and pending (the fast tier answers for them until "
                  "`torchtalk index --precise` parses them)")

@@ -8,7 +8,8 @@ function defined in a TU's main file to a function declared in the tree
 "compiler")` for every call the compiler resolves to ATen's C++ API that
 reaches an op (Note [Op calls by the compiler] in api.py), and
 `precise_file(file)` for every TU that parsed without a fatal error (the
-fast tier's calls there are superseded). Kernel launches that the compiler
+fast tier's calls there are superseded). The headers under HEADER_DIRS are
+parsed too, each as its own main file (Note [Header jobs]). Kernel launches that the compiler
 resolves in `.cu` TUs are counted in `Stats.launches` (bench/precise.py
 compares them with the fast tier's), not written. Flags come from the tree's
 compile_commands.json, else are synthesized without a build (Note
@@ -21,7 +22,8 @@ header belongs to a GPU SDK the warning names the SDK and `torchtalk fetch`
 command that provides it (Note [SDK headers] in sdk.py).
 
 Scope: the `.cpp`/`.cc`/`.cu` files under DEFAULT_DIRS (tests and benchmarks
-left out, and what no CUDA/CPU build compiles: Note [Not a TU of the build]),
+left out, and what no CUDA/CPU build compiles: Note [Not a TU of the build])
+and the headers under HEADER_DIRS (Note [Header jobs]),
 or the `:`-separated dirs or files (relative to the tree) in TORCHTALK_PRECISE_DIRS. A `.cu` file is parsed as CUDA host code with the
 headers `torchtalk fetch cuda` provides (Note [CUDA host parse] in flags.py);
 without them it is counted as `skipped_cuda` and left to the fast tier. The
@@ -57,6 +59,35 @@ EXCLUDED_PARTS = frozenset({"test", "tests", "bench", "benchmark", "benchmarks"}
 # compiled only by a ROCm build, after hipify, against ROCm's headers). A dir
 # of one of these names anywhere under the scope is left out.
 NOT_BUILT_PARTS = frozenset({"templates", "hip", "miopen"})
+# Note [Header jobs]: a TU skips the bodies of the headers it includes (Note
+# [Preamble] in worker.py) and the walk keeps the calls of its main file
+# (Note [Precise edges] in visit.py), so the calls written in a header
+# (native/cpu/Loops.h, cuda/Reduce.cuh, ...: 7% of the fast tier's call
+# sites under aten/src/ATen/native) would stay the fast tier's. So each
+# header under HEADER_DIRS (inside the scope) is a job of its own, parsed
+# as the main file with the flags a TU of its dir gets: the common PCH, and
+# as CUDA host code when it is CUDA code (`.cuh`, or a header under a `cuda`
+# dir) (Note [CUDA host parse] in flags.py). Its rows are written at its own
+# file:line and it gets `precise_file` when it parses without a fatal
+# error, so the contract for a header is a TU's: where the compiler covers a
+# file its edges win. One job per header, cached by its own content and
+# what it includes (Note [Precise cache]) as a TU is: deterministic, and an
+# update re-parses exactly the headers an edit reaches. A template's body is
+# walked as written (no instantiation happens: the header's own functions
+# use nothing), which is what the walk of a TU sees of a template it
+# defines. Parsing the header once costs ~1 s (its includes outside the PCH
+# skipped as a TU's are), against parsing every header's bodies in every
+# TU that includes it (and instantiating the templates the TU uses). A
+# header that needs what the including file defined before it
+# (cuda/CUDALoops.cuh, which Loops.cuh includes after its own definitions)
+# or that the PCH holds (DispatchStub.h: parsed without it) has errors in
+# its own text: its status is "incomplete", its rows are written as a fatal
+# TU's are, and it gets no `precise_file`, so the fast tier's calls there
+# stand. Apple-only dirs (mps, metal: Objective-C++) are left out, as the
+# `.mm` files are.
+HEADER_DIRS = ("aten/src/ATen/native",)
+HEADER_JOB_SUFFIXES = (".h", ".cuh", ".hpp")
+APPLE_ONLY_PARTS = frozenset({"mps", "metal"})
 TIMEOUT_S = 300.0
 # The dropped kinds of the call sites the compiler tells apart without binding
 # them to a declaration (Note [Dependent operators and constructions] in visit.py).
@@ -67,14 +98,16 @@ OPEN_KINDS = ("dependent_operator", "dependent_construction", "dependent_externa
 class Stats:
     """What a precise run did (bench/precise.py prints it)."""
 
-    tus: int = 0
+    tus: int = 0  # parse jobs: TUs and headers (Note [Header jobs])
+    headers: int = 0  # of them, headers
     ok: int = 0
     fatal: int = 0
     timeout: int = 0
     crash: int = 0
     cached: int = 0
     pending: list[str] = field(default_factory=list)  # TUs not parsed (cached_only): precise_pending rows
-    skipped_cuda: int = 0  # .cu TUs not parsed: the CUDA headers are not fetched
+    skipped_cuda: int = 0  # .cu TUs (and CUDA headers) not parsed: the CUDA headers are not fetched
+    incomplete: int = 0  # headers with errors in their own text: not self-contained (Note [Header jobs])
     excluded: int = 0  # files of the scope no CUDA/CPU build compiles (Note [Not a TU of the build])
     edges: int = 0
     ops: int = 0  # calls_op rows
@@ -129,6 +162,40 @@ def tu_files(root: Path, dirs: Iterable[str] | None = None) -> list[Path]:
     return [f for f in files if not f.stem.endswith("_test")]
 
 
+def header_files(root: Path, dirs: Iterable[str] | None = None) -> list[Path]:
+    """The headers the layer parses as their own main file (Note [Header
+    jobs]): those under HEADER_DIRS inside the scope `dirs`, sorted; test,
+    benchmark, not-built and Apple-only dirs left out.
+
+    Example:
+        >>> [f.name for f in header_files(tree, ["aten/src/ATen/native/cpu/Loops.h"])]
+        ['Loops.h']
+    """
+    picked = set()
+    for d in (x.rstrip("/") for x in (dirs or _scope_dirs())):
+        for h in HEADER_DIRS:
+            if h == d or h.startswith(d + "/"):
+                picked.add(h)  # the scope holds all of h
+            elif d.startswith(h + "/"):
+                picked.add(d)  # a dir (or header) inside h
+    skip = EXCLUDED_PARTS | NOT_BUILT_PARTS | APPLE_ONLY_PARTS
+    return sorted({f for f in _walk(root, sorted(picked), HEADER_JOB_SUFFIXES, skip)
+                   if not skip.intersection(f.relative_to(root).parts)})
+
+
+def is_header_job(path: Path) -> bool:
+    """Is `path` a header parsed as its own main file (Note [Header jobs])?"""
+    return path.suffix in HEADER_JOB_SUFFIXES
+
+
+def cuda_job(root: Path, path: Path) -> bool:
+    """Is `path` parsed as CUDA host code: a `.cu` TU, or a header of CUDA
+    code (a `.cuh`, or a header under a `cuda` dir) (Note [Header jobs])?"""
+    if path.suffix in CUDA_SUFFIXES or path.suffix == ".cuh":
+        return True
+    return is_header_job(path) and "cuda" in path.relative_to(root).parts
+
+
 def excluded_tus(root: Path, dirs: Iterable[str] | None = None) -> list[Path]:
     """The files of the scope left out as no TU of a CUDA/CPU build (Note
     [Not a TU of the build]), sorted.
@@ -168,7 +235,8 @@ def extract(ctx: ExtractContext, sink: Sink) -> None:
 def run(ctx: ExtractContext, sink: Sink, files: Iterable[Path] | None = None,
         *, skip_header_bodies: bool = True, use_cache: bool = True, use_pch: bool = True,
         timeout: float = TIMEOUT_S, parse: bool = True) -> Stats:
-    """Parse `files` (default: tu_files(ctx.root)), write their edges to
+    """Parse `files` (default: tu_files(ctx.root) and header_files(ctx.root),
+    Note [Header jobs]), write their edges to
     `sink`, and say what happened. Without `parse`, a TU whose cache entry
     is not current is not parsed but written as `precise_pending`.
 
@@ -183,15 +251,16 @@ def run(ctx: ExtractContext, sink: Sink, files: Iterable[Path] | None = None,
 
     start = time.perf_counter()
     root = ctx.root.resolve()
-    todo = [Path(f).resolve() for f in (files if files is not None else tu_files(root))]
+    todo = [Path(f).resolve() for f in (files if files is not None else tu_files(root) + header_files(root))]
     if cuda_path() is None:
-        stats = Stats(skipped_cuda=sum(1 for f in todo if f.suffix in CUDA_SUFFIXES))
-        todo = [f for f in todo if f.suffix not in CUDA_SUFFIXES]
+        stats = Stats(skipped_cuda=sum(1 for f in todo if cuda_job(root, f)))
+        todo = [f for f in todo if not cuda_job(root, f)]
     else:
         stats = Stats()
     if files is None:
         stats.excluded = len(excluded_tus(root))
     stats.tus = len(todo)
+    stats.headers = sum(1 for f in todo if is_header_job(f))
     from extractors.cpp import tree_overloads
 
     ov = tree_overloads(root, ctx.cache_dir / "fast", ctx.jobs)  # Note [Overload ids]
@@ -237,9 +306,10 @@ def _ensure(d: Path) -> Path:
 
 
 def _plan(root: Path, cache_dir: Path, todo: list[Path], options: int, hashes, use_pch: bool, tmpdir: str):
-    """A Job per TU: flags from compile_commands.json, else synthesized (C++
-    ones with the common PCH when `use_pch`, torch/csrc's with a larger one;
-    CUDA host ones, with their own PCH, for a `.cu`), each with the tree's op
+    """A Job per TU or header: flags from compile_commands.json (a header's:
+    its nearest TU's, `_donor`), else synthesized (C++ ones with the common
+    PCH when `use_pch`, torch/csrc's with a larger one; CUDA host ones, with
+    their own PCH, for a `.cu` or a CUDA header), each with the tree's op
     map (api.py); and the files the PCHs and the op map were made from
     ({"pch": deps, "csrc_pch": deps, "cuda_pch": deps, "api": deps})."""
     from extractors.clang import api, sdk
@@ -258,27 +328,27 @@ def _plan(root: Path, cache_dir: Path, todo: list[Path], options: int, hashes, u
     db = load_compile_db(root)
     keep = (str(root) + "/",)
     gen_roots: tuple[str, ...] = ()
-    default = cuda = plain = csrc = None
+    default = cuda = plain = csrc = cuda_plain = None
     deps: dict[str, dict[str, str]] = {"pch": {}, "csrc_pch": {}, "cuda_pch": {}, "api": {}}
-    if db is None or any(str(f) not in db for f in todo):
+    if not db or any(str(f) not in db for f in todo if not is_header_job(f)):
         gen = generated_dir(root, _ensure(cache_dir))
         gen_roots = (str(gen) + "/",)
         plain = synthesized(root, gen, find_resource_dir(), sdk.include_dirs())
         default = plain
-        if use_pch and any(f.suffix not in CUDA_SUFFIXES and not _in_csrc(root, f) for f in todo):
+        if use_pch and any(not cuda_job(root, f) and not _in_csrc(root, f) for f in todo):
             default, deps["pch"] = with_pch(plain, cache_dir, hashes, tmpdir)
         csrc = default
-        if use_pch and any(f.suffix not in CUDA_SUFFIXES and _in_csrc(root, f) for f in todo):
+        if use_pch and any(not cuda_job(root, f) and _in_csrc(root, f) for f in todo):
             csrc, deps["csrc_pch"] = with_pch(plain, cache_dir, hashes, tmpdir, headers=CSRC_COMMON_HEADERS)
         where = sdk.cuda_path()
         if where is not None:
-            cuda = cuda_host(plain, where, cache_dir / "cuda")
-            if use_pch and any(f.suffix in CUDA_SUFFIXES for f in todo):
+            cuda = cuda_plain = cuda_host(plain, where, cache_dir / "cuda")
+            if use_pch and any(cuda_job(root, f) for f in todo):
                 cuda, deps["cuda_pch"] = with_pch(cuda, cache_dir, hashes, tmpdir, headers=CUDA_COMMON_HEADERS)
     resource = None
     commands = []
     for f in todo:
-        cmd = db.get(str(f)) if db else None
+        cmd = (_donor(db, f) if is_header_job(f) else db.get(str(f))) if db else None
         if cmd is not None and "-resource-dir" not in cmd.args:
             resource = resource or find_resource_dir()  # the pip wheel has no stddef.h
             cmd = Command((*cmd.args, "-resource-dir", resource), cmd.directory)
@@ -290,13 +360,30 @@ def _plan(root: Path, cache_dir: Path, todo: list[Path], options: int, hashes, u
         ops_map, deps["api"] = api.load(base.args, gen_roots, keep, names, cache_dir, hashes, tmpdir)
     jobs = []
     for f, cmd in zip(todo, commands, strict=True):
-        is_cuda = f.suffix in CUDA_SUFFIXES
+        is_cuda = cuda_job(root, f)
         kind = "cuda_pch" if is_cuda else "csrc_pch" if _in_csrc(root, f) else "pch"
         pch = kind if cmd is None and deps[kind] else ""
         rel = f.relative_to(root).as_posix()
         synth = cuda if is_cuda else csrc if kind == "csrc_pch" else default
-        jobs.append(Job(str(f), rel, cmd or synth, keep, gen_roots, options, pch, ops_map, is_cuda))
+        if pch and str(f) in deps[pch]:  # a header the PCH holds: as its main file, each declaration a redefinition
+            pch, synth = "", cuda_plain if is_cuda else plain
+        jobs.append(Job(str(f), rel, cmd or synth, keep, gen_roots, options, pch, ops_map, is_cuda,
+                        is_header_job(f)))
     return jobs, deps
+
+
+def _donor(db: dict, header: Path):
+    """A header's flags from a compile database (Note [Header jobs]): those
+    of the TU nearest to it (the deepest common dir, then the first path),
+    parsed as C++ or CUDA as that TU is; None if the database has no TU."""
+    from extractors.clang.flags import Command
+
+    if not db:
+        return None
+    near = min(db, key=lambda tu: (-len(os.path.commonpath([tu, str(header)])), tu))
+    cmd = db[near]
+    lang = () if "-x" in cmd.args else ("-x", "cuda" if near.endswith(CUDA_SUFFIXES) else "c++")
+    return Command((*lang, *cmd.args), cmd.directory)
 
 
 def _in_csrc(root: Path, tu: Path) -> bool:

@@ -667,9 +667,11 @@ def first_fatal(tu: ci.TranslationUnit) -> tuple[str, int, str] | None:
     return None
 
 
-def error_count(tu: ci.TranslationUnit) -> int:
-    """How many error (or fatal) diagnostics the TU has."""
-    return sum(1 for d in tu.diagnostics if d.severity >= ci.Diagnostic.Error)
+def error_count(tu: ci.TranslationUnit, in_file: str | None = None) -> int:
+    """How many error (or fatal) diagnostics the TU has (those located in
+    file `in_file`, an absolute path, if given)."""
+    return sum(1 for d in tu.diagnostics if d.severity >= ci.Diagnostic.Error and (
+        in_file is None or (d.location.file is not None and d.location.file.name == in_file)))
 
 
 def is_under(path: str, roots: tuple[str, ...]) -> bool:

@@ -59,7 +59,8 @@ class Job:
     options: int
     pch: str = ""  # the common PCH it is parsed with: "pch", "cuda_pch" or "csrc_pch" (Note [Common PCH]); "" none
     api: object = field(default=None, compare=False, hash=False)  # api.ApiOps: op calls (None: none)
-    cuda: bool = False  # a .cu TU, parsed as CUDA host code (Note [CUDA host parse])
+    cuda: bool = False  # a .cu TU or CUDA header, parsed as CUDA host code (Note [CUDA host parse])
+    header: bool = False  # a header parsed as its own main file (Note [Header jobs] in __init__.py)
 
     def cache_key(self) -> str:
         """What besides the files read decides the result: the flags and the op map."""
@@ -71,7 +72,8 @@ class TuResult:
     """What parsing one TU gave.
 
     status: "ok", "fatal" (a fatal diagnostic: edges are still those clang
-    resolved), "timeout" or "crash" (no edges).
+    resolved), "incomplete" (a header with errors in its own text, Note
+    [Header jobs] in __init__.py: the same), "timeout" or "crash" (no edges).
     """
 
     rel: str
@@ -118,9 +120,10 @@ def parse_tu(job: Job) -> TuResult:
         return TuResult(job.rel, "crash", fatal=(job.path, 1, f"libclang could not load the TU: {exc}"))
     facts = collect_edges(tu, job.rel, classify, Namer(CPU_CAPABILITY, keep + gen), job.api, job.cuda)
     fatal = first_fatal(tu)
+    incomplete = job.header and error_count(tu, job.path) > 0
     result = TuResult(
         rel=job.rel,
-        status="fatal" if fatal else "ok",
+        status="fatal" if fatal else "incomplete" if incomplete else "ok",
         edges=tuple((e.caller, e.callee, e.file, e.line) for e in sorted(facts.edges)),
         ops=tuple((o.caller, o.name, o.file, o.line) for o in sorted(facts.ops)),
         launches=tuple((k.host, k.kernel, k.file, k.line) for k in sorted(facts.launches)),
