@@ -251,3 +251,50 @@ def test_a_page_walks_once_and_leaves_no_table(con, monkeypatch, text, walk):
     table = re.search(rf'CREATE TEMP TABLE ("_tt\d+_{walk}")', runs[walked[0]]).group(1)
     assert any(f"temp.main.{table}" in sql for sql in runs[walked[0] + 1:])  # read by the chains' run
     assert con.execute("SELECT count(*) FROM duckdb_tables() WHERE temporary").fetchone()[0] == 0
+
+
+# ------------------------------------------------- chains for the rows read
+# Note [Chains for the rows read] (torchtalk/query/run.py): a table or an MCP
+# answer reads every row but computes the chains of the rows it shows only.
+
+
+@pytest.mark.parametrize("text", ["impact(cpublas::gemm, depth=3)", "affected(at::native::cpublas::gemm)"])
+def test_a_table_computes_the_chains_of_the_rows_it_shows(real_con, text):
+    import io
+
+    from torchtalk import api
+    from torchtalk.query import output
+
+    every = api.query(text, con=real_con)
+    picked = api.query(text, con=real_con, chains_for=lambda cols, rows: output.table_rows(cols, rows, 12))
+    assert picked.total == every.total > 100
+    assert [r[:-1] for r in picked.rows] == [r[:-1] for r in every.rows]
+    with_chain = [i for i, r in enumerate(picked.rows) if r[-1] is not None]
+    # the rows the table shows, and no others, have their chain: the one every row's run gives
+    assert 0 < len(with_chain) <= 12
+    assert all(picked.rows[i][-1] == every.rows[i][-1] for i in with_chain)
+    texts = []
+    for result in (every, picked):
+        out = io.StringIO()
+        output.print_table(result, file=out, cap=12, text=text)
+        texts.append(out.getvalue())
+    assert texts[0] == texts[1]
+    shown = texts[1].splitlines()[1:]
+    assert len(shown) == len(with_chain)
+
+
+def test_an_mcp_answer_computes_the_chains_of_the_rows_it_fits(real_con, monkeypatch):
+    """impact(gemm) names three definitions, each answered within its share
+    of the token budget: the same text whether every row's chain is computed
+    or only the fitted rows'."""
+    from types import SimpleNamespace
+
+    from torchtalk.mcp import tools
+
+    ctx = SimpleNamespace(request_context=SimpleNamespace(lifespan_context=SimpleNamespace(rules=())))
+    picked = tools._each(ctx, real_con, "gemm", lambda n: f"impact({n}, depth=3)", None)
+    monkeypatch.setattr(tools, "_fitted", lambda budget, name=None: None)
+    every = tools._each(ctx, real_con, "gemm", lambda n: f"impact({n}, depth=3)", None)
+    assert picked.content[0].text == every.content[0].text
+    assert picked.structured_content == every.structured_content
+    assert "at::native::cpublas::gemm" in picked.content[0].text

@@ -264,9 +264,13 @@ def query(
     all_matches: bool = False,
     explain: int | None = None,
     dump_passes=None,
+    chains_for=None,
 ):
     """Run a DSL query; a `torchtalk.query.run.Result` (columns, rows, total, notes).
     `dump_passes=DIR`: the program after each pass, as `DIR/NN-<pass>.dl`.
+    `chains_for(columns, rows)`: the indices of the rows whose chains a
+    reader will show; the others' chain is None (Note [Chains for the rows
+    read] in torchtalk/query/run.py).
 
     Example:
         >>> query("callees(matmul)", source="~/pytorch").records()[0]["callee"]
@@ -275,7 +279,7 @@ def query(
     from torchtalk.query import query as _query
 
     kw = dict(rules=tuple(Path(r) for r in rules), limit=limit, engine=engine,
-              all_matches=all_matches, explain=explain, dump_passes=dump_passes)
+              all_matches=all_matches, explain=explain, dump_passes=dump_passes, chains_for=chains_for)
     if con is not None:
         return _query(dsl, con, **kw)
     own = open_db(source=source, db=db)

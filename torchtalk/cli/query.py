@@ -51,10 +51,13 @@ def run(args: argparse.Namespace) -> int:
     # JSON rows are the relation's, fetched up to the cap
     cap = None if args.all_matches and args.limit is None else (
         args.limit if args.limit is not None else output.CLI_ROWS)
+    # a table's rows get their chains only where it shows them (Note [Chains for the rows read])
+    pick = None if args.json or cap is None else (lambda columns, rows: output.table_rows(columns, rows, cap))
     result = api.query(
         args.query, source=args.source, db=args.db, limit=cap if args.json else None, rules=args.rules,
         engine=args.engine, all_matches=args.all_matches,
         explain=max(1, args.explain_rows) if args.explain else None, dump_passes=args.dump_passes,
+        chains_for=pick,
     )
     if args.json:
         print(output.to_json(result, cap))

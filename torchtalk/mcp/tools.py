@@ -73,12 +73,32 @@ def _table(result: Any, title: str) -> Table:
     return Table(title, tuple(order), tuple(tuple(d.get(c) for c in order) for d in dicts), len(dicts))
 
 
-def _dsl(ctx: Context, con, text: str, limit: int | None = FETCH_ROWS) -> Table:
-    """Evaluate a query-DSL text through the facade (with the server's --rules dirs)."""
+def _dsl(ctx: Context, con, text: str, limit: int | None = FETCH_ROWS, pick=None) -> Table:
+    """Evaluate a query-DSL text through the facade (with the server's --rules
+    dirs); `pick`: `chains_for` (Note [Chains for the rows read])."""
     from torchtalk import api
 
     rules = ctx.request_context.lifespan_context.rules
-    return _table(api.query(text, con=con, limit=limit, rules=rules), text)
+    return _table(api.query(text, con=con, limit=limit, rules=rules, chains_for=pick), text)
+
+
+def _fitted(budget: int, name: str | None = None):
+    """`chains_for` of an answer cut to `budget` tokens (of definition
+    `name`'s, its overloads merged, `_merged`): the rows it can show. Fitted
+    without their chains, which only make rows longer, so these are all the
+    rows it shows with them (Note [Chains for the rows read])."""
+    from torchtalk.mcp.answer import fit
+
+    def pick(columns, rows) -> list[int]:
+        one = _ids_as(name) if name is not None else None
+        keys = [tuple(map(one, r)) if one else tuple(r) for r in rows]
+        firsts = tuple(dict.fromkeys(keys))
+        kept = {tuple(r) for r in fit(Table("", tuple(columns), firsts, len(firsts)), budget)[1]}
+        if not kept <= set(firsts):  # a group of overloads: no row of its own
+            return list(range(len(rows)))
+        return [i for i, k in enumerate(keys) if k in kept]
+
+    return pick
 
 
 # Note [Ambiguous names for agents]: an agent that asks about `gemm` wants an
@@ -100,7 +120,7 @@ def _each(ctx: Context, con, name: str, dsl: Callable[[str], str],
     from torchtalk.query.resolve import Ambiguous
 
     try:
-        return _dsl(ctx, con, dsl(_name(name)))
+        return _dsl(ctx, con, dsl(_name(name)), pick=_fitted(budget or BUDGET))
     except Ambiguous as amb:
         return _per_definition(ctx, con, amb.resolution, dsl, budget or BUDGET)
 
@@ -111,14 +131,36 @@ def _merged(table: Table, name: str) -> Table:
     once (Note [Overload ids]: the overloads of one name are one definition
     here, so gemm's ten overloads do not answer ten times over), in the
     rows' chains too: a walk's rows differ by the overload their chain ends
-    at (impact(cpublas::gemm)'s 3,100 Python rows, each of its 10 overloads')."""
+    at (impact(cpublas::gemm)'s 3,100 Python rows, each of its 10 overloads').
+    Rows equal but for their chain are one, the first's (Note [Chains for
+    the rows read]: only the rows shown have theirs)."""
+    from dataclasses import replace
+
+    from torchtalk.query.chains import COLUMN
+
+    one = _ids_as(name)
+    if one is None:
+        return table
+    c = table.columns.index(COLUMN) if COLUMN in table.columns else None
+    merged: dict[tuple, tuple] = {}
+    for r in table.rows:
+        row = tuple(map(one, r))
+        merged.setdefault(row if c is None else row[:c] + row[c + 1:], row)
+    rows = tuple(merged.values())
+    return table if len(rows) == len(table.rows) else replace(table, rows=rows, total=table.total - len(table.rows) + len(rows))
+
+
+def _ids_as(name: str):
+    """The function that writes the id of each of `name`'s overloads as
+    `name`, in a cell or a chain's steps (`_merged`); None when `name` is one
+    overload's id."""
     from dataclasses import replace
 
     from extractors.cpp.names import split_sig
     from torchtalk.query.chains import Chain
 
     if split_sig(name)[1]:
-        return table
+        return None
     ids: dict[str, str] = {}  # each string seen, as written out (one split_sig per distinct string)
 
     def one_id(v):
@@ -136,8 +178,7 @@ def _merged(table: Table, name: str) -> Table:
             return Chain(replace(s, src=one_id(s.src), dst=one_id(s.dst)) for s in v)
         return v
 
-    rows = tuple(dict.fromkeys(tuple(one(v) for v in r) for r in table.rows))
-    return table if len(rows) == len(table.rows) else replace(table, rows=rows, total=table.total - len(table.rows) + len(rows))
+    return one
 
 
 def _per_definition(ctx: Context, con, res, dsl: Callable[[str], str], budget: int) -> CallToolResult:
@@ -159,10 +200,10 @@ def _per_definition(ctx: Context, con, res, dsl: Callable[[str], str], budget: i
             f"first (public namespace, most callers)")
     texts, rows, columns, total, notes = [head], [], (), 0, []
     for i, (m, callers) in enumerate(ranked[:GROUPS]):
-        table = _merged(_dsl(ctx, con, dsl(value_text(m.id))), m.id)
+        share = max(100, int(budget * GROUP_BUDGET[min(i, len(GROUP_BUDGET) - 1)]))
+        table = _merged(_dsl(ctx, con, dsl(value_text(m.id)), pick=_fitted(share, m.id)), m.id)
         columns, total = table.columns, total + table.total
         texts.append(f"\n[{i + 1}] {m.id}  {m.where()}  ({callers} caller{'s' if callers != 1 else ''})")
-        share = max(100, int(budget * GROUP_BUDGET[min(i, len(GROUP_BUDGET) - 1)]))
         text, kept = fit(table, share, _more("query", lambda i=m.id: dsl(value_text(i)), dsl=dsl(value_text(m.id))))
         texts.append(text)
         rows += [{"definition": m.id, **dict(zip(table.columns, r, strict=True))} for r in kept]

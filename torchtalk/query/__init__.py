@@ -28,12 +28,15 @@ def query(
     engine: str = "duckdb",
     explain: int | None = None,
     dump_passes: Path | None = None,
+    chains_for=None,
 ):
     """Run DSL `text` on fact DB connection `con`; a `run.Result`.
 
     `explain=N` adds the derivation trees of the first N rows
     (`result.explanations`, see torchtalk.query.explain). `dump_passes=DIR`
     writes the program after each pass into DIR (`NN-<pass>.dl`).
+    `chains_for(columns, rows)`: the indices of the rows a reader shows, the
+    only ones that get their chain (Note [Chains for the rows read]).
 
     Example:
         >>> query("impact(cpublas::gemm, depth=2)", con, limit=5).total
@@ -62,7 +65,8 @@ def query(
         from torchtalk.datalog.transform.pipeline import dump_to
 
         dump = dump_to(Path(dump_passes))
-    shown = evaluate_bound(b, program, con, engine=engine, tables=tables, limit=limit, dump=dump)
+    pick = None if chains_for is None else (lambda rows: chains_for(b.sig.columns, rows))
+    shown = evaluate_bound(b, program, con, engine=engine, tables=tables, limit=limit, dump=dump, pick=pick)
     from torchtalk.query.chains import COLUMN, wants_chain
     from torchtalk.query.run import _notes
 

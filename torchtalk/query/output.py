@@ -210,6 +210,23 @@ def headers(columns, skip=frozenset()) -> list[str]:
             for c in columns if c not in skip and not (c == "line" and "file" in columns)]
 
 
+def shown_indices(columns: tuple[str, ...], rows, kept) -> list[int]:
+    """The indices in `rows` of the rows `kept` (shown rows, as `size` left
+    them); every index when a kept row is a group of overloads, which is
+    no row of `rows` (Note [Chains for the rows read] in torchtalk/query/run.py)."""
+    at = {tuple(r): i for i, r in enumerate(rows)}
+    found = [at.get(tuple(r)) for r in kept]
+    return list(range(len(rows))) if None in found else found
+
+
+def table_rows(columns: tuple[str, ...], rows, cap: int | None) -> list[int]:
+    """The indices of the rows a table of `rows` (all of the relation's)
+    shows in about `cap` lines: `chains_for` of the CLI's table."""
+    sized = size(tuple(columns), rows, len(rows))
+    kept = [r for sec, n in shown(sized, cap) for r in sec.rows[:n]]
+    return shown_indices(columns, rows, kept)
+
+
 def shown(sized: Sized, cap: int | None) -> list[tuple[Section, int]]:
     """(section, rows to show) for at most about `cap` lines (None: all)."""
     secs = sized.sections()

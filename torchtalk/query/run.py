@@ -15,12 +15,17 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from torchtalk.errors import InputError, QueryError, SrcLoc, did_you_mean
 from torchtalk.query.dsl import QUERY_FILE, Query, Value
 from torchtalk.query.library import NAMESPACE_OF, Param, Signature, signature
 from torchtalk.query.resolve import Ambiguous, Resolution, Resolver
+
+if TYPE_CHECKING:
+    from torchtalk.datalog.engines import Page
 
 # `a -> b` ends that stand for a whole category (rules/paths.dl)
 CATEGORY_WORDS = ("python", "cuda")
@@ -209,14 +214,18 @@ def _typed(q: Query, v: Value, p: Param):
 
 
 def evaluate_bound(b: Bound, program, con, *, engine: str = "duckdb",
-                   tables: frozenset | None = None, limit: int | None = None, dump=None):
+                   tables: frozenset | None = None, limit: int | None = None, dump=None,
+                   pick: Callable[[Page], Iterable[int]] | None = None):
     """The rows of the bound relation, filtered, in `sort_order`, at most
     `limit` of them: a `Page` (its `total` counts them all); `tables` = the
     fact DB's table names (for Note [Pruning]). The program goes through
     `query_passes` first; `dump(name, stage)` sees it after each pass. A
     walk answer's rows end with their chain (Note [Chains]), computed with
     them or, for a query that declares `<query>_shown`, for the rows of the
-    page only (Note [Chains for the page] in rules/chains.dl)."""
+    page only (Note [Chains for the page] in rules/chains.dl). `pick(rows)`,
+    for such a query, says which of the fetched rows will be shown (their
+    indices): only those get their chain, the others None (Note [Chains for
+    the rows read])."""
     from torchtalk.datalog.engines import Fetch, Page
     from torchtalk.query.chains import CHAIN, chains, wants_chain
 
@@ -225,8 +234,9 @@ def evaluate_bound(b: Bound, program, con, *, engine: str = "duckdb",
     with_chain = wants_chain(program, name) and CHAIN in program.decls
     shown = f"{name}_shown"
     paged = with_chain and shown in program.inputs
+    picked = pick is not None and paged
     facts = b.facts
-    if paged and (limit is None or limit > PAGE_ROWS):  # every row, or many: one run
+    if paged and not picked and (limit is None or limit > PAGE_ROWS):  # every row, or many: one run
         program, paged = _all_shown(program, name, shown), False
         if ALL_SHOWN in program.decls:
             facts = {**facts, ALL_SHOWN: [()]}
@@ -237,12 +247,16 @@ def evaluate_bound(b: Bound, program, con, *, engine: str = "duckdb",
         page = out.get(name, Page([]))
         if not with_chain:
             return page
+        rows = page
+        if picked:
+            chosen = sorted(set(pick(page)))
+            rows = [page[i] for i in chosen]
         if paged:
-            facts = {**b.facts, shown: [tuple(r) for r in page]}
+            facts = {**b.facts, shown: [tuple(r) for r in rows]}
             later = None if dump is None else (lambda n, st: dump(f"chain-{n}", st))
             reuse = _same_walks(program, walks or {}, b.facts, facts)
             edges = _evaluate(b, program, con, engine, tables, later, facts, [CHAIN], CHAIN, {},
-                              reuse=reuse)[CHAIN] if page else ()
+                              reuse=reuse)[CHAIN] if rows else ()
         else:
             edges = out.get(CHAIN, ())
     finally:
@@ -250,8 +264,24 @@ def evaluate_bound(b: Bound, program, con, *, engine: str = "duckdb",
             from torchtalk.datalog.engines.duckdb import drop_tables
 
             drop_tables(con, walks.values())
-    found = chains(name, page, edges)
+    found = chains(name, rows, edges)
+    if picked:
+        of = dict(zip(chosen, found, strict=True))
+        return Page([(*r, of.get(i)) for i, r in enumerate(page)], page.total)
     return Page([(*r, c) for r, c in zip(page, found, strict=True)], page.total)
+
+
+# Note [Chains for the rows read]: a table or an MCP answer reads every row
+# of a walk answer (to group, section and count them) but shows a few dozen.
+# Computing every row's chain (impact(cpublas::gemm): 20,203 rows) cost
+# four times the rows themselves, so the reader says which rows it will
+# show (`pick`, from the rows without their chains), and only those get
+# theirs, by the paged second run (Note [Chains for the page]); the rest
+# carry None. The pick must not depend on the chains: impact and affected,
+# the queries with `<query>_shown`, have no `op` column, so no overload
+# grouping (torchtalk/query/output.py) reads the chain column, and a
+# section's first rows are the same with or without it. A token budget
+# (MCP) shows fewer rows once their chains are in, never others.
 
 
 # A page of at most this many rows gets its chains by a second run (Note
