@@ -3,8 +3,10 @@
     .venv/bin/python bench/query.py [--source PATH | --db FILE] [--repeat N]
 
 Prints, per query, the rows and the in-process time, then p50/p95 of
-`torchtalk query` run as a process (goal p95 <= 0.5 s) and of the same
-queries in-process on one open connection (goal p95 <= 50 ms). A query that
+`torchtalk query` run as a process (goal p95 <= 0.5 s), of the same
+queries in-process on one open connection (goal p95 <= 50 ms), and of the
+CLI's default view, a table (every row read, the chains of the rows shown),
+in-process, beside the same with every row's chain computed. A query that
 fails (e.g. its layer is not indexed) is reported and left out of the figures.
 """
 
@@ -73,6 +75,35 @@ def in_process(db: Path, repeat: int) -> tuple[list[float], set[str]]:
     return times, failed
 
 
+def as_table(db: Path, repeat: int, failed: set[str], chains_for_shown: bool = True) -> list[float]:
+    """The CLI's default view in-process: every row read, a table of about
+    CLI_ROWS lines printed (to a buffer), chains computed for the rows shown
+    (Note [Chains for the rows read]) or, with `chains_for_shown` False, for
+    every row (as before it)."""
+    import contextlib
+    import io
+
+    from torchtalk import api
+    from torchtalk.query import output
+
+    con = api.open_db(db=db)
+    api.query("search(gemm)", con=con, limit=1)
+    cap = output.CLI_ROWS
+    pick = (lambda cols, rows: output.table_rows(cols, rows, cap)) if chains_for_shown else None
+    times = []
+    for q in QUERIES:
+        if q in failed:
+            continue
+        for _ in range(repeat):
+            t = time.perf_counter()
+            res = api.query(q, con=con, all_matches=True, chains_for=pick)
+            with contextlib.redirect_stderr(io.StringIO()):  # its notes and "… N more" lines
+                output.print_table(res, file=io.StringIO(), cap=cap, text=q)
+            times.append(time.perf_counter() - t)
+    con.close()
+    return times
+
+
 def as_process(db: Path, repeat: int, failed: set[str]) -> list[float]:
     exe = Path(sys.executable).with_name("torchtalk")
     cmd0 = [str(exe)] if exe.exists() else [sys.executable, "-m", "torchtalk"]
@@ -100,12 +131,19 @@ def main() -> int:
     print(reference_line())
     print(f"fact DB: {db}\nin-process (first run of each query shown):")
     inproc, failed = in_process(db, args.repeat)
+    table = as_table(db, max(1, args.repeat // 2), failed)
+    table_every = as_table(db, max(1, args.repeat // 2), failed, chains_for_shown=False)
     proc = as_process(db, max(1, args.repeat // 2), failed)
     ok = len(QUERIES) - len(failed)
     print(f"\n{ok} of {len(QUERIES)} queries answered")
     if inproc:
         print(f"in-process  p50 {pct(inproc, 50) * 1000:7.1f} ms   p95 {pct(inproc, 95) * 1000:7.1f} ms"
               f"   (goal p95 <= 50 ms; n={len(inproc)})")
+    if table:
+        print(f"as a table  p50 {pct(table, 50) * 1000:7.1f} ms   p95 {pct(table, 95) * 1000:7.1f} ms"
+              f"   (the CLI's default view, in-process; chains for the rows shown; n={len(table)})")
+        print(f"            p50 {pct(table_every, 50) * 1000:7.1f} ms   p95 {pct(table_every, 95) * 1000:7.1f} ms"
+              f"   (the same, every row's chain computed)")
     print(reference_line())
     if proc:
         print(f"process     p50 {pct(proc, 50):7.3f} s    p95 {pct(proc, 95):7.3f} s"
