@@ -283,18 +283,58 @@ def test_a_table_computes_the_chains_of_the_rows_it_shows(real_con, text):
     assert len(shown) == len(with_chain)
 
 
-def test_an_mcp_answer_computes_the_chains_of_the_rows_it_fits(real_con, monkeypatch):
-    """impact(gemm) names three definitions, each answered within its share
-    of the token budget: the same text whether every row's chain is computed
-    or only the fitted rows'."""
+@pytest.mark.parametrize("name, dsl", [
+    ("gemm", "impact({}, depth=3)"),  # three definitions, each within its share of the budget
+    ("at::native::cpublas::gemm", "affected({})"),  # one definition: its first rows per section read
+    ("host_softmax", "impact({}, depth=4)"),
+])
+def test_an_mcp_answer_computes_the_chains_of_the_rows_it_fits(real_con, monkeypatch, name, dsl):
+    """The same text and structured rows whether every row is read with its
+    chain, or the first rows of each section and the chains of those the
+    budget fits (Notes [Chains for the rows read], [Rows per section])."""
     from types import SimpleNamespace
 
     from torchtalk.mcp import tools
+    from torchtalk.mcp.answer import to_result
 
     ctx = SimpleNamespace(request_context=SimpleNamespace(lifespan_context=SimpleNamespace(rules=())))
-    picked = tools._each(ctx, real_con, "gemm", lambda n: f"impact({n}, depth=3)", None)
+
+    def answer():
+        out = tools._each(ctx, real_con, name, dsl.format, None)
+        return out if hasattr(out, "content") else to_result(out)
+
+    picked = answer()
     monkeypatch.setattr(tools, "_fitted", lambda budget, name=None: None)
-    every = tools._each(ctx, real_con, "gemm", lambda n: f"impact({n}, depth=3)", None)
+    monkeypatch.setattr(tools, "PER_SECTION", None)
+    read = tools._dsl  # every row (not FETCH_ROWS of them: affected(gemm) has 91,250)
+    monkeypatch.setattr(tools, "_dsl", lambda ctx, con, text, limit=None, pick=None, per=None:
+                        read(ctx, con, text, None, pick, per))
+    every = answer()
     assert picked.content[0].text == every.content[0].text
     assert picked.structured_content == every.structured_content
-    assert "at::native::cpublas::gemm" in picked.content[0].text
+    assert name.split("::")[-1] in picked.content[0].text
+
+
+@pytest.mark.parametrize("text", ["impact(cpublas::gemm)", "affected(at::native::cpublas::gemm)",
+                                  "callers(cpublas::gemm)", "callees(_matmul_impl)", "search(gemm)"])
+def test_a_table_reads_the_first_rows_of_each_section(real_con, text):
+    """Note [Rows per section]: the CLI's table reads the first rows of each
+    section, with the counts of all, and prints what it printed from every row."""
+    import contextlib
+    import io
+
+    from torchtalk import api
+    from torchtalk.query import output
+
+    def table(**kw) -> tuple[str, str, int]:
+        result = api.query(text, con=real_con, **kw)
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stderr(err):
+            output.print_table(result, file=out, cap=output.CLI_ROWS, text=text)
+        return out.getvalue(), err.getvalue(), len(result.rows)
+
+    cap = output.CLI_ROWS
+    every = table()
+    first = table(per_section=cap, chains_for=lambda cols, rows: output.table_rows(cols, rows, cap))
+    assert first[:2] == every[:2]
+    assert every[2] > cap and first[2] <= cap * 4  # at most 4 sections (kind) of `cap` rows were read

@@ -265,12 +265,15 @@ def query(
     explain: int | None = None,
     dump_passes=None,
     chains_for=None,
+    per_section: int | None = None,
 ):
     """Run a DSL query; a `torchtalk.query.run.Result` (columns, rows, total, notes).
     `dump_passes=DIR`: the program after each pass, as `DIR/NN-<pass>.dl`.
     `chains_for(columns, rows)`: the indices of the rows whose chains a
     reader will show; the others' chain is None (Note [Chains for the rows
-    read] in torchtalk/query/run.py).
+    read] in torchtalk/query/run.py). `per_section=N`: the first N rows of
+    each section, with the counts of all (Note [Rows per section] in
+    torchtalk/query/output.py), where the answer's rows can be sized so.
 
     Example:
         >>> query("callees(matmul)", source="~/pytorch").records()[0]["callee"]
@@ -279,7 +282,8 @@ def query(
     from torchtalk.query import query as _query
 
     kw = dict(rules=tuple(Path(r) for r in rules), limit=limit, engine=engine,
-              all_matches=all_matches, explain=explain, dump_passes=dump_passes, chains_for=chains_for)
+              all_matches=all_matches, explain=explain, dump_passes=dump_passes, chains_for=chains_for,
+              per_section=per_section)
     if con is not None:
         return _query(dsl, con, **kw)
     own = open_db(source=source, db=db)

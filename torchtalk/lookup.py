@@ -38,6 +38,11 @@ class Table:
     rows: tuple[tuple[Any, ...], ...]
     total: int
     notes: tuple[str, ...] = field(default=())
+    # when only the first rows of each section were read (Note [Rows per
+    # section] in torchtalk/query/output.py): rows per section value, and
+    # the indices of the columns with one value over all rows
+    counts: dict | None = None
+    one_value: frozenset[int] | None = None
 
     def dicts(self) -> list[dict[str, Any]]:
         """The rows as dicts keyed by column name."""

@@ -318,6 +318,41 @@ def test_fetch_sorts_a_number_column_largest_first(db):
     assert list(fetch_rows(rows, spec)) == list(page)
 
 
+SECTIONED = """
+.decl r(kind: symbol, name: symbol, n: number)
+.input r
+.decl out(kind: symbol, name: symbol, n: number)
+.output out
+out(k, a, n) :- r(k, a, n).
+"""
+
+
+def test_fetch_per_section_keeps_the_first_rows_of_each_and_counts_all(db):
+    """Fetch.per (Note [Rows per section]): the first n rows of each value
+    of a column, in the order, with every section's count and the columns
+    of one value over all rows; the same from the engine and in Python."""
+    from torchtalk.datalog.engines import Fetch, fetch_rows
+
+    con = duckdb.connect(str(db), read_only=True)
+    rows = [("op", "mm", 1), ("fn", "gemm", 2), ("fn", "addmm", 9), ("fn", "bmm", 1), ("op", "addmm", 1),
+            ("python", "torch.mm", 1)]
+    prog = parse_text(SECTIONED)
+    spec = Fetch(order=(~2, 1, 0, 2), per=(0, 2))
+    page = evaluate(prog, con, outputs=["out"], facts={"r": rows}, fetch={"out": spec})["out"]
+    assert list(page) == [("fn", "addmm", 9), ("fn", "gemm", 2), ("op", "addmm", 1), ("op", "mm", 1),
+                          ("python", "torch.mm", 1)]
+    assert page.total == 6 and page.counts == {"fn": 3, "op": 2, "python": 1} and page.one_value == frozenset()
+    py = fetch_rows(rows, spec)
+    assert (list(py), py.total, py.counts, py.one_value) == (list(page), 6, page.counts, page.one_value)
+    # unsectioned; a column with one value over all the rows is said so, not one over the rows kept
+    same = [("fn", a, n) for _, a, n in rows]
+    whole = evaluate(prog, con, outputs=["out"], facts={"r": same}, fetch={"out": Fetch((1, 0, 2), per=(None, 2))})["out"]
+    assert list(whole) == [("fn", "addmm", 1), ("fn", "addmm", 9)]
+    assert whole.total == 6 and whole.counts == {None: 6} and whole.one_value == frozenset({0})
+    empty = evaluate(prog, con, outputs=["out"], facts={"r": []}, fetch={"out": spec})["out"]
+    assert list(empty) == [] and empty.total == 0 and empty.counts == {}
+
+
 GROUPED = """
 .decl r(a: number, b: number, c: number)
 .input r

@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
         args.query, source=args.source, db=args.db, limit=cap if args.json else None, rules=args.rules,
         engine=args.engine, all_matches=args.all_matches,
         explain=max(1, args.explain_rows) if args.explain else None, dump_passes=args.dump_passes,
-        chains_for=pick,
+        chains_for=pick, per_section=None if pick is None else cap,
     )
     if args.json:
         print(output.to_json(result, cap))

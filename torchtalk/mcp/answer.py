@@ -33,6 +33,7 @@ CHARS_PER_TOKEN = 4
 STRUCT_ROWS = 200  # rows a tool fetches for a capped answer
 # rows per section (or in all) tried, largest first, until the text fits
 _CAPS = (400, 200, 120, 80, 60, 45, 34, 26, 20, 15, 11, 8, 6, 4, 3, 2, 1)
+MOST_ROWS = _CAPS[0]  # the most rows an answer shows, whatever its budget
 NOTE_CHARS = 300  # a note is cut to this
 
 
@@ -70,7 +71,7 @@ def fit(table: Table, budget: int = BUDGET, more: More | None = None) -> tuple[s
     heading and each section's first rows always come first."""
     more = more or More()
     limit = budget * CHARS_PER_TOKEN
-    sized = size(table.columns, table.rows, table.total)
+    sized = size(table.columns, table.rows, table.total, table.counts, table.one_value)
     notes = [_short(n, NOTE_CHARS) for n in table.notes]
     rest = more.budget(_bigger(budget)) if more.budget else ""
 
@@ -78,7 +79,7 @@ def fit(table: Table, budget: int = BUDGET, more: More | None = None) -> tuple[s
         lines, kept = render_lines(table.title, sized, cap, more=more.section, rest=rest, most=most)
         return "\n".join(lines + [f"note: {n}" for n in notes]), kept
 
-    caps = [c for c in _CAPS if c <= 2 * max(1, len(sized.rows))] or [1]
+    caps = [c for c in _CAPS if c <= 2 * max(1, sized.count)] or [1]
     text, kept = "", []
     for most in (160, 100):
         # the text grows with the cap: find the largest cap that fits (binary search)

@@ -24,7 +24,7 @@ from pydantic import Field
 
 from torchtalk.errors import QueryError
 from torchtalk.lookup import Table
-from torchtalk.mcp.answer import BUDGET, MAX_BUDGET, Answer, More
+from torchtalk.mcp.answer import BUDGET, MAX_BUDGET, MOST_ROWS, Answer, More
 from torchtalk.mcp.server import run_tool
 from torchtalk.query.run import MAX_DEPTH
 
@@ -39,6 +39,9 @@ Budget = Annotated[int | None, Field(ge=200, le=MAX_BUDGET, description=(
     f"tokens the answer may take (default {BUDGET}); a cut answer names the call that shows more"))]
 # rows of a query read for one answer (grouped and cut to the budget after)
 FETCH_ROWS = 20000
+# or, where an answer's rows can be sized so, the first of each section:
+# as many as any budget shows (Note [Rows per section] in torchtalk/query/output.py)
+PER_SECTION = MOST_ROWS
 
 
 def _name(name: str, what: str = "name") -> str:
@@ -66,20 +69,24 @@ def _table(result: Any, title: str) -> Table:
         rows = [tuple(r.values()) if isinstance(r, dict) else tuple(r) for r in rows]
         total = getattr(result, "total", len(rows))
         notes = tuple(getattr(result, "notes", ()) or ())
-        return Table(getattr(result, "title", title) or title, tuple(columns), tuple(rows), total, notes)
+        return Table(getattr(result, "title", title) or title, tuple(columns), tuple(rows), total, notes,
+                     getattr(result, "counts", None), getattr(result, "one_value", None))
     dicts = list(result)
     cols: tuple[str, ...] = tuple(dicts[0].keys()) if dicts else ()
     order = [c for c in cols if c not in ("file", "line")] + [c for c in ("file", "line") if c in cols]
     return Table(title, tuple(order), tuple(tuple(d.get(c) for c in order) for d in dicts), len(dicts))
 
 
-def _dsl(ctx: Context, con, text: str, limit: int | None = FETCH_ROWS, pick=None) -> Table:
+def _dsl(ctx: Context, con, text: str, limit: int | None = FETCH_ROWS, pick=None,
+         per: int | None = None) -> Table:
     """Evaluate a query-DSL text through the facade (with the server's --rules
-    dirs); `pick`: `chains_for` (Note [Chains for the rows read])."""
+    dirs); `pick`: `chains_for` (Note [Chains for the rows read]); `per`:
+    the first rows of each section only (Note [Rows per section])."""
     from torchtalk import api
 
     rules = ctx.request_context.lifespan_context.rules
-    return _table(api.query(text, con=con, limit=limit, rules=rules, chains_for=pick), text)
+    return _table(api.query(text, con=con, limit=None if per else limit, rules=rules, chains_for=pick,
+                            per_section=per), text)
 
 
 def _fitted(budget: int, name: str | None = None):
@@ -93,7 +100,10 @@ def _fitted(budget: int, name: str | None = None):
         one = _ids_as(name) if name is not None else None
         keys = [tuple(map(one, r)) if one else tuple(r) for r in rows]
         firsts = tuple(dict.fromkeys(keys))
-        kept = {tuple(r) for r in fit(Table("", tuple(columns), firsts, len(firsts)), budget)[1]}
+        counts = getattr(rows, "counts", None) if one is None else None
+        table = Table("", tuple(columns), firsts, rows.total if counts is not None else len(firsts),
+                      counts=counts, one_value=getattr(rows, "one_value", None) if counts is not None else None)
+        kept = {tuple(r) for r in fit(table, budget)[1]}
         if not kept <= set(firsts):  # a group of overloads: no row of its own
             return list(range(len(rows)))
         return [i for i, k in enumerate(keys) if k in kept]
@@ -120,7 +130,7 @@ def _each(ctx: Context, con, name: str, dsl: Callable[[str], str],
     from torchtalk.query.resolve import Ambiguous
 
     try:
-        return _dsl(ctx, con, dsl(_name(name)), pick=_fitted(budget or BUDGET))
+        return _dsl(ctx, con, dsl(_name(name)), pick=_fitted(budget or BUDGET), per=PER_SECTION)
     except Ambiguous as amb:
         return _per_definition(ctx, con, amb.resolution, dsl, budget or BUDGET)
 

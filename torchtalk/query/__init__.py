@@ -29,6 +29,7 @@ def query(
     explain: int | None = None,
     dump_passes: Path | None = None,
     chains_for=None,
+    per_section: int | None = None,
 ):
     """Run DSL `text` on fact DB connection `con`; a `run.Result`.
 
@@ -37,6 +38,8 @@ def query(
     writes the program after each pass into DIR (`NN-<pass>.dl`).
     `chains_for(columns, rows)`: the indices of the rows a reader shows, the
     only ones that get their chain (Note [Chains for the rows read]).
+    `per_section=N` (a table's reader, instead of `limit`): the first N rows
+    of each section, with the counts of all (Note [Rows per section]).
 
     Example:
         >>> query("impact(cpublas::gemm, depth=2)", con, limit=5).total
@@ -66,13 +69,15 @@ def query(
 
         dump = dump_to(Path(dump_passes))
     pick = None if chains_for is None else (lambda rows: chains_for(b.sig.columns, rows))
-    shown = evaluate_bound(b, program, con, engine=engine, tables=tables, limit=limit, dump=dump, pick=pick)
+    shown = evaluate_bound(b, program, con, engine=engine, tables=tables, limit=limit, dump=dump, pick=pick,
+                           per=per_section)
     from torchtalk.query.chains import COLUMN, wants_chain
     from torchtalk.query.run import _notes
 
     extra = (COLUMN,) if wants_chain(program, b.sig.name) else ()  # Note [Chains]
     result = Result(b.sig.name, (*b.sig.columns, *extra), (*b.sig.types, *extra), tuple(shown),
-                    shown.total, b.resolutions, (*left_out, *routed, *_notes(b), *_tier_notes(con, program, b)))
+                    shown.total, b.resolutions, (*left_out, *routed, *_notes(b), *_tier_notes(con, program, b)),
+                    counts=getattr(shown, "counts", None), one_value=getattr(shown, "one_value", None))
     if explain:
         from torchtalk.query.explain import explain as _explain
         from torchtalk.query.run import prune

@@ -15,6 +15,18 @@ Note [Sized answers]: the CLI and the MCP server show an answer the same way
 `--json` is `{columns, rows, total, notes}`: the relation's rows (not
 grouped), capped the same way unless `--all`.
 
+Note [Rows per section]: a table shows a few rows of each section but needs
+the count of every section and which columns hold one value, so it read
+every row (affected(cpublas::gemm): 91,250, whose sort and hand-over to
+Python cost more than the relation; MCP read at most 20,000 and counted the
+rest as "not read"). Where the rows need no grouping (`section_column`: no
+`op` column, at most one section column), the reader asks the engine for
+the first N of each section (Fetch.per: N = the CLI's cap, or the most rows
+any MCP budget shows) with each section's count and the columns of one
+value over all rows (Page.counts, Page.one_value), and `size` sizes from
+those: the same text, from the rows shown. An answer with overloads to
+group is still read whole.
+
 Example:
     >>> print(to_json(result))
     {"columns": ["fn", "callee", ...], "rows": [{"fn": "at::native::matmul", ...}], "total": 3, "notes": []}
@@ -46,6 +58,11 @@ class Section:
 
     value: object
     rows: tuple[tuple, ...]
+    count: int = -1  # the section's rows, read or not (Note [Rows per section]); -1: len(rows)
+
+    def __post_init__(self) -> None:
+        if self.count < 0:
+            object.__setattr__(self, "count", len(self.rows))
 
 
 @dataclass(frozen=True)
@@ -62,16 +79,23 @@ class Sized:
     section: str | None
     constant: dict
     fetched: int  # rows of the relation grouped into `rows` (== total when all were)
+    counts: dict | None = None  # rows per section value, of the first rows read per section
+
+    @property
+    def count(self) -> int:
+        """The answer's rows after grouping, read or not."""
+        return self.total if self.counts is not None else len(self.rows)
 
     def sections(self) -> list[Section]:
         """The rows per value of the section column, in SECTION_ORDER."""
+        counts = self.counts or {}
         if self.section is None:
-            return [Section(None, self.rows)]
+            return [Section(None, self.rows, counts.get(None, -1) if self.counts else -1)]
         i = self.columns.index(self.section)
         groups: dict = {}
         for r in self.rows:
             groups.setdefault(r[i], []).append(r)
-        return [Section(v, tuple(rs)) for v, rs in groups.items()]
+        return [Section(v, tuple(rs), counts.get(v, -1)) for v, rs in groups.items()]
 
 
 def join_ops(ops: list[str], most: int = 4) -> str:
@@ -119,11 +143,18 @@ def constant_columns(columns: tuple[str, ...], rows) -> dict:
             if c not in ("file", "line") and len({r[i] for r in rows}) == 1}
 
 
-def size(columns: tuple[str, ...], rows, total: int) -> Sized:
-    """`rows` (of `total`) grouped by overload and put in section order."""
+def size(columns: tuple[str, ...], rows, total: int, counts: dict | None = None,
+         one_value: frozenset[int] | None = None) -> Sized:
+    """`rows` (of `total`) grouped by overload and put in section order;
+    with `counts` and `one_value`, `rows` are the first of each section
+    (Note [Rows per section])."""
     fetched = len(rows)
     rows = group_overloads(tuple(columns), rows)
-    const = constant_columns(tuple(columns), rows)
+    if counts is not None:
+        const = _one_valued(tuple(columns), rows, total, one_value or frozenset())
+        fetched = total
+    else:
+        const = constant_columns(tuple(columns), rows)
     # a ranked search keeps its order, best first; a ranked walk answer (with
     # a depth: impact, affected) keeps its kind sections, each in rank order
     # (Note [Chain ranking] in rules/ranking.dl)
@@ -138,7 +169,31 @@ def size(columns: tuple[str, ...], rows, total: int) -> Sized:
                  else SECTION_ORDER)
         rank = {v: order.index(v) if v in order else len(order) for v in first}
         rows = tuple(sorted(rows, key=lambda r: (rank[r[i]], first[r[i]])))
-    return Sized(tuple(columns), tuple(rows), total, section, const, fetched)
+    return Sized(tuple(columns), tuple(rows), total, section, const, fetched, counts)
+
+
+def _one_valued(columns: tuple[str, ...], rows, total: int, one_value: frozenset[int]) -> dict:
+    """`constant_columns` of an answer whose first rows per section were
+    read: the engine said which of the relation's columns hold one value;
+    a column after them (the chain) holds one only if every row was read."""
+    if total < 2 or not rows:
+        return {}
+    width = max(one_value, default=-1) + 1
+    return {c: rows[0][i] for i, c in enumerate(columns)
+            if c not in ("file", "line") and (i in one_value or (
+                i >= width and len(rows) == total and len({r[i] for r in rows}) == 1))}
+
+
+def section_column(columns: tuple[str, ...]) -> int | None | bool:
+    """The index of the column an answer of `columns` may be cut into
+    sections by (None: it is not cut), or False when its rows can only be
+    sized once all are read: an `op` column (overloads grouped) or two
+    section columns (Note [Rows per section])."""
+    if "op" in columns or sum(c in columns for c in SECTION_COLUMNS) > 1:
+        return False
+    if "rank" in columns and "depth" not in columns:
+        return None
+    return next((columns.index(c) for c in SECTION_COLUMNS if c in columns), None)
 
 
 def section_caps(sizes: list[int], lines: int) -> list[int]:
@@ -220,9 +275,11 @@ def shown_indices(columns: tuple[str, ...], rows, kept) -> list[int]:
 
 
 def table_rows(columns: tuple[str, ...], rows, cap: int | None) -> list[int]:
-    """The indices of the rows a table of `rows` (all of the relation's)
-    shows in about `cap` lines: `chains_for` of the CLI's table."""
-    sized = size(tuple(columns), rows, len(rows))
+    """The indices of the rows a table of `rows` (all of the relation's, or
+    the first of each section: a Page with its counts) shows in about `cap`
+    lines: `chains_for` of the CLI's table."""
+    sized = size(tuple(columns), rows, getattr(rows, "total", len(rows)), getattr(rows, "counts", None),
+                 getattr(rows, "one_value", None))
     kept = [r for sec, n in shown(sized, cap) for r in sec.rows[:n]]
     return shown_indices(columns, rows, kept)
 
@@ -230,12 +287,12 @@ def table_rows(columns: tuple[str, ...], rows, cap: int | None) -> list[int]:
 def shown(sized: Sized, cap: int | None) -> list[tuple[Section, int]]:
     """(section, rows to show) for at most about `cap` lines (None: all)."""
     secs = sized.sections()
-    if cap is None or len(sized.rows) <= cap:
-        return [(s, len(s.rows)) for s in secs]
+    if cap is None or sized.count <= cap:
+        return [(s, s.count) for s in secs]
     if sized.section is None:
         return [(secs[0], cap)]
     # a section's heading takes a line
-    return list(zip(secs, section_caps([len(s.rows) for s in secs], cap - len(secs)), strict=True))
+    return list(zip(secs, section_caps([s.count for s in secs], cap - len(secs)), strict=True))
 
 
 def _cell(value, most: int = 160) -> str:
@@ -276,8 +333,8 @@ def render_lines(title: str, sized: Sized, cap: int | None, *, more=None, rest: 
     """
     n = sized.total
     head = f"{title}: {n:,} row{'s' if n != 1 else ''}" if n else f"{title}: no results"
-    if len(sized.rows) < n and len(sized.rows) and _grouped_all(sized):
-        head += f", {len(sized.rows):,} after grouping overloads"
+    if sized.count < n and sized.count and _grouped_all(sized):
+        head += f", {sized.count:,} after grouping overloads"
     said = [f"{c}={_cell(v, most)}" for c, v in sized.constant.items() if v not in (None, "")]
     if said:
         head += f" ({', '.join(said)})"
@@ -286,17 +343,17 @@ def render_lines(title: str, sized: Sized, cap: int | None, *, more=None, rest: 
     for sec, k in shown(sized, cap):
         pad = "  "
         if sized.section is not None:
-            lines.append(f"  {sized.section} {sec.value}: {len(sec.rows):,}")
+            lines.append(f"  {sized.section} {sec.value}: {sec.count:,}")
             pad = "    "
             skip_here = skip | {sized.section}
         else:
             skip_here = skip
         lines += [pad + format_row(sized.columns, r, skip_here, most) for r in sec.rows[:k]]
         kept += sec.rows[:k]
-        if k < len(sec.rows):
+        if k < sec.count:
             what = f" {sec.value}" if sized.section is not None else ""
             how = more(sized.section, sec.value) if (more and sized.section is not None) else rest
-            lines.append(f"{pad}… {len(sec.rows) - k:,} more{what}" + (f": {how}" if how else ""))
+            lines.append(f"{pad}… {sec.count - k:,} more{what}" + (f": {how}" if how else ""))
     if not _grouped_all(sized):  # more rows than were read: a larger budget would not show them
         lines.append(f"… {n - sized.fetched:,} more rows not read (narrow the question)")
     return lines, kept
@@ -316,7 +373,7 @@ def print_table(result, file=None, cap: int | None = CLI_ROWS, text: str | None 
     err = sys.stderr
     for note in result.notes:
         print(f"note: {note}", file=err)
-    sized = size(result.columns, result.rows, result.total)
+    sized = sized_result(result)
     plan = shown(sized, cap)
     if file.isatty():
         def more(col, value):
@@ -328,18 +385,25 @@ def print_table(result, file=None, cap: int | None = CLI_ROWS, text: str | None 
         for sec, n in plan:
             for row in sec.rows[:n]:
                 print("\t".join(_cells(sized.columns, row)), file=file)
-            if n < len(sec.rows):
+            if n < sec.count:
                 what = f" {sized.section} {sec.value}" if sized.section else ""
-                print(f"… {len(sec.rows) - n} more{what}", file=err)
+                print(f"… {sec.count - n} more{what}", file=err)
     _footer(result, sized, sum(n for _, n in plan), err)
     for i, tree in enumerate(getattr(result, "explanations", ()) or ()):
         print(f"\nwhy row {i + 1}:", file=file)
         print(render_explanation(tree), file=file)
 
 
+def sized_result(result) -> Sized:
+    """`size` of a query's result, with its counts when the first rows of
+    each section were read (Note [Rows per section])."""
+    return size(result.columns, result.rows, result.total, getattr(result, "counts", None),
+                getattr(result, "one_value", None))
+
+
 def _footer(result, sized: Sized, n_shown: int, err) -> None:
-    total, grouped = result.total, len(sized.rows)
-    complete = len(result.rows) == total
+    total, grouped = result.total, sized.count
+    complete = sized.fetched == total
     if total == 0:
         print(f"no rows ({result.name})", file=err)
         return

@@ -66,6 +66,10 @@ class Result:
     resolutions: tuple[Resolution, ...] = ()
     notes: tuple[str, ...] = field(default=())
     explanations: tuple[dict, ...] = ()
+    # the first rows of each section were read (Note [Rows per section] in
+    # torchtalk/query/output.py): rows per section value, the one-valued columns
+    counts: dict | None = None
+    one_value: frozenset[int] | None = None
 
     def records(self) -> list[dict]:
         """One dict per row keyed by column name (the `--json` form; a
@@ -215,7 +219,7 @@ def _typed(q: Query, v: Value, p: Param):
 
 def evaluate_bound(b: Bound, program, con, *, engine: str = "duckdb",
                    tables: frozenset | None = None, limit: int | None = None, dump=None,
-                   pick: Callable[[Page], Iterable[int]] | None = None):
+                   pick: Callable[[Page], Iterable[int]] | None = None, per: int | None = None):
     """The rows of the bound relation, filtered, in `sort_order`, at most
     `limit` of them: a `Page` (its `total` counts them all); `tables` = the
     fact DB's table names (for Note [Pruning]). The program goes through
@@ -225,18 +229,22 @@ def evaluate_bound(b: Bound, program, con, *, engine: str = "duckdb",
     page only (Note [Chains for the page] in rules/chains.dl). `pick(rows)`,
     for such a query, says which of the fetched rows will be shown (their
     indices): only those get their chain, the others None (Note [Chains for
-    the rows read])."""
+    the rows read]). `per=N` (instead of `limit`): the first N rows of each
+    section, with the counts of all, when the relation's rows can be sized
+    so (Note [Rows per section] in torchtalk/query/output.py)."""
     from torchtalk.datalog.engines import Fetch, Page
     from torchtalk.query.chains import CHAIN, chains, wants_chain
+    from torchtalk.query.output import section_column
 
     name = b.sig.name
-    spec = Fetch(sort_order(b.sig), b.filters, limit)
+    column = section_column(b.sig.columns) if per is not None else False
+    spec = Fetch(sort_order(b.sig), b.filters, limit, per=None if column is False else (column, per))
     with_chain = wants_chain(program, name) and CHAIN in program.decls
     shown = f"{name}_shown"
     paged = with_chain and shown in program.inputs
     picked = pick is not None and paged
     facts = b.facts
-    if paged and not picked and (limit is None or limit > PAGE_ROWS):  # every row, or many: one run
+    if paged and not picked and spec.per is None and (limit is None or limit > PAGE_ROWS):  # every row, or many: one run
         program, paged = _all_shown(program, name, shown), False
         if ALL_SHOWN in program.decls:
             facts = {**facts, ALL_SHOWN: [()]}
@@ -267,8 +275,8 @@ def evaluate_bound(b: Bound, program, con, *, engine: str = "duckdb",
     found = chains(name, rows, edges)
     if picked:
         of = dict(zip(chosen, found, strict=True))
-        return Page([(*r, of.get(i)) for i, r in enumerate(page)], page.total)
-    return Page([(*r, c) for r, c in zip(page, found, strict=True)], page.total)
+        return Page([(*r, of.get(i)) for i, r in enumerate(page)], page.total, page.counts, page.one_value)
+    return Page([(*r, c) for r, c in zip(page, found, strict=True)], page.total, page.counts, page.one_value)
 
 
 # Note [Chains for the rows read]: a table or an MCP answer reads every row

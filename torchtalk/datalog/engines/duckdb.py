@@ -203,12 +203,38 @@ def _page(con, sql: str, spec: Fetch, columns: list[str]) -> Page:
     order = ", ".join(str(i + 1) if i >= 0 else f"{~i + 1} DESC" for i in spec.order)
     if spec.write_to is not None:
         return Page([], copy_rows(con, f"{rows_sql} ORDER BY {order}", spec.write_to))
+    if spec.per is not None:
+        return _per_section(con, rows_sql, spec, columns)
     if spec.limit is None:
         return Page(con.execute(f"{rows_sql} ORDER BY {order}").fetchall())
     if spec.limit <= 0:
         return Page([], con.execute(f"SELECT count(*) FROM ({rows_sql})").fetchone()[0])
     rows = con.execute(f"SELECT *, count(*) OVER () FROM ({rows_sql}) ORDER BY {order} LIMIT {int(spec.limit)}").fetchall()
     return Page([r[:-1] for r in rows], rows[0][-1] if rows else 0)
+
+
+def _per_section(con, rows_sql: str, spec: Fetch, columns: list[str]) -> Page:
+    """The first `n` rows of each section of `rows_sql` (Note [Rows per
+    section] in torchtalk/query/output.py), in one pass: per section, its
+    count, each column's least and greatest value, and its first rows by
+    `arg_min` over the sort key (a bounded heap: no sort of all the rows,
+    which cost twice the relation itself for affected's 91,250 rows)."""
+    column, n = spec.per
+    cols = ", ".join(f"{q(c)} := {q(c)}" for c in columns)
+    key = ", ".join(f"k{j} := {q(columns[i])}" if i >= 0 else f"k{j} := -{q(columns[~i])}"
+                    for j, i in enumerate(spec.order))
+    bounds = ", ".join(f"min({q(c)}), max({q(c)})" for c in columns)
+    sec = "NULL" if column is None else q(columns[column])
+    groups = con.execute(
+        f"SELECT {sec}, count(*), {bounds}, arg_min(struct_pack({cols}), struct_pack({key}), {int(n)}) "
+        f"FROM ({rows_sql}) AS r GROUP BY 1").fetchall()
+    groups = [g for g in groups if g[1]]
+    width = len(columns)
+    values = [{g[2 + 2 * i] for g in groups} | {g[3 + 2 * i] for g in groups} for i in range(width)]
+    rows = [tuple(d[c] for c in columns) for g in groups for d in g[-1]]
+    rows.sort(key=lambda r: tuple(r[i] if i >= 0 else -r[~i] for i in spec.order))
+    return Page(rows, sum(g[1] for g in groups), {g[0]: g[1] for g in groups},
+                frozenset(i for i in range(width) if groups and len(values[i]) == 1))
 
 
 def _literal(v) -> str:
