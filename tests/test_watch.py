@@ -100,7 +100,6 @@ def test_watch_stops_cleanly_on_sigterm(tree, tmp_path):
     """`kill` (SIGTERM) stops `torchtalk watch` as Ctrl-C does: exit 0, the
     index of an edit made before it in place."""
     import os
-    import signal
     import subprocess
     import sys
 
