@@ -91,34 +91,35 @@ def as_table(db: Path, repeat: int, failed: set[str], chains_for_shown: bool = T
     api.query("search(gemm)", con=con, limit=1)
     cap = output.CLI_ROWS
     pick = (lambda cols, rows: output.table_rows(cols, rows, cap)) if chains_for_shown else None
+
+    def table(q: str) -> None:
+        res = api.query(q, con=con, all_matches=True, chains_for=pick, per_section=cap if chains_for_shown else None)
+        with contextlib.redirect_stderr(io.StringIO()):  # its notes and "… N more" lines
+            output.print_table(res, file=io.StringIO(), cap=cap, text=q)
+
+    times = _timed(table, repeat, failed)
+    con.close()
+    return times
+
+
+def _timed(run, repeat: int, failed: set[str]) -> list[float]:
+    """Seconds of `run(q)` for each query that did not fail, `repeat` times."""
     times = []
     for q in QUERIES:
         if q in failed:
             continue
         for _ in range(repeat):
             t = time.perf_counter()
-            res = api.query(q, con=con, all_matches=True, chains_for=pick,
-                            per_section=cap if chains_for_shown else None)
-            with contextlib.redirect_stderr(io.StringIO()):  # its notes and "… N more" lines
-                output.print_table(res, file=io.StringIO(), cap=cap, text=q)
+            run(q)
             times.append(time.perf_counter() - t)
-    con.close()
     return times
 
 
 def as_process(db: Path, repeat: int, failed: set[str]) -> list[float]:
     exe = Path(sys.executable).with_name("torchtalk")
     cmd0 = [str(exe)] if exe.exists() else [sys.executable, "-m", "torchtalk"]
-    times = []
-    for q in QUERIES:
-        if q in failed:
-            continue
-        for _ in range(repeat):
-            t = time.perf_counter()
-            subprocess.run([*cmd0, "query", q, "--db", str(db), "--json", "--limit", "50", "--all"],
-                           capture_output=True, check=False)
-            times.append(time.perf_counter() - t)
-    return times
+    return _timed(lambda q: subprocess.run([*cmd0, "query", q, "--db", str(db), "--json", "--limit", "50", "--all"],
+                                           capture_output=True, check=False), repeat, failed)
 
 
 def main() -> int:
