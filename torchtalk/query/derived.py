@@ -48,8 +48,6 @@ def argument_free(program: A.Program) -> list[str]:
     back as to compute); and not intermediates, read only by other stored
     relations (`link_reach` under `op_cuda_kernel`), which a query computes
     when it names one."""
-    from torchtalk.query.library import is_argument
-
     args = {n for n in program.inputs if is_argument(program, n)}
     derived = {r.head.name for r in program.rules} - set(program.inputs)
     views = _views(program)
@@ -114,8 +112,6 @@ def materialize(con: Any, program: A.Program, tables: frozenset[str]) -> dict[st
     prints = fingerprints(program)
     con.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
     con.execute(f"CREATE OR REPLACE TABLE {CATALOG} (relation VARCHAR, fingerprint VARCHAR, rows BIGINT)")
-    from torchtalk.query.library import is_argument
-
     live = prune(program, frozenset(n for n in program.inputs if is_argument(program, n) or n not in tables))
     counts = DuckDBEngine().materialize(live, con, {rel: table_of(rel) for rel in prints})
     for rel in prints:
@@ -175,8 +171,6 @@ def refresh(con: Any, program: A.Program, tables: frozenset[str], changed: froze
         return {}
     from torchtalk.datalog.engines.duckdb import DuckDBEngine
     from torchtalk.datalog.transform.use_stored import use_stored
-    from torchtalk.query.library import is_argument
-
     kept = frozenset(prints) - affected
     partial = use_stored(program, kept)
     for rel in sorted(affected):
@@ -328,3 +322,16 @@ def use_derived(program: A.Program, con: Any, library: A.Program | None = None) 
         return use_stored(program, use), {rel: table_of(rel) for rel in use}
 
     return program.cached(("use_derived", use), inputs_from_tables)
+
+
+def is_argument(program, rel: str) -> bool:
+    """`rel` is a seed or option input of some named query (Note [Named queries])."""
+    for suffix in ("_arg", "_from", "_to", "_like", "_like_probe"):
+        if rel.endswith(suffix) and rel[: -len(suffix)] in program.decls:
+            return True
+    head, _, _ = rel.rpartition("_")
+    while head:
+        if head in program.decls and f"{rel}_default" in program.decls:
+            return True
+        head, _, _ = head.rpartition("_")
+    return False

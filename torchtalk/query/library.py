@@ -41,7 +41,7 @@ from torchtalk.errors import InputError
 ROOT = Path(__file__).resolve().parents[2]
 RULES_DIR = ROOT / "rules"
 SCHEMA = ROOT / "facts" / "schema.dl"
-CACHE_VERSION = "4"  # 4: Program.memo (not pickled)
+CACHE_VERSION = "5"  # 5: with the analyses kept (Note [Analyses kept with the library])
 
 # namespaces of seed columns (Note [Named queries]); others take text as typed
 NAMESPACES = ("fn", "op", "py", "node", "subject", "test", "key", "kernel", "module_class")
@@ -132,15 +132,44 @@ def _load(files: tuple[Path, ...], key: str):
     if cached is not None and cached.is_file():
         try:
             with open(cached, "rb") as fh:
-                _MEMO[key] = pickle.load(fh)
-                return _MEMO[key]
+                program, notes, (code, kept) = pickle.load(fh)
+            if code == _analyses_code():  # Note [Analyses kept with the library]
+                program.memo.update(kept)
+            _MEMO[key] = (program, notes)
+            return _MEMO[key]
         except Exception:  # a stale or broken cache entry: parse again
             pass
     program, notes = _parse_library(files)
     if cached is not None:
-        _write_atomic(cached, pickle.dumps((program, notes)))
+        _write_atomic(cached, pickle.dumps((program, notes, (_analyses_code(), _analyses(program)))))
     _MEMO[key] = (program, notes)
     return program, notes
+
+
+# Note [Analyses kept with the library]: a query process spent ~50 ms of its
+# ~300 on two analyses of the library alone, made anew in each process:
+# which stored relation a query may read (derived.fingerprints, over every
+# relation's closure) and the relation dependency map under it. They are
+# computed once when the library is parsed and pickled with it, with a digest
+# of the code that computes them (Note [Code in the cache key] in
+# extractors/cpp/cache.py): a library cached by older code has them computed
+# again, as before.
+KEPT_ANALYSES = ("fingerprints", "dependency_map")
+_ANALYSES_CODE = ("query/derived.py", "datalog/analysis/strata.py")
+
+
+def _analyses(program) -> dict:
+    """The library's KEPT_ANALYSES, computed (the program's memo entries)."""
+    from torchtalk.query.derived import fingerprints
+
+    fingerprints(program)
+    return {k: program.memo[k] for k in KEPT_ANALYSES if k in program.memo}
+
+
+def _analyses_code() -> str:
+    from extractors.base import source_digest
+
+    return source_digest(_ANALYSES_CODE, Path(__file__).resolve().parents[1])
 
 
 # parsed libraries of this process, by cache key
@@ -343,16 +372,3 @@ def describe_queries(program) -> list[dict]:
             "file": _short(decl.loc.file), "line": decl.loc.line,
         })
     return out
-
-
-def is_argument(program, rel: str) -> bool:
-    """`rel` is a seed or option input of some named query (Note [Named queries])."""
-    for suffix in ("_arg", "_from", "_to", "_like", "_like_probe"):
-        if rel.endswith(suffix) and rel[: -len(suffix)] in program.decls:
-            return True
-    head, _, _ = rel.rpartition("_")
-    while head:
-        if head in program.decls and f"{rel}_default" in program.decls:
-            return True
-        head, _, _ = head.rpartition("_")
-    return False

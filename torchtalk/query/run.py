@@ -430,7 +430,7 @@ def prune(program, given: frozenset, tables: frozenset | None = None):
     `given`: an input with no facts is empty when it is another query's
     argument, or (when `tables` is known) has no table in the fact DB."""
     from torchtalk.datalog.transform.prune import prune as prune_empty
-    from torchtalk.query.library import is_argument
+    from torchtalk.query.derived import is_argument
 
     def pruned():
         empty = frozenset(
