@@ -525,6 +525,42 @@ def test_header_walked_at_its_own_lines(tmp_path: Path) -> None:
     assert rels(header_files(tmp_path, ["c10"])) == []
 
 
+CTOR_CPP = """\
+namespace ns {
+struct P {
+  P(int a, int b);
+  P(const P& other);
+};
+struct Q {};
+P::P(int a, int b) {}
+P::P(const P& other) {}
+P make() {
+  P a(1, 2);
+  P b = a;
+  Q q = Q();
+  return P(3,
+           4);
+}
+}  // namespace ns
+"""
+
+
+def test_written_construction_is_an_edge(tmp_path: Path) -> None:
+    """Note [Precise edges]: a temporary written with its class's name
+    (`P(3, 4)`) is an edge to the constructor the tree declares, at the
+    class name's line, as the fast tier reads it; a variable's construction
+    (`P a(1, 2)`), a copy and a constructor the compiler declares (Q's) are
+    counted, not kept."""
+    root = tmp_path / "tree"
+    root.mkdir()
+    (root / "ctor.cpp").write_text(CTOR_CPP)
+    (root / "compile_commands.json").write_text(json.dumps([
+        {"directory": str(root), "file": "ctor.cpp", "command": "clang++ -std=c++17 -c ctor.cpp"}]))
+    sink, stats = _run(root, tmp_path / "cache", ["ctor.cpp"])
+    assert sink.rows == [("ns::make", "ns::P::P(int, int)", "ctor.cpp", 13)]
+    assert stats.dropped["constructor"] == 3
+
+
 def test_timeout_is_counted_not_fatal(snippet: Path, tmp_path: Path) -> None:
     sink, stats = _run(snippet, tmp_path / "cache", ["b.cpp"], timeout=0.0)
     assert (stats.tus, stats.ok, stats.timeout) == (1, 0, 1)

@@ -40,7 +40,7 @@ from pathlib import Path
 from extractors.clang.worker import TuResult
 from torchtalk.atomic import atomic_open
 
-VERSION = 15  # bump when the walk's output changes (4: op calls, launches, call sites, .cu TUs; 5: operator lines; 6: internal-linkage ids; 7: overload ids, always with the parameter list; 8: `operator_1_norm` is no operator; 9: skipped ranges, members of class templates through dependent objects; 10: calls qualified by a dependent class template; 11: dependent operators, constructions, functors, lambdas and external members; 12: dependent_external counted apart; 13: using-declarations, qualified names in macros, aliases of templates, functor fields; 14: a using-declaration expanded only when all candidates are; 15: headers parsed as their own main file, status "incomplete")
+VERSION = 16  # bump when the walk's output changes (4: op calls, launches, call sites, .cu TUs; 5: operator lines; 6: internal-linkage ids; 7: overload ids, always with the parameter list; 8: `operator_1_norm` is no operator; 9: skipped ranges, members of class templates through dependent objects; 10: calls qualified by a dependent class template; 11: dependent operators, constructions, functors, lambdas and external members; 12: dependent_external counted apart; 13: using-declarations, qualified names in macros, aliases of templates, functor fields; 14: a using-declaration expanded only when all candidates are; 15: headers parsed as their own main file, status "incomplete"; 16: temporaries written with their class's name are constructor edges)
 FORMAT = 2  # the entry layout (Note [Shared dependency sets]); an entry with "version" is layout 1
 
 

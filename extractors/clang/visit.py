@@ -22,11 +22,13 @@ function, as in the fast tier) and its callee is declared in a file of the
 tree (or a header generated from it, e.g. ATen/ops/*.h). A call of ATen's C++
 API that reaches an op (Note [Op calls by the compiler] in api.py) is an
 `OpCall` instead (the edge is kept too when the API function is the tree's,
-e.g. a TensorBase method, unless it is an operator); a call of a CUDA
+e.g. a TensorBase method, unless it is an operator); a temporary object
+written with its class's name (`AdvancedIndex(self, indices)`) is an edge to
+the constructor the tree declares, as in the fast tier; a call of a CUDA
 `__global__` function (`k<<<...>>>(...)`, or `v<<<...>>>` through a variable
 whose initializer names the kernel) is a `Launch`. Calls to system and
-standard-library functions, constructors, destructors and other operators
-are counted, not kept. A call's line is where its callee's name is spelled: inside
+standard-library functions, other constructions (a variable's, a
+conversion, a copy), destructors and other operators are counted, not kept. A call's line is where its callee's name is spelled: inside
 a macro argument (AT_DISPATCH lambdas, TORCH_CHECK conditions) that is the
 argument's own line; a call written in a macro's body is placed at the line
 where the macro is used. A call in a template that depends on a template
@@ -406,6 +408,8 @@ class Walker:
         ref = call.referenced
         if ref is not None and ref.kind in CALLEE_KINDS:
             self._callee(call, caller, ref)
+        elif ref is not None and ref.kind == K.CONSTRUCTOR and self._written_construction(call, ref):
+            self._callee(call, caller, ref)
         elif ref is not None and ref.kind in (K.CONSTRUCTOR, K.DESTRUCTOR, K.CONVERSION_FUNCTION):
             drop["constructor"] += 1
         elif self.cuda and ref is not None and ref.kind in VAR_KINDS and self._launch_through(call, ref, caller):
@@ -417,6 +421,20 @@ class Walker:
             name = call.spelling or (ref.spelling if ref is not None else "")
             if caller is not None and name:
                 self.facts.unresolved.add((caller, name, self._line(call)))
+
+    def _written_construction(self, call: ci.Cursor, ctor: ci.Cursor) -> bool:
+        """Is `call` a construction the source writes with the class's name
+        (`T(a, b)`, `T{a, b}`, `T<U>(a, b)`: a temporary object) by a
+        constructor the tree declares (Note [Precise edges])? Not a
+        variable's initialization, a conversion, a copy or move, nor a
+        constructor the compiler declares (at the class's own location)."""
+        head = next(iter(call.get_children()), None)
+        if head is None or head.kind not in (K.TYPE_REF, K.TEMPLATE_REF) or self._where_is(ctor) != "tree":
+            return False
+        if ctor.is_copy_constructor() or ctor.is_move_constructor():
+            return False
+        cls = ctor.semantic_parent
+        return cls is None or ctor.location != cls.location
 
     def _open_call(self, call: ci.Cursor, caller: str | None) -> bool:
         """A call the compiler left open (in a template, on a type that
