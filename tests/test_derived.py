@@ -162,3 +162,23 @@ def test_index_is_written_without_stored_relations_when_the_rules_fail(small, ca
         assert api.query("trace(foo)", con=con).total > 0  # answered by computing every relation
     finally:
         con.close()
+
+
+def test_the_librarys_own_analyses_are_kept_with_its_parse(tmp_path, monkeypatch):
+    """Note [Analyses kept with the library]: a process that loads the parsed
+    library from the cache has its fingerprints without computing them, the
+    same as those computed; a change to the code that computes them is a new
+    cache key."""
+    from torchtalk.query import library
+
+    monkeypatch.setenv("TORCHTALK_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(library, "_MEMO", {})
+    parsed, _ = library.load_library_notes((), user=False)  # parsed, and pickled
+    fresh = derived.fingerprints(parsed)
+    monkeypatch.setattr(library, "_MEMO", {})
+    monkeypatch.setattr(derived, "_fingerprints", lambda program: pytest.fail("computed again"))
+    loaded, _ = library.load_library_notes((), user=False)  # from the pickle
+    assert loaded is not parsed and derived.fingerprints(loaded) == fresh and len(fresh) > 20
+    key = library.library_key((), user=False)
+    monkeypatch.setattr(library, "_analyses_code", lambda: "other code")
+    assert library.library_key((), user=False) != key

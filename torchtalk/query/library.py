@@ -132,16 +132,15 @@ def _load(files: tuple[Path, ...], key: str):
     if cached is not None and cached.is_file():
         try:
             with open(cached, "rb") as fh:
-                program, notes, (code, kept) = pickle.load(fh)
-            if code == _analyses_code():  # Note [Analyses kept with the library]
-                program.memo.update(kept)
+                program, notes, kept = pickle.load(fh)
+            program.memo.update(kept)  # Note [Analyses kept with the library]
             _MEMO[key] = (program, notes)
             return _MEMO[key]
         except Exception:  # a stale or broken cache entry: parse again
             pass
     program, notes = _parse_library(files)
     if cached is not None:
-        _write_atomic(cached, pickle.dumps((program, notes, (_analyses_code(), _analyses(program)))))
+        _write_atomic(cached, pickle.dumps((program, notes, _analyses(program))))
     _MEMO[key] = (program, notes)
     return program, notes
 
@@ -150,10 +149,10 @@ def _load(files: tuple[Path, ...], key: str):
 # ~300 on two analyses of the library alone, made anew in each process:
 # which stored relation a query may read (derived.fingerprints, over every
 # relation's closure) and the relation dependency map under it. They are
-# computed once when the library is parsed and pickled with it, with a digest
-# of the code that computes them (Note [Code in the cache key] in
-# extractors/cpp/cache.py): a library cached by older code has them computed
-# again, as before.
+# computed once when the library is parsed and pickled with it; the cache
+# key has a digest of the code that computes them (Note [Code in the cache
+# key] in extractors/cpp/cache.py), so a change to that code parses the
+# library anew rather than keep analyses it would not make.
 KEPT_ANALYSES = ("fingerprints", "dependency_map")
 _ANALYSES_CODE = ("query/derived.py", "datalog/analysis/strata.py")
 
@@ -239,7 +238,7 @@ def _short(where: str) -> str:
 
 
 def _cache_key(files: tuple[Path, ...]) -> str:
-    h = hashlib.sha256(CACHE_VERSION.encode())
+    h = hashlib.sha256(CACHE_VERSION.encode() + _analyses_code().encode())
     # the schema and any file a rule file may #include live beside them
     watched = {SCHEMA, *files}
     for d in {f.parent for f in files}:
