@@ -280,7 +280,8 @@ def evaluate_bound(b: Bound, program, con, *, engine: str = "duckdb",
 
 
 # Note [Chains for the rows read]: a table or an MCP answer reads every row
-# of a walk answer (to group, section and count them) but shows a few dozen.
+# of a walk answer, or the first rows of each section with the counts of
+# all (Note [Rows per section] in output.py), but shows a few dozen.
 # Computing every row's chain (impact(cpublas::gemm): 20,203 rows) cost
 # four times the rows themselves, so the reader says which rows it will
 # show (`pick`, from the rows without their chains), and only those get
