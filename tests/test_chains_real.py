@@ -338,3 +338,14 @@ def test_a_table_reads_the_first_rows_of_each_section(real_con, text):
     first = table(per_section=cap, chains_for=lambda cols, rows: output.table_rows(cols, rows, cap))
     assert first[:2] == every[:2]
     assert every[2] > cap and first[2] <= cap * 4  # at most 4 sections (kind) of `cap` rows were read
+
+
+def test_an_answer_with_overloads_to_group_is_read_by_its_limit(real_con):
+    """Note [Rows per section]: kernels has an `op` column (overloads grouped
+    by the reader), so `per_section` does not apply and the limit does."""
+    from torchtalk import api
+
+    result = api.query("kernels(add)", con=real_con, limit=7, per_section=2)
+    assert len(result.rows) == 7 and result.total > 7 and result.counts is None
+    impact = api.query("impact(cpublas::gemm, depth=2)", con=real_con, limit=7, per_section=2)
+    assert impact.counts is not None and len(impact.rows) <= 2 * len(impact.counts) < impact.total

@@ -85,8 +85,7 @@ def _dsl(ctx: Context, con, text: str, limit: int | None = FETCH_ROWS, pick=None
     from torchtalk import api
 
     rules = ctx.request_context.lifespan_context.rules
-    return _table(api.query(text, con=con, limit=None if per else limit, rules=rules, chains_for=pick,
-                            per_section=per), text)
+    return _table(api.query(text, con=con, limit=limit, rules=rules, chains_for=pick, per_section=per), text)
 
 
 def _fitted(budget: int, name: str | None = None):

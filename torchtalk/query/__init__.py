@@ -38,8 +38,9 @@ def query(
     writes the program after each pass into DIR (`NN-<pass>.dl`).
     `chains_for(columns, rows)`: the indices of the rows a reader shows, the
     only ones that get their chain (Note [Chains for the rows read]).
-    `per_section=N` (a table's reader, instead of `limit`): the first N rows
-    of each section, with the counts of all (Note [Rows per section]).
+    `per_section=N` (a table's reader): the first N rows of each section,
+    with the counts of all, where the rows can be sized so (Note [Rows per
+    section]); `limit` applies otherwise.
 
     Example:
         >>> query("impact(cpublas::gemm, depth=2)", con, limit=5).total

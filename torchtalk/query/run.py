@@ -229,16 +229,17 @@ def evaluate_bound(b: Bound, program, con, *, engine: str = "duckdb",
     page only (Note [Chains for the page] in rules/chains.dl). `pick(rows)`,
     for such a query, says which of the fetched rows will be shown (their
     indices): only those get their chain, the others None (Note [Chains for
-    the rows read]). `per=N` (instead of `limit`): the first N rows of each
-    section, with the counts of all, when the relation's rows can be sized
-    so (Note [Rows per section] in torchtalk/query/output.py)."""
+    the rows read]). `per=N`: the first N rows of each section, with the
+    counts of all, when the relation's rows can be sized so (Note [Rows per
+    section] in torchtalk/query/output.py); `limit` applies otherwise."""
     from torchtalk.datalog.engines import Fetch, Page
     from torchtalk.query.chains import CHAIN, chains, wants_chain
     from torchtalk.query.output import section_column
 
     name = b.sig.name
     column = section_column(b.sig.columns) if per is not None else False
-    spec = Fetch(sort_order(b.sig), b.filters, limit, per=None if column is False else (column, per))
+    spec = (Fetch(sort_order(b.sig), b.filters, limit) if column is False  # `limit` where `per` cannot be
+            else Fetch(sort_order(b.sig), b.filters, per=(column, per)))
     with_chain = wants_chain(program, name) and CHAIN in program.decls
     shown = f"{name}_shown"
     paged = with_chain and shown in program.inputs
