@@ -30,6 +30,7 @@ paths, sizes and mtimes of every file read), so a query does not re-parse.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import pickle
 import threading
@@ -165,7 +166,10 @@ def _analyses(program) -> dict:
     return {k: program.memo[k] for k in KEPT_ANALYSES if k in program.memo}
 
 
+@functools.cache
 def _analyses_code() -> str:
+    """The digest of KEPT_ANALYSES' code: once per process (every query
+    computes the library's cache key)."""
     from extractors.base import source_digest
 
     return source_digest(_ANALYSES_CODE, Path(__file__).resolve().parents[1])

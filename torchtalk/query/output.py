@@ -90,7 +90,7 @@ class Sized:
         """The rows per value of the section column, in SECTION_ORDER."""
         counts = self.counts or {}
         if self.section is None:
-            return [Section(None, self.rows, counts.get(None, -1) if self.counts else -1)]
+            return [Section(None, self.rows, counts.get(None, -1))]
         i = self.columns.index(self.section)
         groups: dict = {}
         for r in self.rows:

@@ -48,10 +48,15 @@ class Page(list):
         self.one_value = one_value
 
 
+def sort_key(order: tuple[int, ...]):
+    """The key that sorts rows in Fetch.order (`~i`: number column i, largest first)."""
+    return lambda r: tuple(r[i] if i >= 0 else -r[~i] for i in order)
+
+
 def fetch_rows(rows: Iterable[tuple], spec: Fetch) -> Page:
     """`spec` applied in Python (for an engine that cannot do it itself)."""
     kept = [r for r in set(rows) if all(r[i] in allowed for i, allowed in spec.keep)]
-    kept.sort(key=lambda r: tuple(r[i] if i >= 0 else -r[~i] for i in spec.order))
+    kept.sort(key=sort_key(spec.order))
     if spec.per is not None:
         return per_section(kept, *spec.per)
     page = Page(kept if spec.limit is None else kept[: spec.limit], len(kept))

@@ -19,7 +19,7 @@ from torchtalk.datalog import ast as A
 from torchtalk.datalog.analysis.strata import needed_relations
 from torchtalk.datalog.compile import SQL_TYPES, Exec, Plan, compile_program, q
 from torchtalk.datalog.duck import duckdb as lean_duckdb
-from torchtalk.datalog.engines.base import Fetch, Page
+from torchtalk.datalog.engines.base import Fetch, Page, sort_key
 from torchtalk.datalog.io import copy_rows
 from torchtalk.datalog.transform.nullary_as_unary import nullary_as_unary
 from torchtalk.errors import EngineError, InputError
@@ -227,14 +227,12 @@ def _per_section(con, rows_sql: str, spec: Fetch, columns: list[str]) -> Page:
     sec = "NULL" if column is None else q(columns[column])
     groups = con.execute(
         f"SELECT {sec}, count(*), {bounds}, arg_min(struct_pack({cols}), struct_pack({key}), {int(n)}) "
-        f"FROM ({rows_sql}) AS r GROUP BY 1").fetchall()
-    groups = [g for g in groups if g[1]]
+        f"FROM ({rows_sql}) AS r GROUP BY 1").fetchall()  # no rows: no group
     width = len(columns)
     values = [{g[2 + 2 * i] for g in groups} | {g[3 + 2 * i] for g in groups} for i in range(width)]
-    rows = [tuple(d[c] for c in columns) for g in groups for d in g[-1]]
-    rows.sort(key=lambda r: tuple(r[i] if i >= 0 else -r[~i] for i in spec.order))
+    rows = sorted((tuple(d[c] for c in columns) for g in groups for d in g[-1]), key=sort_key(spec.order))
     return Page(rows, sum(g[1] for g in groups), {g[0]: g[1] for g in groups},
-                frozenset(i for i in range(width) if groups and len(values[i]) == 1))
+                frozenset(i for i in range(width) if len(values[i]) == 1))
 
 
 def _literal(v) -> str:
