@@ -8,14 +8,24 @@ queries in-process on one open connection (goal p95 <= 50 ms), and of the
 CLI's default view, a table, in-process, beside the same with every row
 read with its chain. A query that
 fails (e.g. its layer is not indexed) is reported and left out of the figures.
+
+    .venv/bin/python bench/query.py --breakdown
+
+instead prints, per query (in-process, after a warm run), where its time
+goes by DuckDB's own profiler: the SQL statements the engine ran, their
+time, the share spent binding, optimizing and planning them, and the time
+in recursive CTEs (the walks), the figures of Note [Where a query's time
+goes] in docs/queries.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -115,6 +125,102 @@ def _timed(run, repeat: int, failed: set[str]) -> list[float]:
     return times
 
 
+class Profiled:
+    """A DuckDB connection whose statements are profiled by DuckDB itself:
+    `stats` gets (seconds, planning seconds, recursive-CTE seconds) of each
+    statement the engine runs, its rows read at once so the profile is
+    complete (the bench's cost, not in the figures)."""
+
+    QUIET = ("SET ", "PRAGMA ", "DROP ")
+
+    def __init__(self, con, out: Path) -> None:
+        self._con, self._out, self.stats = con, out, []
+
+    def __getattr__(self, name: str):
+        return getattr(self._con, name)
+
+    def execute(self, sql: str, *args):
+        if sql.lstrip().upper().startswith(self.QUIET):
+            return self._con.execute(sql, *args)
+        self._con.execute("SET enable_profiling = 'json'")
+        self._con.execute(f"SET profiling_output = '{self._out}'")
+        t = time.perf_counter()
+        res = self._con.execute(sql, *args)
+        rows, desc = (res.fetchall(), res.description) if res.description else ([], None)
+        wall = time.perf_counter() - t
+        self._con.execute("PRAGMA disable_profiling")
+        prof = json.loads(self._out.read_text())
+        plan = sum(prof[k]["total_time"] for k in ("planner", "physical_planner", "optimizer"))
+        self.stats.append((wall, plan, _recursive(prof.get("operator", []))))
+        return _Rows(rows, desc)
+
+
+class _Rows:
+    """The rows of a profiled statement, read as a DuckDB result is."""
+
+    def __init__(self, rows: list, description) -> None:
+        self._rows, self.description = rows, description
+
+    def fetchall(self) -> list:
+        return self._rows
+
+    def fetchone(self):
+        return self._rows[0] if self._rows else None
+
+
+def _recursive(ops: list) -> float:
+    """Seconds in the recursive CTEs of a profile's operator tree (each
+    counted once, with what runs under it)."""
+    total = 0.0
+    for op in ops:
+        total += _subtree(op) if op.get("type") == "RECURSIVE_CTE" else _recursive(op.get("children", []))
+    return total
+
+
+def _subtree(op: dict) -> float:
+    return op.get("timing", 0.0) + sum(_subtree(c) for c in op.get("children", []))
+
+
+def breakdown(db: Path) -> None:
+    """Per query: statements, their time, the planning share and the time in
+    recursive CTEs, by DuckDB's profiler (Note [Where a query's time goes])."""
+    from torchtalk import api
+    from torchtalk.errors import TorchTalkError
+
+    con = api.open_db(db=db)
+    with tempfile.TemporaryDirectory() as tmp:
+        prof = Profiled(con.con, Path(tmp) / "profile.json")
+        con.con = prof
+        sums = [0, 0.0, 0.0, 0.0, 0.0]
+        print(f"  {'query':<46} {'stmts':>5} {'total':>9} {'in SQL':>9} {'planning':>14} {'walks':>9}")
+        for q in QUERIES:
+            try:
+                api.query(q, con=con, limit=50, all_matches=True)  # warm: the library, plans, probes
+                prof.stats.clear()
+                t = time.perf_counter()
+                api.query(q, con=con, limit=50, all_matches=True)
+                total = time.perf_counter() - t
+            except TorchTalkError as exc:
+                print(f"  FAILED {q}: {exc.headline()}")
+                continue
+            n, sql = len(prof.stats), sum(s[0] for s in prof.stats)
+            plan, rec = sum(s[1] for s in prof.stats), sum(s[2] for s in prof.stats)
+            print(f"  {q:<46} {n:>5} {total * 1000:7.1f}ms {sql * 1000:7.1f}ms {plan * 1000:7.1f}ms {_share(plan, sql):>5}"
+                  f" {rec * 1000:7.1f}ms")
+            for i, v in enumerate((n, total, sql, plan, rec)):
+                sums[i] += v
+        n, total, sql, plan, rec = sums
+        print(f"  {'all':<46} {n:>5} {total * 1000:7.0f}ms {sql * 1000:7.0f}ms {plan * 1000:7.0f}ms {_share(plan, sql):>5}"
+              f" {rec * 1000:7.0f}ms")
+        print(f"in SQL: {_share(sql, total)} of the time; planning (bind, optimize, plan): {_share(plan, sql)} of "
+              f"that; recursive CTEs (the walks): {_share(rec, sql)}; {sql / max(n, 1) * 1000:.1f} ms per statement")
+    con.close()
+
+
+def _share(part: float, whole: float) -> str:
+    return f"{100 * part / whole:.0f}%" if whole else "-"
+
+
 def as_process(db: Path, repeat: int, failed: set[str]) -> list[float]:
     exe = Path(sys.executable).with_name("torchtalk")
     cmd0 = [str(exe)] if exe.exists() else [sys.executable, "-m", "torchtalk"]
@@ -127,11 +233,17 @@ def main() -> int:
     ap.add_argument("--source", type=Path)
     ap.add_argument("--db", type=Path)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--breakdown", action="store_true",
+                    help="where each query's time goes, by DuckDB's profiler, instead of the latency figures")
     args = ap.parse_args()
     from torchtalk import api
 
     db = api.resolve_db(source=args.source, db=args.db)
     print(reference_line())
+    if args.breakdown:
+        print(f"fact DB: {db}\nwhere the time goes (in-process, one run after a warm one):")
+        breakdown(db)
+        return 0
     print(f"fact DB: {db}\nin-process (first run of each query shown):")
     inproc, failed = in_process(db, args.repeat)
     table = as_table(db, max(1, args.repeat // 2), failed)
