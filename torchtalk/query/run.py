@@ -232,14 +232,11 @@ def evaluate_bound(b: Bound, program, con, *, engine: str = "duckdb",
     the rows read]). `per=N`: the first N rows of each section, with the
     counts of all, when the relation's rows can be sized so (Note [Rows per
     section] in torchtalk/query/output.py); `limit` applies otherwise."""
-    from torchtalk.datalog.engines import Fetch, Page
+    from torchtalk.datalog.engines import Page
     from torchtalk.query.chains import CHAIN, chains, wants_chain
-    from torchtalk.query.output import section_column
 
     name = b.sig.name
-    column = section_column(b.sig.columns) if per is not None else False
-    spec = (Fetch(sort_order(b.sig), b.filters, limit) if column is False  # `limit` where `per` cannot be
-            else Fetch(sort_order(b.sig), b.filters, per=(column, per)))
+    spec = _fetch_spec(b, limit, per)
     with_chain = wants_chain(program, name) and CHAIN in program.decls
     shown = f"{name}_shown"
     paged = with_chain and shown in program.inputs
@@ -256,16 +253,10 @@ def evaluate_bound(b: Bound, program, con, *, engine: str = "duckdb",
         page = out.get(name, Page([]))
         if not with_chain:
             return page
-        rows = page
-        if picked:
-            chosen = sorted(set(pick(page)))
-            rows = [page[i] for i in chosen]
+        chosen = sorted(set(pick(page))) if picked else range(len(page))
+        rows = [page[i] for i in chosen]
         if paged:
-            facts = {**b.facts, shown: [tuple(r) for r in rows]}
-            later = None if dump is None else (lambda n, st: dump(f"chain-{n}", st))
-            reuse = _same_walks(program, walks or {}, b.facts, facts)
-            edges = _evaluate(b, program, con, engine, tables, later, facts, [CHAIN], CHAIN, {},
-                              reuse=reuse)[CHAIN] if rows else ()
+            edges = _page_chains(b, program, con, engine, tables, dump, rows, walks or {}) if rows else ()
         else:
             edges = out.get(CHAIN, ())
     finally:
@@ -273,11 +264,34 @@ def evaluate_bound(b: Bound, program, con, *, engine: str = "duckdb",
             from torchtalk.datalog.engines.duckdb import drop_tables
 
             drop_tables(con, walks.values())
-    found = chains(name, rows, edges)
-    if picked:
-        of = dict(zip(chosen, found, strict=True))
-        return Page([(*r, of.get(i)) for i, r in enumerate(page)], page.total, page.counts, page.one_value)
-    return Page([(*r, c) for r, c in zip(page, found, strict=True)], page.total, page.counts, page.one_value)
+    of = dict(zip(chosen, chains(name, rows, edges), strict=True))
+    return Page([(*r, of.get(i)) for i, r in enumerate(page)], page.total, page.counts, page.one_value)
+
+
+def _fetch_spec(b: Bound, limit: int | None, per: int | None):
+    """How the bound relation's rows are read: filtered, in `sort_order`,
+    the first `per` rows of each section when they can be sized so (Note
+    [Rows per section]), else at most `limit` rows."""
+    from torchtalk.datalog.engines import Fetch
+    from torchtalk.query.output import section_column
+
+    column = section_column(b.sig.columns) if per is not None else False
+    if column is False:  # `limit` where `per` cannot be
+        return Fetch(sort_order(b.sig), b.filters, limit)
+    return Fetch(sort_order(b.sig), b.filters, per=(column, per))
+
+
+def _page_chains(b: Bound, program, con, engine, tables, dump, rows, walks: dict[str, str]):
+    """The chain edges of `rows` (Note [Chains for the page]): a second run
+    given them as `<query>_shown`, reading the first run's `walks` where
+    they are the same (Note [One walk per answer])."""
+    from torchtalk.query.chains import CHAIN
+
+    shown = f"{b.sig.name}_shown"
+    facts = {**b.facts, shown: [tuple(r) for r in rows]}
+    later = None if dump is None else (lambda n, st: dump(f"chain-{n}", st))
+    reuse = _same_walks(program, walks, b.facts, facts)
+    return _evaluate(b, program, con, engine, tables, later, facts, [CHAIN], CHAIN, {}, reuse=reuse)[CHAIN]
 
 
 # Note [Chains for the rows read]: a table or an MCP answer reads every row
