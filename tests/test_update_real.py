@@ -88,15 +88,19 @@ def indexed(tree, tmp_path) -> tuple[Path, Path]:
     shutil.rmtree(copy, ignore_errors=True)
 
 
-def _update(copy: Path, db: Path, ran: list[str]) -> set[str]:
+def _update(copy: Path, db: Path, ran: list[str]) -> tuple[set[str], set[str]]:
     """Index `copy` again: an update in place that re-ran the layers `ran`;
-    -> the stored relations it recomputed (Note [Derived in place])."""
+    -> the stored relations it recomputed (Note [Derived in place]), and
+    those of them it recomputed in the changed files only (Note [Rows
+    changed by file])."""
     lines: list[str] = []
     report = api.index(copy, db, layers=LAYERS, jobs=2, log=lines.append)
     assert report.mode == "updated"
     assert [lr.name for lr in report.layers if lr.action == "ran"] == ran
     done = [ln.split(": ", 1)[1] for ln in lines if ln.startswith("stored relations recomputed in ")]
-    return set(done[0].split(", ")) if done else set()
+    by_file = [ln.split(": ", 1)[1] for ln in lines if ln.startswith("… in the changed files only: ")]
+    return (set(done[0].split(", ")) if done else set(),
+            {part.split(" (")[0] for part in by_file[0].split(", ")} if by_file else set())
 
 
 @pytest.mark.real_tree
@@ -106,10 +110,12 @@ def test_each_edit_updates_in_place_to_a_cold_index(indexed, tmp_path):
     # a .cpp body: a line more in gemm's body moves the rows below it
     line = _edit(copy, BLAS, "int m_ = m, n_ = n, k_ = k", "// probe\n  int m_ = m, n_ = n, k_ = k")
     before = _rows(db, "select line from func where file = ? and line > ? order by line limit 1", [BLAS, line])
-    recomputed = _update(copy, db, ["cpp"])
-    # lines moved, no call: the walks' nodes and edges stay, where they are written does not
+    recomputed, by_file = _update(copy, db, ["cpp"])
+    # lines moved, no call: the walks' nodes and edges stay, where they are written does not,
+    # in this file's rows only (Note [Rows changed by file])
     assert "step_at" in recomputed and "search_entity" in recomputed
     assert not recomputed & {"step_pair", "step_dev", "op_stub_impl"}
+    assert {"step_at", "search_entity"} <= by_file
     after = _rows(db, "select line from func where file = ? and line > ? order by line limit 1", [BLAS, line])
     assert after == [(before[0][0] + 1,)]
     assert_same_tables(db, _cold(copy, tmp_path, "body"))
@@ -117,7 +123,9 @@ def test_each_edit_updates_in_place_to_a_cold_index(indexed, tmp_path):
     # a new C++ function, calling an op
     line = _edit(copy, BLAS, "namespace at::native::cpublas {",
                  "namespace at::native::cpublas {\nvoid tt_probe(const Tensor& t) { t.mm(t); }")
-    assert {"step_pair", "step_at"} <= _update(copy, db, ["cpp"])  # a new node: numbered (Note [Node numbers])
+    recomputed, by_file = _update(copy, db, ["cpp"])
+    assert {"step_pair", "step_at"} <= recomputed  # a new node: numbered (Note [Node numbers]) ...
+    assert "step_at" not in by_file  # ... a node row came, and step_at reads node with no file: all again
     assert _rows(db, "select count(*) from node where name = 'at::native::cpublas::tt_probe'", []) == [(1,)]
     assert _rows(db, "select fn, line from func where name = 'tt_probe'", []) == [
         ("at::native::cpublas::tt_probe", line + 1)]

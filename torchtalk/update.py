@@ -139,7 +139,7 @@ def apply(tmp_db: Path, src: store.Source, schema, deltas: Deltas, tmp_facts: Pa
         con.execute("COMMIT")
         # the copy is private until renamed: the stored relations may commit apart
         note = _refresh_derived(con, changed, lambda rel, cols: _moved(con, schema.decls[rel], *temps[rel], cols),
-                                log)
+                                log, lambda rel, col: _values(con, schema.decls[rel], *temps[rel], col))
         con.execute("checkpoint")
     finally:
         con.close()
@@ -208,9 +208,18 @@ def _moved(con, decl, gone_t: str, new_t: str, cols: frozenset[int]) -> bool:
     return found is not None
 
 
-def _refresh_derived(con, changed: frozenset[str], moved, log) -> str:
+def _values(con, decl, gone_t: str, new_t: str, col: int) -> list:
+    """The values at column `col` of `decl`'s rows that went or came (Note
+    [Rows changed by file] in torchtalk/datalog/analysis/partition.py)."""
+    c = store.quote(decl.columns[col].name)
+    return [v for (v,) in con.execute(f"SELECT {c} FROM {gone_t} UNION SELECT {c} FROM {new_t}").fetchall()]
+
+
+def _refresh_derived(con, changed: frozenset[str], moved, log, values=None) -> str:
     """Recompute the stored relations that read a changed relation (Note
-    [Derived in place]); a failure leaves them out, as at a full index."""
+    [Derived in place]), those whose rows changed in some files only there
+    (Note [Rows changed by file]); a failure leaves them out, as at a full
+    index."""
     import duckdb
 
     from torchtalk.errors import TorchTalkError
@@ -223,7 +232,8 @@ def _refresh_derived(con, changed: frozenset[str], moved, log) -> str:
     empty = frozenset(r for r, n in rows.items() if n == 0 and r not in changed)  # before and after
     con.execute("BEGIN TRANSACTION")
     try:
-        counts = refresh(con, load_library(user=False), tables, changed, moved, empty)
+        by_file: dict[str, int] = {}
+        counts = refresh(con, load_library(user=False), tables, changed, moved, empty, values, by_file)
     except (TorchTalkError, duckdb.Error) as exc:
         con.execute("ROLLBACK")
         what = exc.headline() if isinstance(exc, TorchTalkError) else str(exc).splitlines()[0]
@@ -235,6 +245,9 @@ def _refresh_derived(con, changed: frozenset[str], moved, log) -> str:
         note = f"{total[0]} relations, {total[1]} rows, {time.perf_counter() - t:.2f} s"
         if counts:
             log(f"stored relations recomputed in {time.perf_counter() - t:.2f} s: {', '.join(sorted(counts))}")
+        if by_file:
+            log("… in the changed files only: " + ", ".join(f"{rel} ({n} file{'s' if n != 1 else ''})"
+                                                       for rel, n in sorted(by_file.items())))
     con.execute("UPDATE torchtalk_meta SET value = ? WHERE key = 'derived'", [note])
     return note
 

@@ -122,7 +122,8 @@ def materialize(con: Any, program: A.Program, tables: frozenset[str]) -> dict[st
 
 
 def refresh(con: Any, program: A.Program, tables: frozenset[str], changed: frozenset[str],
-            moved=None, empty: frozenset[str] = frozenset()) -> dict[str, int]:
+            moved=None, empty: frozenset[str] = frozenset(), values=None,
+            by_file: dict[str, int] | None = None) -> dict[str, int]:
     """Recompute, on the writable `con` of a DB updated in place, the stored
     relations that read (transitively) a fact relation in `changed` in a
     column whose values moved (`moved(relation, columns)`, default: any
@@ -145,6 +146,11 @@ def refresh(con: Any, program: A.Program, tables: frozenset[str], changed: froze
     (without rows before the update and after it) derives nothing either
     way, so the columns only it reads are not needed (a fast-tier DB has
     no precise_skipped rows: the line of a call it compares is not read).
+    `values(relation, column)`: the values at that column of a changed
+    fact relation's rows that went or came; given, a relation whose rows
+    changed only in some files is updated there alone (Note [Rows changed
+    by file] in torchtalk/datalog/analysis/partition.py; `by_file` gets
+    the number of files of each).
     """
     prints = fingerprints(program)
     have = _read_catalog(con)
@@ -173,17 +179,78 @@ def refresh(con: Any, program: A.Program, tables: frozenset[str], changed: froze
     from torchtalk.datalog.transform.use_stored import use_stored
     kept = frozenset(prints) - affected
     partial = use_stored(program, kept)
-    for rel in sorted(affected):
-        con.execute(f"DROP TABLE IF EXISTS {table_of(rel)}")
     live = prune(partial, frozenset(n for n in partial.inputs
                                     if is_argument(partial, n) or (n not in tables and n not in kept)))
-    counts = DuckDBEngine().materialize(live, con, {rel: table_of(rel) for rel in sorted(affected)},
-                                        {rel: table_of(rel) for rel in kept})
+    counts: dict[str, int] = {}
+    if values is not None:
+        same = frozenset(rel for rel in affected if have[rel] == prints[rel])  # rows of a changed rule: all again
+        counts = _by_file(con, live, same, frozenset(changed), moves, values, kept)
+        if by_file is not None:
+            by_file.update({rel: n for rel, (n, _rows) in counts.items()})
+        counts = {rel: rows for rel, (_n, rows) in counts.items()}
+    whole = affected - set(counts)
+    for rel in sorted(whole):
+        con.execute(f"DROP TABLE IF EXISTS {table_of(rel)}")
+    inputs = {rel: table_of(rel) for rel in kept | set(counts)}
+    if whole:
+        rest = use_stored(program, frozenset(inputs))
+        rest = prune(rest, frozenset(n for n in rest.inputs if is_argument(rest, n) or (n not in tables and n not in inputs)))
+        counts |= DuckDBEngine().materialize(rest, con, {rel: table_of(rel) for rel in sorted(whole)}, inputs)
     for rel in affected:
         _check_one_to_one(con, program, rel)
     con.executemany(f"UPDATE {CATALOG} SET fingerprint = ?, rows = ? WHERE relation = ?",
                     [(prints[rel], counts[rel], rel) for rel in sorted(affected)])
     return counts
+
+
+# the input of the values whose rows are computed again (Note [Rows changed by file])
+PART = "tt_changed_part"
+PART_TABLE = "_tt_changed_part"
+FILE_COLUMN = "file"
+
+
+def _by_file(con, live: A.Program, rels: frozenset[str], changed: frozenset[str], moves, values,
+             kept: frozenset[str]) -> dict[str, tuple[int, int]]:
+    """Update those of `rels` (stored relations of `live`, the library with
+    the kept ones as inputs) whose rows changed only in some files: their
+    rows of those files deleted and computed again (Note [Rows changed by
+    file]). -> relation: (files, rows now)."""
+    from torchtalk.datalog.analysis.partition import partition_sources
+    from torchtalk.datalog.compile import SQL_TYPES
+    from torchtalk.datalog.engines.duckdb import DuckDBEngine
+    from torchtalk.datalog.transform.restrict import restrict
+
+    def moved(rel: str, cols: frozenset[int]) -> bool:
+        return rel in changed and moves(rel, cols)
+
+    out: dict[str, tuple[int, int]] = {}
+    for rel in sorted(rels):
+        names = [c.name for c in live.decls[rel].columns]
+        if FILE_COLUMN not in names:
+            continue
+        col = names.index(FILE_COLUMN)
+        sources = partition_sources(live, rel, col, moved)
+        if sources is None:
+            continue
+        table = table_of(rel)
+        if not sources:  # no rule reads what changed, in the columns it reads: the same rows
+            out[rel] = (0, con.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+            continue
+        files = sorted({v for src, c in sources for v in values(src, c)})
+        column = live.decls[rel].columns[col]
+        con.execute(f"CREATE OR REPLACE TEMP TABLE {PART_TABLE} (v {SQL_TYPES[column.type]})")
+        if files:
+            con.executemany(f"INSERT INTO {PART_TABLE} VALUES (?)", [(f,) for f in files])
+        part = table_of(f"{rel}__{PART}")
+        con.execute(f"DROP TABLE IF EXISTS {part}")
+        DuckDBEngine().materialize(restrict(live, rel, col, PART), con, {rel: part},
+                                   {**{r: table_of(r) for r in kept}, PART: f"temp.main.{PART_TABLE}"})
+        con.execute(f"DELETE FROM {table} WHERE {q(FILE_COLUMN)} IN (SELECT v FROM {PART_TABLE})")
+        con.execute(f"INSERT INTO {table} SELECT * FROM {part}")
+        con.execute(f"DROP TABLE {part}")
+        out[rel] = (len(files), con.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+    con.execute(f"DROP TABLE IF EXISTS temp.main.{PART_TABLE}")
+    return out
 
 
 def needed_columns(program: A.Program, rel: str) -> dict[str, frozenset[int]]:

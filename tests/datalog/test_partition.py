@@ -1,0 +1,145 @@
+"""Stored relations updated in the changed files only (Note [Rows changed by
+file] in torchtalk/datalog/analysis/partition.py): which relations may be,
+the program that computes their rows of some files, and an update in place
+that gives what computing them whole gives."""
+
+from __future__ import annotations
+
+import duckdb
+import pytest
+
+from torchtalk.datalog.analysis.partition import partition_sources
+from torchtalk.datalog.parser import parse_text
+from torchtalk.datalog.transform.restrict import restrict
+from torchtalk.query.derived import materialize, refresh, table_of
+from torchtalk.update import _moved, _values
+
+LIB = """
+.decl calls(a: symbol, b: symbol, file: symbol, line: number)
+.input calls
+.decl kind(a: symbol, k: symbol)
+.input kind
+.decl hidden(file: symbol)
+.input hidden
+.decl step0(a: symbol, b: symbol, file: symbol, line: number)
+step0(a, b, f, l) :- calls(a, b, f, l), !hidden(f).
+.decl step(a: symbol, b: symbol, k: symbol, file: symbol, line: number)
+step(a, b, k, f, l) :- step0(a, b, f, l), kind(b, k).
+step(a, a, "self", "none.cpp", 0) :- kind(a, "root").
+.decl callee_count(b: symbol, n: number)
+callee_count(b, n) :- kind(b, _), n = count : { calls(_, b, _, _) }.
+.decl reach(a: symbol, b: symbol, file: symbol)
+reach(a, b, f) :- calls(a, b, f, _).
+reach(a, c, f) :- reach(a, b, f), calls(b, c, _, _).
+"""
+
+
+def _moved_in(*rels):
+    return lambda rel, cols: rel in rels
+
+
+def test_a_relation_made_from_what_changed_through_its_file_column_is_by_file():
+    p = parse_text(LIB)
+    assert partition_sources(p, "step", 3, _moved_in("calls")) == frozenset({("calls", 2)})
+    assert partition_sources(p, "step0", 2, _moved_in("calls")) == frozenset({("calls", 2)})
+
+
+def test_nothing_it_reads_changed_is_no_source_at_all():
+    assert partition_sources(parse_text(LIB), "step", 3, _moved_in("hidden_other")) == frozenset()
+
+
+@pytest.mark.parametrize("rel, col, moved, why", [
+    ("step", 3, ("kind",), "kind's rows hold no file"),
+    ("step", 3, ("hidden",), "a negation of what changed"),
+    ("callee_count", 0, ("calls",), "an aggregate of what changed"),
+    ("reach", 2, ("calls",), "recursive"),
+])
+def test_no_partition_when_a_change_can_reach_any_file(rel, col, moved, why):
+    assert partition_sources(parse_text(LIB), rel, col, _moved_in(*moved)) is None, why
+
+
+def test_a_moved_column_the_rule_does_not_read_changes_nothing():
+    p = parse_text(".decl c(a: symbol, f: symbol, l: number)\n.input c\n.decl k(a: symbol)\n.input k\n"
+                   ".decl s(a: symbol)\ns(a) :- c(a, _, l), k(a).")
+    # c's moved columns are asked about by what the rule reads: a and, once only, l
+    asked = []
+    assert partition_sources(p, "s", 0, lambda rel, cols: asked.append((rel, cols)) or 2 in cols) == frozenset()
+    assert ("c", frozenset({0})) in asked
+
+
+def test_restricted_program_reads_the_values_where_the_file_flows():
+    r = restrict(parse_text(LIB), "step", 3, "part")
+    assert sorted(str(x) for x in r.rules if x.head.name in ("step", "step0__2__part")) == [
+        'step(a, a, "self", "none.cpp", 0) :- kind(a, "root"), part("none.cpp").',
+        "step(a, b, k, f, l) :- step0__2__part(a, b, f, l), kind(b, k), part(f).",
+        "step0__2__part(a, b, f, l) :- calls(a, b, f, l), !hidden(f), part(f).",
+    ]
+    assert "part" in r.inputs and [c.name for c in r.decls["part"].columns] == ["v"]
+    # a recursive relation is not restricted in place: its rows of a file come from others'
+    assert [str(x) for x in restrict(parse_text(LIB), "reach", 2, "part").rules if x.head.name == "reach"][1] == (
+        "reach(a, c, f) :- reach(a, b, f), calls(b, c, _, _), part(f).")
+
+
+CALLS = [("f", "g", "a.cpp", 1), ("g", "h", "a.cpp", 2), ("h", "g", "b.cpp", 7), ("x", "h", "b.cpp", 9)]
+KIND = [("g", "cpu"), ("h", "cuda"), ("f", "root")]
+
+
+def _db(calls, kind, program):
+    con = duckdb.connect()
+    con.execute("CREATE TABLE calls (a VARCHAR, b VARCHAR, file VARCHAR, line BIGINT)")
+    con.execute("CREATE TABLE kind (a VARCHAR, k VARCHAR)")
+    con.execute("CREATE TABLE hidden (file VARCHAR)")
+    con.executemany("INSERT INTO calls VALUES (?, ?, ?, ?)", calls)
+    con.executemany("INSERT INTO kind VALUES (?, ?)", kind)
+    materialize(con, program, frozenset({"calls", "kind", "hidden"}))
+    return con
+
+
+def _stored(con, program):
+    return {rel: sorted(con.execute(f"SELECT * FROM {table_of(rel)}").fetchall())
+            for (rel,) in con.execute("SELECT relation FROM derived.catalog").fetchall()}
+
+
+def _update(con, program, rel, gone, new):
+    """Apply a delta to fact table `rel` as torchtalk/update.py does, then refresh."""
+    decl = program.decls[rel]
+    cols = ", ".join(f"{c.name} {'VARCHAR' if c.type.value == 'symbol' else 'BIGINT'}" for c in decl.columns)
+    for t, rows in (("_g", gone), ("_n", new)):
+        con.execute(f"CREATE OR REPLACE TEMP TABLE {t} ({cols})")
+        if rows:
+            con.executemany(f"INSERT INTO {t} VALUES ({', '.join('?' * decl.arity)})", rows)
+    for row in gone:
+        con.execute(f"DELETE FROM {rel} WHERE " + " AND ".join(f"{c.name} = ?" for c in decl.columns), list(row))
+    con.execute(f"INSERT INTO {rel} SELECT * FROM _n")
+    by_file: dict[str, int] = {}
+    counts = refresh(con, program, frozenset({"calls", "kind", "hidden"}), frozenset({rel}),
+                     lambda r, c: _moved(con, decl, "_g", "_n", c), values=lambda r, c: _values(con, decl, "_g", "_n", c),
+                     by_file=by_file)
+    return counts, by_file
+
+
+def test_an_update_in_the_changed_files_gives_what_computing_all_gives():
+    program = parse_text(LIB)
+    con = _db(CALLS, KIND, program)
+    # a line more above b.cpp's calls, and one call gone from it
+    gone, new = [("h", "g", "b.cpp", 7), ("x", "h", "b.cpp", 9)], [("h", "g", "b.cpp", 8)]
+    counts, by_file = _update(con, program, "calls", gone, new)
+    # b.cpp's rows only, through step0 (computed, not stored: only step reads it);
+    # reach is recursive and callee_count counts: all of them again
+    assert by_file == {"step": 1}
+    assert set(counts) == {"step", "callee_count", "reach"}
+    calls = [c for c in CALLS if c not in gone] + new
+    assert _stored(con, program) == _stored(_db(calls, KIND, program), program)
+    assert sorted(con.execute(f"SELECT * FROM {table_of('step')}").fetchall()) == [
+        ("f", "f", "self", "none.cpp", 0), ("f", "g", "cpu", "a.cpp", 1), ("g", "h", "cuda", "a.cpp", 2),
+        ("h", "g", "cpu", "b.cpp", 8)]
+
+
+def test_a_change_with_no_file_computes_all_again():
+    program = parse_text(LIB)
+    con = _db(CALLS, KIND, program)
+    gone, new = [("g", "cpu")], [("g", "gpu")]
+    _counts, by_file = _update(con, program, "kind", gone, new)
+    assert "step" not in by_file
+    kind = [k for k in KIND if k not in gone] + new
+    assert _stored(con, program) == _stored(_db(CALLS, kind, program), program)

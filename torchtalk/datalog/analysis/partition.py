@@ -1,0 +1,135 @@
+"""Whether a relation's rows change only where a column has certain values.
+
+Note [Rows changed by file]: an update in place changes the rows of a few
+files (torchtalk/update.py). A derived relation whose every rule carries a
+changed relation's `file` into its own `file` column, through the atoms
+that read what changed, keeps its rows of every other file: a row with
+file F is made from rows of file F of what changed, and from rows of what
+did not change. `partition_sources` checks that, rule by rule, through the
+derived relations in between, and says which (relation, column) pairs the
+values come from; the caller deletes the rows of the files those pairs'
+changed rows name and computes them again (transform/restrict.py), instead
+of the whole relation. A rule that reads a changed relation under a
+negation or an aggregate, or without the head's variable at some column,
+or through a recursive relation, makes it None: the whole relation is
+computed again.
+
+Example:
+    >>> p = parse_text(".decl c(a: symbol, f: symbol)\\n.input c\\n.decl k(a: symbol)\\n.input k\\n"
+    ...                ".decl s(a: symbol, f: symbol)\\ns(a, f) :- c(a, f), k(a).")
+    >>> partition_sources(p, "s", 1, lambda rel, cols: rel == "c")
+    frozenset({('c', 1)})
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from torchtalk.datalog import ast as A
+
+# moved(input relation, columns): whether its rows, seen through those columns, changed
+Moved = Callable[[str, frozenset[int]], bool]
+
+
+def partition_sources(program: A.Program, rel: str, col: int, moved: Moved) -> frozenset[tuple[str, int]] | None:
+    """The (input relation, column) pairs whose changed rows' values at that
+    column are the only values of `rel`'s column `col` whose rows may have
+    changed; None when there is no such set (Note [Rows changed by file])."""
+    return _sources(program, rel, col, _with_derived(program, moved), frozenset())
+
+
+def _with_derived(program: A.Program, moved: Moved) -> Moved:
+    """`moved` for every relation: a derived one may have changed when a rule
+    of it reads one that did (in the columns it reads; a relation on a cycle
+    is taken as changed)."""
+    inputs = frozenset(program.inputs)
+    memo: dict[str, bool] = {}
+
+    def any_moved(rel: str, cols: frozenset[int]) -> bool:
+        if rel in inputs:
+            return moved(rel, cols)
+        if rel not in memo:
+            memo[rel] = True  # on a cycle: changed
+            memo[rel] = any(any_moved(atom.name, _read_columns(atom, rule) if atom is lit
+                                      else frozenset(range(program.decls[atom.name].arity)))
+                            for rule in program.rules_for(rel) for lit in rule.body
+                            for atom, _strict in A.literal_atoms(lit))
+        return memo[rel]
+
+    return any_moved
+
+
+def _sources(program, rel, col, moved, seen) -> frozenset | None:
+    if rel in seen:  # recursive: its rows of one value may come from another's
+        return None
+    out: set[tuple[str, int]] = set()
+    for rule in program.rules_for(rel):
+        got = _rule_sources(program, rule, col, moved, seen | {rel})
+        if got is None:
+            return None
+        out |= got
+    return frozenset(out)
+
+
+def _rule_sources(program, rule: A.Rule, col: int, moved, seen) -> frozenset | None:
+    inputs = frozenset(program.inputs)
+    changed = []
+    for lit in rule.body:
+        for atom, _strict in A.literal_atoms(lit):
+            if atom is not lit and moved(atom.name, frozenset(range(program.decls[atom.name].arity))):
+                return None  # a negation or an aggregate of what changed
+        if isinstance(lit, A.Atom) and moved(lit.name, _read_columns(lit, rule)):
+            changed.append(lit)
+    if not changed:
+        return frozenset()  # its rows are what they were
+    head = rule.head.args[col]
+    if not isinstance(head, A.Var):
+        return None
+    out: set[tuple[str, int]] = set()
+    for lit in changed:
+        at = [i for i, t in enumerate(lit.args) if isinstance(t, A.Var) and t.name == head.name]
+        if not at:
+            return None
+        if lit.name in inputs:
+            out.add((lit.name, at[0]))
+            continue
+        got = _sources(program, lit.name, at[0], moved, seen)
+        if got is None:
+            return None
+        out |= got
+    return frozenset(out)
+
+
+def _read_columns(atom: A.Atom, rule: A.Rule) -> frozenset[int]:
+    """The columns of a positive atom whose values its rule reads: all but
+    wildcards and variables that occur once in the rule."""
+    counts: dict[str, int] = {}
+    for term in _terms(rule):
+        if isinstance(term, A.Var):
+            counts[term.name] = counts.get(term.name, 0) + 1
+    return frozenset(i for i, t in enumerate(atom.args)
+                     if not isinstance(t, A.Wildcard) and not (isinstance(t, A.Var) and counts.get(t.name) == 1))
+
+
+def _terms(rule: A.Rule):
+    """Every term of `rule`, nested ones and aggregates' bodies included."""
+    stack = list(rule.head.args)
+    for lit in rule.body:
+        stack.extend(_literal_terms(lit))
+    while stack:
+        t = stack.pop()
+        yield t
+        if isinstance(t, A.Aggregate):
+            stack.extend(x for lit in t.body for x in _literal_terms(lit))
+            if t.target is not None:
+                stack.append(t.target)
+        else:
+            stack.extend(A.subterms(t))
+
+
+def _literal_terms(lit: A.Literal):
+    if isinstance(lit, A.Atom):
+        return list(lit.args)
+    if isinstance(lit, A.Negation):
+        return _literal_terms(lit.target)
+    return [lit.left, lit.right]
