@@ -28,7 +28,8 @@ def restrict(program: A.Program, rel: str, col: int, part: str) -> A.Program:
     """`program` computing `rel` only for the rows whose column `col` is a
     value of the new unary input `part` (of that column's type)."""
     inputs = frozenset(program.inputs)
-    recursive = frozenset(r for s in strata(program) if s.recursive for r in s.relations)
+    recursive = program.cached("recursive", lambda: frozenset(r for s in strata(program) if s.recursive
+                                                                for r in s.relations))
     made: dict[tuple[str, int], str | None] = {}
     copies: list[A.Rule] = []
     decls = dict(program.decls)
