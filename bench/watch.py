@@ -1,8 +1,9 @@
 """How long after an edit `torchtalk watch` has the DB updated (issue 16).
 
 Runs `torchtalk watch` on a hard-linked copy of the real tree, then makes the
-edits of bench/incremental.py one at a time (each .cpp edit twice: the
-watcher's second update reads its memo, Note [Layer memo]), and prints, per
+edits of bench/incremental.py one at a time (the .cpp body and the .py
+edits twice: the watcher's second update reads its memo, Note [Layer
+memo]), and prints, per
 edit, the seconds from the file's write to the watcher's line saying the DB
 is updated (the debounce, 0.3 s, included). The real tree is never modified.
 
@@ -33,9 +34,11 @@ def main() -> None:
         try:
             while not proc.stdout.readline().startswith("watching"):
                 pass
-            cpp = EDITS[0][1]
+            cpp, py = EDITS[0][1], EDITS[2][1]
             plan = [EDITS[0], ("the same .cpp, again", cpp, "// a line more\n", "// a line more\n// and one\n"),
-                    EDITS[1], *EDITS[2:]]
+                    EDITS[1], EDITS[2],
+                    ("the same .py, again", py, "    torch.sigmoid(input)\n", "    torch.sigmoid(input)\n" * 2),
+                    *EDITS[3:]]
             for what, rel, old, new in plan:
                 time.sleep(1.0)
                 t = time.perf_counter()

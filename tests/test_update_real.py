@@ -216,6 +216,15 @@ def test_watch_picks_up_edits(indexed, tmp_path):
             assert done.startswith(f"{BLAS}: updated (cpp ran) in "), done
         assert _rows(db, "select fn, line from func where name = 'tt_watched'", []) == [
             ("at::native::cpublas::tt_watched", line + 1)]
+        # .py edits: the second reads the summaries and native ops the first kept (Note [Layer memo])
+        for old, new in (("    if inplace:\n        result = torch.relu_(input)",
+                          "    torch.sigmoid(input)\n    if inplace:\n        result = torch.relu_(input)"),
+                         ("    torch.sigmoid(input)\n", "    torch.sigmoid(input)\n    torch.tanh(input)\n")):
+            py_line = _edit(copy, FUNCTIONAL, old, new)
+            done = proc.stdout.readline()
+            assert done.startswith(f"{FUNCTIONAL}: updated (python ran) in "), done
+        assert ("torch.tanh", py_line + 1) in _rows(
+            db, "select callee, line from py_calls where caller = 'torch.nn.functional.relu'", [])
     finally:
         proc.send_signal(signal.SIGINT)
         try:

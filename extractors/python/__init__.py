@@ -13,6 +13,7 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -48,14 +49,31 @@ def load_model(ctx: ExtractContext, sink: Sink, tops: Iterable[str] = TOPS) -> t
     sink.progress(0, total=len(files), what="python files")
     summaries = summarize_tree(
         ctx.root, files, shared_cache_dir(ctx.cache_dir), ctx.jobs,
-        progress=lambda n: sink.progress(n),
+        progress=lambda n: sink.progress(n), memo=ctx.memo,
     )
     for s in summaries:
         if s.error is not None:
             sink.warn(s.file, s.error[0], f"Python file does not parse: {s.error[1]}")
     if ctx.torch_root is None:
-        return Model(summaries, load_native(ctx.root)), summaries
-    return Model(summaries, load_native(ctx.torch_root), tuple(f"{t}/" for t in tops), extension=True), summaries
+        return Model(summaries, _native(ctx.root, ctx.memo)), summaries
+    return (Model(summaries, _native(ctx.torch_root, ctx.memo), tuple(f"{t}/" for t in tops), extension=True),
+            summaries)
+
+
+def _native(root: Path, memo: dict | None):
+    """`load_native(root)`, kept in `memo` by the YAML's path and content
+    (Note [Layer memo]): a watcher's update after a .py edit parses it no more."""
+    from extractors.ops import find_inputs
+
+    layout = find_inputs(root)
+    if memo is None or layout is None:
+        return load_native(root)
+    path = root / layout.native
+    key = (str(path), hashlib.blake2b(path.read_bytes(), digest_size=20).hexdigest())
+    hit = memo.get("native")
+    if hit is None or hit[0] != key:
+        hit = memo["native"] = (key, load_native(root))
+    return hit[1]
 
 
 def extract(ctx: ExtractContext, sink: Sink) -> None:

@@ -53,19 +53,23 @@ def python_files(root: Path, tops: Iterable[str]) -> list[str]:
 
 
 def summarize_tree(
-    root: Path, files: Sequence[str], cache_dir: Path, jobs: int = 1, progress=None
+    root: Path, files: Sequence[str], cache_dir: Path, jobs: int = 1, progress=None, memo: dict | None = None
 ) -> list[FileSummary]:
-    """Summaries of `files` (relative to `root`), from the cache where unchanged."""
+    """Summaries of `files` (relative to `root`), from the cache where
+    unchanged; `memo` (Note [Layer memo]) keeps them by content digest for
+    the next run in this process, which then reads only the changed ones."""
     try:
         cache_dir.mkdir(parents=True, exist_ok=True)
     except OSError:
         pass  # no cache: every file is parsed, nothing is stored (see _store)
+    kept = memo.get("summaries", {}) if memo is not None else {}
     results: dict[str, FileSummary] = {}
+    keys: dict[str, str] = {}
     todo: list[tuple[str, str]] = []
     for rel in files:
         data = (root / rel).read_bytes()
-        key = _key(rel, data)
-        hit = _load(cache_dir, key)
+        key = keys[rel] = _key(rel, data)
+        hit = kept.get(key) or _load(cache_dir, key)
         if hit is not None:
             results[rel] = hit
             if progress:
@@ -76,6 +80,8 @@ def summarize_tree(
         results[rel] = summary
         if progress:
             progress(1)
+    if memo is not None:  # the current files' only
+        memo["summaries"] = {keys[rel]: results[rel] for rel in files}
     return [results[rel] for rel in files]
 
 
