@@ -107,18 +107,28 @@ def materialize(con: Any, program: A.Program, tables: frozenset[str]) -> dict[st
     writable connection of an index being built; `tables` = the fact tables
     it holds). -> rows per relation."""
     from torchtalk.datalog.engines.duckdb import DuckDBEngine
-    from torchtalk.datalog.transform.prune import prune
 
     prints = fingerprints(program)
     con.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
     con.execute(f"CREATE OR REPLACE TABLE {CATALOG} (relation VARCHAR, fingerprint VARCHAR, rows BIGINT)")
-    live = prune(program, frozenset(n for n in program.inputs if is_argument(program, n) or n not in tables))
-    counts = DuckDBEngine().materialize(live, con, {rel: table_of(rel) for rel in prints})
+    counts = DuckDBEngine().materialize(_reading(program, tables), con, {rel: table_of(rel) for rel in prints})
     for rel in prints:
         _check_one_to_one(con, program, rel)
     con.executemany(f"INSERT INTO {CATALOG} VALUES (?, ?, ?)",
                     [(rel, prints[rel], counts[rel]) for rel in prints])
     return counts
+
+
+def _reading(program: A.Program, tables: frozenset[str], stored: frozenset[str] = frozenset()) -> A.Program:
+    """`program` reading the relations `stored` from their tables, without
+    the rules that read a query argument or a fact relation with no table
+    of `tables` (they derive nothing at index time)."""
+    from torchtalk.datalog.transform.prune import prune
+    from torchtalk.datalog.transform.use_stored import use_stored
+
+    read = use_stored(program, stored) if stored else program
+    return prune(read, frozenset(n for n in read.inputs
+                                 if is_argument(read, n) or (n not in tables and n not in stored)))
 
 
 def refresh(con: Any, program: A.Program, tables: frozenset[str], changed: frozenset[str],
@@ -176,26 +186,22 @@ def refresh(con: Any, program: A.Program, tables: frozenset[str], changed: froze
     if not affected:
         return {}
     from torchtalk.datalog.engines.duckdb import DuckDBEngine
-    from torchtalk.datalog.transform.use_stored import use_stored
     kept = frozenset(prints) - affected
-    partial = use_stored(program, kept)
-    live = prune(partial, frozenset(n for n in partial.inputs
-                                    if is_argument(partial, n) or (n not in tables and n not in kept)))
-    counts: dict[str, int] = {}
+    done: dict[str, tuple[int, int]] = {}  # updated by file: (files, rows)
     if values is not None:
         same = frozenset(rel for rel in affected if have[rel] == prints[rel])  # rows of a changed rule: all again
-        counts = _by_file(con, live, same, frozenset(changed), moves, values, kept)
+        done = _by_file(con, _reading(program, tables, kept), same, frozenset(changed), moves, values, kept)
         if by_file is not None:
-            by_file.update({rel: n for rel, (n, _rows) in counts.items()})
-        counts = {rel: rows for rel, (_n, rows) in counts.items()}
-    whole = affected - set(counts)
+            by_file.update({rel: n for rel, (n, _rows) in done.items()})
+    counts = {rel: rows for rel, (_n, rows) in done.items()}
+    whole = affected - set(done)
     for rel in sorted(whole):
         con.execute(f"DROP TABLE IF EXISTS {table_of(rel)}")
-    inputs = {rel: table_of(rel) for rel in kept | set(counts)}
     if whole:
-        rest = use_stored(program, frozenset(inputs))
-        rest = prune(rest, frozenset(n for n in rest.inputs if is_argument(rest, n) or (n not in tables and n not in inputs)))
-        counts |= DuckDBEngine().materialize(rest, con, {rel: table_of(rel) for rel in sorted(whole)}, inputs)
+        read = kept | set(done)
+        counts |= DuckDBEngine().materialize(_reading(program, tables, read), con,
+                                             {rel: table_of(rel) for rel in sorted(whole)},
+                                             {rel: table_of(rel) for rel in read})
     for rel in affected:
         _check_one_to_one(con, program, rel)
     con.executemany(f"UPDATE {CATALOG} SET fingerprint = ?, rows = ? WHERE relation = ?",

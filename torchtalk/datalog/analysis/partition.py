@@ -23,9 +23,11 @@ Example:
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 
 from torchtalk.datalog import ast as A
+from torchtalk.datalog.analysis.grounding import occurrences
 
 # moved(input relation, columns): whether its rows, seen through those columns, changed
 Moved = Callable[[str, frozenset[int]], bool]
@@ -103,33 +105,6 @@ def _rule_sources(program, rule: A.Rule, col: int, moved, seen) -> frozenset | N
 def _read_columns(atom: A.Atom, rule: A.Rule) -> frozenset[int]:
     """The columns of a positive atom whose values its rule reads: all but
     wildcards and variables that occur once in the rule."""
-    counts: dict[str, int] = {}
-    for term in _terms(rule):
-        if isinstance(term, A.Var):
-            counts[term.name] = counts.get(term.name, 0) + 1
+    counts = Counter(v.name for v, _enclosing in occurrences(rule))
     return frozenset(i for i, t in enumerate(atom.args)
-                     if not isinstance(t, A.Wildcard) and not (isinstance(t, A.Var) and counts.get(t.name) == 1))
-
-
-def _terms(rule: A.Rule):
-    """Every term of `rule`, nested ones and aggregates' bodies included."""
-    stack = list(rule.head.args)
-    for lit in rule.body:
-        stack.extend(_literal_terms(lit))
-    while stack:
-        t = stack.pop()
-        yield t
-        if isinstance(t, A.Aggregate):
-            stack.extend(x for lit in t.body for x in _literal_terms(lit))
-            if t.target is not None:
-                stack.append(t.target)
-        else:
-            stack.extend(A.subterms(t))
-
-
-def _literal_terms(lit: A.Literal):
-    if isinstance(lit, A.Atom):
-        return list(lit.args)
-    if isinstance(lit, A.Negation):
-        return _literal_terms(lit.target)
-    return [lit.left, lit.right]
+                     if not isinstance(t, A.Wildcard) and not (isinstance(t, A.Var) and counts[t.name] == 1))
