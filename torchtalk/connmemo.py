@@ -34,11 +34,19 @@ class Session:
         ...     s.execute("SELECT 1").fetchone()
     """
 
-    __slots__ = ("con", "memo")
+    __slots__ = ("con", "memo", "engine", "stopped")
 
-    def __init__(self, con: Any) -> None:
+    def __init__(self, con: Any, engine: str = "duckdb") -> None:
         self.con = con
         self.memo: dict = {}
+        self.engine = engine  # the engine its queries run on unless told (Note [Engine per session])
+        self.stopped = False  # interrupted: the in-memory engine's run stops at its next rule
+
+    def interrupt(self) -> None:
+        """Stop the query running on this connection, whichever engine runs it
+        (DuckDB's statement; the in-memory engine's run, at its next rule)."""
+        self.stopped = True
+        self.con.interrupt()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.con, name)
@@ -48,6 +56,20 @@ class Session:
 
     def __exit__(self, *exc) -> None:
         self.con.close()
+
+
+# Note [Engine per session]: the embedded engine (DuckDB) answers one query
+# in a fresh process without reading anything first; the in-memory engine
+# (Note [In-memory evaluation] in torchtalk/datalog/engines/memory.py) reads
+# the tables a query needs into the Session once, then answers most queries
+# 10x faster. So a Session says which its queries use: DuckDB by default
+# (the CLI, a script's one query), the in-memory engine where one Session
+# answers many (the MCP server's pool). A query given an engine uses it.
+
+
+def engine_of(con: Any) -> str:
+    """The engine `con`'s queries run on unless told (Note [Engine per session])."""
+    return con.engine if isinstance(con, Session) else "duckdb"
 
 
 def raw(con: Any) -> Any:

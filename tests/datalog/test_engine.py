@@ -48,14 +48,6 @@ reach_count(x, k) :- edge(x, _), k = count : { tc(x, _) }, k >= 2.
 EDGES = [("a", "b"), ("b", "c"), ("c", "a"), ("c", "d"), ("e", "a")]
 
 
-@pytest.fixture
-def db(tmp_path):
-    path = tmp_path / "facts.duckdb"
-    con = duckdb.connect(str(path))
-    con.execute("CREATE TABLE edge (a VARCHAR, b VARCHAR)")
-    con.executemany("INSERT INTO edge VALUES (?, ?)", EDGES + [("a", "b")])  # a duplicate row
-    con.close()
-    return path
 
 
 def test_exact_rows_on_read_only_db(db):

@@ -398,7 +398,7 @@ def query_passes(b: Bound, library, con, engine: str, tables: frozenset | None, 
         program, facts = presolve(s.program, con, s.facts, output or b.sig.name, engine, s.tables)
         return replace(s, program=program, facts=facts)
 
-    return [("prune", pruned), *([("use_stored", stored)] if engine == "duckdb" else []),
+    return [("prune", pruned), *([("use_stored", stored)] if engine in ("duckdb", "memory") else []),
             *([("use_kept", kept)] if reuse else []), ("presolve", presolved)]
 
 

@@ -19,7 +19,7 @@ from torchtalk.errors import InputError, did_you_mean
 
 __all__ = ["ENGINES", "Engine", "Fetch", "Page", "Rows", "fetch_rows", "get_engine"]
 
-ENGINES = ("duckdb", "souffle", "souffle-compiled")
+ENGINES = ("duckdb", "memory", "souffle", "souffle-compiled")
 
 
 def get_engine(name: str) -> Engine:
@@ -29,6 +29,10 @@ def get_engine(name: str) -> Engine:
         from torchtalk.datalog.engines.duckdb import DuckDBEngine
 
         return DuckDBEngine()
+    if name == "memory":
+        from torchtalk.datalog.engines.memory import MemoryEngine
+
+        return MemoryEngine()
     if name in ("souffle", "souffle-compiled"):
         from torchtalk.datalog.engines.souffle import SouffleEngine
 

@@ -5,6 +5,8 @@ imports the engines, so neither imports the other (no cycle).
 
 from __future__ import annotations
 
+import functools
+import heapq
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -50,15 +52,29 @@ class Page(list):
 
 def sort_key(order: tuple[int, ...]):
     """The key that sorts rows in Fetch.order (`~i`: number column i, largest first)."""
-    return lambda r: tuple(r[i] if i >= 0 else -r[~i] for i in order)
+    return _sort_key(tuple(order))
+
+
+@functools.lru_cache(maxsize=64)
+def _sort_key(order: tuple[int, ...]):
+    # one lambda per order, its columns written out: 3x faster than a
+    # generator over `order` per row (20,000 rows of impact sort in 25 ms)
+    items = "".join((f"r[{i}], " if i >= 0 else f"-r[{~i}], ") for i in order)
+    return eval(f"lambda r: ({items})")  # noqa: S307 - built from ints only
 
 
 def fetch_rows(rows: Iterable[tuple], spec: Fetch) -> Page:
-    """`spec` applied in Python (for an engine that cannot do it itself)."""
-    kept = [r for r in set(rows) if all(r[i] in allowed for i, allowed in spec.keep)]
-    kept.sort(key=sort_key(spec.order))
+    """`spec` applied in Python (for an engine that cannot do it itself).
+    A page of a few rows out of many is taken by a bounded heap, not a
+    sort of them all (affected(cpublas::gemm): 50 of 91,250 rows)."""
+    distinct = rows if isinstance(rows, (set, frozenset)) else set(rows)
+    kept = [r for r in distinct if all(r[i] in allowed for i, allowed in spec.keep)] if spec.keep else list(distinct)
+    key = sort_key(spec.order)
     if spec.per is not None:
-        return per_section(kept, *spec.per)
+        return per_section(kept, *spec.per, key=key)
+    if spec.limit is not None and spec.write_to is None and spec.limit < len(kept) // 4:
+        return Page(heapq.nsmallest(max(spec.limit, 0), kept, key=key), len(kept))
+    kept.sort(key=key)
     page = Page(kept if spec.limit is None else kept[: spec.limit], len(kept))
     if spec.write_to is None:
         return page
@@ -68,18 +84,20 @@ def fetch_rows(rows: Iterable[tuple], spec: Fetch) -> Page:
     return Page([], len(page))
 
 
-def per_section(rows: list[tuple], column: int | None, n: int) -> Page:
-    """The first `n` of the sorted `rows` per value of `column` (of all of
-    them when None), with the counts and single-valued columns of all."""
-    counts: dict = {}
-    out = []
+def per_section(rows: list[tuple], column: int | None, n: int, key=None) -> Page:
+    """The first `n` of `rows` per value of `column` (of all of them when
+    None), in order (by `key`, or as they come when None: sorted already),
+    with the counts and single-valued columns of all."""
+    sections: dict = {}
     for r in rows:
-        v = None if column is None else r[column]
-        counts[v] = counts.get(v, 0) + 1
-        if counts[v] <= n:
-            out.append(r)
+        sections.setdefault(None if column is None else r[column], []).append(r)
+    counts = {v: len(rs) for v, rs in sections.items()}
+    if key is None:
+        out = [r for rs in sections.values() for r in rs[:n]]
+    else:
+        out = sorted((r for rs in sections.values() for r in heapq.nsmallest(n, rs, key=key)), key=key)
     width = len(rows[0]) if rows else 0
-    one = frozenset(i for i in range(width) if len({r[i] for r in rows}) == 1)
+    one = frozenset(i for i in range(width) if all(r[i] == rows[0][i] for r in rows))
     return Page(out, len(rows), counts, one)
 
 

@@ -1,0 +1,214 @@
+"""The in-memory engine (Note [In-memory evaluation] in
+torchtalk/datalog/engines/memory.py) on hand-written programs: the same rows
+as the embedded engine and the naive oracle, the plans it makes (lookups by
+the bound columns, a text scan for `contains`, one pass for a grouped
+aggregate), and what it hands to DuckDB (`ord`, a large run)."""
+
+from __future__ import annotations
+
+import duckdb
+import pytest
+
+from torchtalk.connmemo import Session
+from torchtalk.datalog import evaluate, parse_text
+from torchtalk.datalog.engines import memory, memrule
+from torchtalk.datalog.engines.memrule import Relation
+from torchtalk.errors import EngineError
+
+from .oracle import naive_eval
+from .test_engine import GRAPH, GROUPED, ORD, PROPOSITIONS, TYPED
+
+
+def both(program: str, con, facts=None) -> tuple[dict, dict]:
+    prog = parse_text(program)
+    a = evaluate(prog, con, facts=facts)
+    b = evaluate(prog, con, facts=facts, engine="memory")
+    return {k: sorted(v) for k, v in a.items()}, {k: sorted(v) for k, v in b.items()}
+
+
+@pytest.fixture
+def con(db):
+    return duckdb.connect(str(db), read_only=True)
+
+
+@pytest.mark.parametrize("seed", [[("d",)], [("a",), ("e",)], []])
+def test_graph_same_rows_as_duckdb(con, seed):
+    a, b = both(GRAPH, con, {"seed": seed})
+    assert a == b
+    if seed == [("d",)]:
+        assert b["up"] == [("a",), ("b",), ("c",), ("e",)]
+        assert b["fanout"] == [
+            ("a", 1),
+            ("b", 1),
+            ("c", 2),
+            ("e", 1),
+        ]  # the duplicate row counts once
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_nullary_relations_and_disjunction(con, enabled):
+    a, b = both(PROPOSITIONS, con, {"enabled": [()] if enabled else []})
+    assert a == b and b["props"] == [(1,)] if enabled else [(0,)]
+
+
+def test_typed_program(con):
+    a, b = both(TYPED, con)
+    assert a == b and b["self_loop_free"] == [("a",), ("b",), ("c",), ("e",)]
+
+
+@pytest.mark.parametrize(
+    "rows", [[], [(1, 1, 5), (1, 1, 3), (1, 2, 3), (2, 1, 3), (2, 1, 3), (2, 2, -4)]]
+)
+def test_grouped_aggregates_equal_the_oracle(rows):
+    con = duckdb.connect()
+    con.execute("CREATE TABLE r (a BIGINT, b BIGINT, c BIGINT)")
+    if rows:
+        con.executemany("INSERT INTO r VALUES (?, ?, ?)", rows)
+    prog = parse_text(GROUPED)
+    got = {rel: set(v) for rel, v in evaluate(prog, con, engine="memory").items()}
+    want = naive_eval(prog, {"r": set(rows)})
+    assert got == {rel: want[rel] for rel in got}
+    # lo, hi, n and s are one pass each over r; `all` (no variable to group by) a nested function
+    grouped = [memrule._grouped(r) for r in prog.rules]
+    assert [g.func.value for g in grouped if g is not None] == ["min", "max", "count", "sum"]
+
+
+def test_builtins_arithmetic_and_empty_aggregates():
+    program = """
+    .decl s(x: symbol)
+    .decl m(x: symbol)
+    .output m
+    s("it's"). s("a\\"b"). s("torch.nn.Linear"). s("torch.optim.SGD").
+    m(x) :- s(x), contains("nn", x).
+    m(x) :- s(x), match("it.*", x).
+    m(x) :- s(x), !contains(".", x), !match("it.*", x).
+    .decl n(x: number)
+    .decl r(a: number, q: number, m: number)
+    .output r
+    n(-7). n(7).
+    r(x, x / 2, x % 2) :- n(x).
+    .decl k(x: symbol)
+    .decl w(x: symbol, v: number)
+    .decl lo(x: symbol, v: number)
+    .decl tot(x: symbol, v: number)
+    .output lo, tot
+    k("a"). k("b"). w("a", 3). w("a", 5).
+    lo(x, v) :- k(x), v = min c : { w(x, c) }.
+    tot(x, v) :- k(x), v = sum c : { w(x, c) }.
+    """
+    a, b = both(program, None)
+    assert (
+        a
+        == b
+        == {
+            "m": [('a"b',), ("it's",), ("torch.nn.Linear",)],
+            "r": [(-7, -3, -1), (7, 3, 1)],
+            "lo": [("a", 3)],
+            "tot": [("a", 8), ("b", 0)],
+        }
+    )
+
+
+def test_given_rows_join_a_relation_with_rules(con):
+    """Rows given for a relation that also has rules (an input with rules, or
+    a relation presolved: Note [Presolve]) are added to its rules' rows."""
+    program = """
+    .decl edge(a: symbol, b: symbol)
+    .input edge
+    .decl start(n: symbol)
+    .input start
+    start(n) :- edge("e", n).
+    .decl reach(n: symbol)
+    .output reach
+    reach(n) :- start(n).
+    reach(m) :- reach(n), edge(n, m).
+    """
+    a, b = both(program, con, {"start": [("zz",)], "edge": [("zz", "yy")]})
+    assert a == b
+    assert b["reach"] == [("a",), ("b",), ("c",), ("d",), ("yy",), ("zz",)]
+
+
+def test_ord_runs_on_duckdb(con, monkeypatch):
+    """`ord` numbers symbols as the embedded engine does (Note [ord]): such a
+    program is handed to it, whole."""
+    from torchtalk.datalog.engines.duckdb import DuckDBEngine
+
+    ran = []
+    real = DuckDBEngine.run
+    monkeypatch.setattr(
+        DuckDBEngine, "run", lambda self, *a, **k: ran.append(1) or real(self, *a, **k)
+    )
+    a, b = both(ORD, con, {"seed": [("d",)]})
+    assert a == b and b["up"] == [("a",), ("b",), ("c",), ("d",), ("e",)] and len(ran) == 2
+
+
+def test_a_large_run_goes_to_duckdb(con, monkeypatch):
+    """Note [Large runs go to DuckDB]: past ROW_BUDGET rows derived, the run
+    is done again by the embedded engine; the rows are the same."""
+    from torchtalk.datalog.engines.duckdb import DuckDBEngine
+
+    ran = []
+    real = DuckDBEngine.run
+    monkeypatch.setattr(
+        DuckDBEngine, "run", lambda self, *a, **k: ran.append(1) or real(self, *a, **k)
+    )
+    small = evaluate(parse_text(GRAPH), con, facts={"seed": [("d",)]}, engine="memory")
+    assert ran == []
+    monkeypatch.setattr(memory, "ROW_BUDGET", 5)  # tc alone has 17 rows
+    large = evaluate(parse_text(GRAPH), con, facts={"seed": [("d",)]}, engine="memory")
+    assert ran == [1]
+    assert {k: sorted(v) for k, v in small.items()} == {k: sorted(v) for k, v in large.items()}
+
+
+def test_an_interrupted_session_stops_at_the_next_rule(db, monkeypatch):
+    session = Session(duckdb.connect(str(db), read_only=True))
+    real = memory.run_rule
+
+    def interrupting(*a, **k):
+        session.stopped = True  # as Session.interrupt() from another thread
+        return real(*a, **k)
+
+    monkeypatch.setattr(memory, "run_rule", interrupting)
+    with pytest.raises(EngineError, match="^engine error: interrupted$"):
+        evaluate(parse_text(GRAPH), session, facts={"seed": [("d",)]}, engine="memory")
+
+
+def test_tables_are_read_once_per_session(db, monkeypatch):
+    session = Session(duckdb.connect(str(db), read_only=True))
+    first = evaluate(parse_text(GRAPH), session, facts={"seed": [("d",)]}, engine="memory")
+    monkeypatch.setattr(memory, "_interned", lambda *a: pytest.fail("read again"))
+    again = evaluate(parse_text(GRAPH), session, facts={"seed": [("d",)]}, engine="memory")
+    assert first == again
+
+
+def test_plans_look_up_bound_columns_and_scan_text():
+    """A bound atom is looked up in an index by its bound columns; an atom
+    whose only restriction is `contains(needle, v)` is read by its text."""
+    prog = parse_text("""
+    .decl probe(p: symbol)
+    .decl name(n: symbol, f: symbol)
+    .decl hit(n: symbol, f: symbol)
+    hit(n, f) :- probe(p), name(n, f), contains(p, n).
+    .decl file_of(n: symbol, f: symbol)
+    file_of(n, f) :- hit(n, _), name(n, f).
+    """)
+    names = Relation({(f"fn{i}", f"f{i % 7}.cpp") for i in range(400)} | {("softmax_warp", "x.cu")})
+    env = {"probe": Relation({("max_w",)}), "name": names}
+    hit, file_of = prog.rules
+    out: set = set()
+    plan = memrule._compile(hit, env, None)
+    assert ".containing(0, " in plan.source
+    plan.run([env[name] for name, _ in plan.slots], out)
+    assert out == {("softmax_warp", "x.cu")}
+    env["hit"] = Relation(out)
+    plan = memrule._compile(file_of, env, None)
+    assert ".index((0,))" in plan.source and ".get(" in plan.source
+
+
+def test_relation_text_scan_and_indexes_stay_exact():
+    rel = Relation({("abcab", 1), ("xab", 2), ("zzz", 3), ("", 4)})
+    assert sorted(rel.containing(0, "ab")) == [("abcab", 1), ("xab", 2)]  # each row once
+    assert rel.containing(0, "q") == [] and len(rel.containing(0, "")) == 4
+    by = rel.index((1,))
+    rel.add({("ab", 5)})
+    assert by[5] == [("ab", 5)] and sorted(rel.containing(0, "ab"))[0] == ("ab", 5)

@@ -1,0 +1,290 @@
+"""The in-memory engine: a checked program evaluated in Python, over the
+fact DB's tables read once per connection.
+
+Note [In-memory evaluation]: a query is a walk from a few seeds over tables
+of 100K-400K rows. The embedded engine runs it as SQL: every statement is
+planned, and every join, and every iteration of a walk, scans the tables
+it reads whole (Note [Where a query's time goes] in docs/queries.md), so a
+walk reaching 113 nodes costs as much as one reaching 7,000. Here each
+stratum is evaluated in Python, semi-naively, each rule as nested loops
+that look a bound atom up in a hash index of its relation by the columns
+bound there, so a rule's cost is the rows it touches. The fact and stored
+relations are read off a read-only connection once, and their indexes
+built on first use, in the connection's Session (Note [DB info cache] in
+torchtalk/connmemo.py): the engine suits a process that answers many
+queries (the MCP server, the API in-process); one query in a fresh process
+pays for reading the tables.
+
+The rules are the definition, as for every engine: the same program, the
+same rows as DuckDB and Soufflé (tests/datalog/test_memory.py and
+tests/test_engines_real.py check it on every named query). Each rule's
+body is ordered when it runs (`plan`): the atom with the fewest rows per
+key of the columns bound at that point first, every comparison, negation
+and assignment as soon as its variables are bound; the order is kept per
+rule and size class, and turned into Python source once
+(torchtalk/datalog/engines/memrule.py).
+"""
+
+from __future__ import annotations
+
+import gc
+import sys
+from typing import Any
+
+from torchtalk.connmemo import Session
+from torchtalk.datalog import ast as A
+from torchtalk.datalog.analysis.strata import needed_relations, strata
+from torchtalk.datalog.engines.base import Fetch, fetch_rows
+from torchtalk.datalog.engines.duckdb import _check_row
+from torchtalk.datalog.engines.memrule import Relation, Unsupported, run_rule
+from torchtalk.errors import EngineError
+
+
+class MemoryEngine:
+    name = "memory"
+
+    def run(
+        self,
+        program: A.Program,
+        con: Any,
+        outputs: list[str],
+        facts: dict[str, list[tuple]],
+        tables: dict[str, str] | None = None,
+        fetch: dict[str, Fetch] | None = None,
+    ) -> dict[str, list[tuple]]:
+        """Evaluate `outputs` over `con` (read-only); an output in `fetch`
+        comes back as its `Fetch` says. A program using what this engine
+        does not evaluate (`ord`) runs on the embedded engine instead."""
+        if isinstance(con, Session):
+            con.stopped = False  # an interrupt stops the run under way, not the next
+        try:
+            env = self.evaluate(program, con, outputs, facts, tables or {})
+        except (Unsupported, _Large):  # Note [Large runs go to DuckDB]
+            from torchtalk.datalog.engines.duckdb import DuckDBEngine
+
+            return DuckDBEngine().run(program, con, outputs, facts, tables, fetch)
+        out = {}
+        for rel in outputs:
+            rows = env[rel].rows if rel in env else set()
+            spec = (fetch or {}).get(rel)
+            out[rel] = list(rows) if spec is None else fetch_rows(rows, spec)
+        gc.freeze()  # Note [Frozen tables]
+        return out
+
+    def evaluate(
+        self,
+        program: A.Program,
+        con: Any,
+        outputs: list[str],
+        facts: dict[str, list[tuple]],
+        tables: dict[str, str],
+    ) -> dict[str, Relation]:
+        """Every relation `outputs` need -> its rows (a `Relation`)."""
+        needed = program.cached(
+            ("needed", tuple(outputs)), lambda: frozenset(needed_relations(program, outputs))
+        )
+        env: dict[str, Relation] = {}
+        given: dict[str, set] = {}  # rows of relations with rules too, added to theirs
+        inputs = set(program.inputs)
+        for rel in needed:
+            if rel not in inputs and rel not in facts:
+                continue
+            rows = _input(program, con, rel, facts.get(rel, ()), tables)
+            if program.rules_for(rel):
+                given[rel] = rows.rows
+            else:
+                env[rel] = rows
+        budget = _Budget()
+        for st in program.cached(("strata", needed), lambda: strata(program, needed)):
+            if all(r in env for r in st.relations):
+                continue
+            _check(con)
+            if st.recursive:
+                _fixpoint(program, st.relations, env, given, con, budget)
+            else:
+                rel = st.relations[0]
+                env[rel] = _simple(program, rel, env, given.get(rel, set()), budget)
+        return env
+
+
+# Note [Frozen tables]: the tables read into a Session and the indexes built
+# on them (millions of tuples and lists) live as long as it, and a full
+# collection of the cyclic GC scanned them all: 90-160 ms, about once per
+# large query. After each table is read and each run, the objects alive are
+# moved out of the collector's sight (gc.freeze): what a run made and drops
+# is still freed by its reference count, and the GC scans only what came
+# after. (A cycle alive at that moment would stay; the engine makes none.)
+
+
+def _input(program: A.Program, con: Any, rel: str, given, tables: dict[str, str]) -> Relation:
+    """An input relation's rows: its table in the fact DB (read once per
+    Session) and the rows given for it (given rows may come for any relation)."""
+    from torchtalk.datalog.compile import q
+    from torchtalk.datalog.engines.duckdb import db_tables
+
+    decl = program.decls[rel]
+    rows = {_check_row(decl, i, row) for i, row in enumerate(given, 1)}
+    table = tables.get(rel) or q(rel)
+    if (
+        rel in program.inputs
+        and con is not None
+        and not table.startswith("temp.main.")
+        and db_tables(con, [table])
+    ):
+        stored = _table(con, table)
+        if not rows:
+            return stored
+        rows |= stored.rows
+    return Relation(rows)
+
+
+def _table(con: Any, table: str) -> Relation:
+    """The rows of fact-DB `table`, once per Session (Note [DB info cache])."""
+    from torchtalk.connmemo import per_connection
+    from torchtalk.datalog.duck import duckdb as lean_duckdb
+
+    def read(c) -> Relation:
+        try:
+            cur = c.execute(f"SELECT * FROM {table}")
+            text = [str(d[1]) == "VARCHAR" for d in cur.description]
+            rel = Relation(_interned(cur.fetchall(), text))
+        except lean_duckdb().Error as exc:
+            raise EngineError(
+                f"DuckDB failed reading {table}: {str(exc).splitlines()[0]}"
+            ) from None
+        gc.freeze()  # Note [Frozen tables]
+        return rel
+
+    return per_connection(con, ("memory-table", table), read)
+
+
+def _interned(rows: list[tuple], text: list[bool]) -> set:
+    """`rows` as a set, the values of each `text` column interned: a file
+    path or kind repeated over 100K rows is one object (1.0 -> 0.74 GB for
+    the 20 queries of bench/query.py), and equal strings compare by
+    identity first."""
+    if not rows or not any(text):
+        return set(rows)
+    cols = list(zip(*rows, strict=True))
+    return set(
+        zip(*(_intern_all(c) if t else c for c, t in zip(cols, text, strict=True)), strict=True)
+    )
+
+
+def _intern_all(col: tuple) -> tuple:
+    try:
+        return tuple(map(sys.intern, col))
+    except TypeError:  # a NULL among them: kept as they are
+        return col
+
+
+def _simple(
+    program: A.Program, rel: str, env: dict[str, Relation], given: set, budget: _Budget
+) -> Relation:
+    out: set = set(given)  # a copy: `given` may be a table's rows, kept
+    for rule in program.rules_for(rel):
+        if rule.is_fact:
+            out.add(tuple(_const(t) for t in rule.head.args))
+        else:
+            before = len(out)
+            run_rule(program, rule, env, out)
+            budget.spend(len(out) - before)
+    return Relation(out)
+
+
+def _fixpoint(
+    program: A.Program,
+    members: tuple[str, ...],
+    env: dict[str, Relation],
+    given: dict[str, set],
+    con: Any,
+    budget: _Budget,
+) -> None:
+    """Semi-naive evaluation of a recursive stratum: each round, every rule
+    reading a member is run once per member atom of its body, that atom
+    reading the rows the last round added (the delta)."""
+    names = set(members)
+    for rel in members:
+        env[rel] = Relation(set())
+    delta: dict[str, set] = {}
+    for rel in members:
+        base: set = set(given.get(rel, ()))
+        for rule in program.rules_for(rel):
+            if rule.is_fact:
+                base.add(tuple(_const(t) for t in rule.head.args))
+            elif not _reads(rule, names):
+                run_rule(program, rule, env, base)
+        delta[rel] = base
+    for rel in members:
+        env[rel].add(delta[rel])
+    recursive = [
+        (
+            rel,
+            rule,
+            [i for i, lit in enumerate(rule.body) if isinstance(lit, A.Atom) and lit.name in names],
+        )
+        for rel in members
+        for rule in program.rules_for(rel)
+        if not rule.is_fact and _reads(rule, names)
+    ]
+    while any(delta.values()):
+        _check(con)
+        new: dict[str, set] = {rel: set() for rel in members}
+        deltas = {rel: Relation(rows) for rel, rows in delta.items()}
+        for rel, rule, positions in recursive:
+            for k in positions:
+                name = rule.body[k].name
+                if deltas[name].rows:
+                    before = len(new[rel])
+                    run_rule(program, rule, env, new[rel], delta=(k, deltas[name]))
+                    budget.spend(len(new[rel]) - before)
+        delta = {rel: rows - env[rel].rows for rel, rows in new.items()}
+        for rel in members:
+            env[rel].add(delta[rel])
+
+
+# Note [Large runs go to DuckDB]: Python pays a microsecond or more per row
+# a rule derives, DuckDB much less once a join is large. Over the named
+# queries of tests/test_engines_real.py and bench/query.py, the in-memory
+# engine is faster up to about 200,000 rows derived in a run
+# (affected(cpublas::gemm): 288,127 rows, 0.32 s against 0.39 s), and
+# slower beyond (impact(empty, depth=10, all=true): 9.8 million rows, 40 s
+# against 7.3 s). A run whose rules have derived more than ROW_BUDGET rows
+# (each rule's new rows, counted as they come) stops and is run again on
+# DuckDB: about half a second lost, on a query that takes seconds anyway.
+ROW_BUDGET = 400_000
+
+
+class _Large(Exception):
+    """The run derived more than ROW_BUDGET rows (Note [Large runs go to DuckDB])."""
+
+
+class _Budget:
+    """The rows a run's rules may still derive."""
+
+    __slots__ = ("left",)
+
+    def __init__(self) -> None:
+        self.left = ROW_BUDGET
+
+    def spend(self, rows: int) -> None:
+        self.left -= rows
+        if self.left < 0:
+            raise _Large
+
+
+def _check(con: Any) -> None:
+    """Raise when the Session was interrupted (a cancelled or overlong MCP
+    call, Note [Stopped calls] in torchtalk/mcp/server.py)."""
+    if isinstance(con, Session) and con.stopped:
+        raise EngineError("interrupted")
+
+
+def _reads(rule: A.Rule, names: set[str]) -> bool:
+    return any(isinstance(lit, A.Atom) and lit.name in names for lit in rule.body)
+
+
+def _const(term: A.Term):
+    if isinstance(term, (A.Str, A.Num)):
+        return term.value
+    raise EngineError(f"fact argument {term} is not a constant")

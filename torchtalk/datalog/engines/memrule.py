@@ -1,0 +1,708 @@
+"""One rule of the in-memory engine (Note [In-memory evaluation] in
+memory.py): its body ordered for the sizes at hand (`plan`), then turned
+into a Python function of nested loops (`_Source`), compiled once per plan.
+
+Example: `p(x, d + 1) :- q(x, y), e(y, z), z != "a", d = count : { r(z, _) }.`
+with q small and y bound after it becomes, in substance,
+
+    for t0 in Q.rows:                       # q(x, y)
+        x, y = t0[0], t0[1]
+        for t1 in E_by_col0.get(y, ()):     # e(y, z): looked up by y
+            z = t1[1]
+            if not (z != "a"): continue
+            d = count_r(z)                  # memoized per z
+            out.add((x, d + 1))
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from operator import itemgetter
+
+from torchtalk.datalog import ast as A
+from torchtalk.datalog.analysis.grounding import computable, injected
+from torchtalk.errors import EngineError
+
+
+class Unsupported(Exception):
+    """The rule uses what this engine does not evaluate (`ord`)."""
+
+
+class Relation:
+    """A relation's rows (a set of tuples) and its hash indexes, built on
+    first use: columns -> {key: [rows]} (a one-column key is the value
+    itself, a longer one a tuple)."""
+
+    __slots__ = ("rows", "_indexes", "_distinct")
+
+    def __init__(self, rows: set) -> None:
+        self.rows = rows
+        self._indexes: dict[tuple[int, ...], dict] = {}
+        self._distinct: dict[int, int] = {}
+
+    def distinct(self, col: int) -> int:
+        """How many values column `col` holds (for plans; kept once counted)."""
+        got = self._distinct.get(col)
+        if got is None:
+            got = self._distinct[col] = len({r[col] for r in self.rows}) or 1
+        return got
+
+    def index(self, cols: tuple[int, ...]) -> dict:
+        got = self._indexes.get(cols)
+        if got is None:
+            got = {}
+            key = itemgetter(*cols)
+            for r in self.rows:
+                k = key(r)
+                bucket = got.get(k)
+                if bucket is None:
+                    got[k] = [r]
+                else:
+                    bucket.append(r)
+            self._indexes[cols] = got
+        return got
+
+    def containing(self, col: int, needle: str) -> list:
+        """The rows whose column `col` holds `needle` (`contains`), found in
+        one text of the column's values (built once): C's substring search
+        over it, not a test per row."""
+        got = self._indexes.get(("text", col))
+        if got is None:
+            rows = list(self.rows)
+            starts, at = [], 0
+            for r in rows:
+                starts.append(at)
+                at += len(r[col]) + 1
+            got = self._indexes[("text", col)] = (rows, starts, "\0".join(r[col] for r in rows))
+        rows, starts, text = got
+        out, seen, i = [], set(), text.find(needle)
+        while i >= 0:
+            k = bisect.bisect_right(starts, i) - 1
+            if k not in seen:
+                seen.add(k)
+                out.append(rows[k])
+            if k + 1 == len(starts):
+                break
+            i = text.find(needle, starts[k + 1])  # the next row's: one match per row is enough
+        return out
+
+    def add(self, rows: set) -> None:
+        """Add `rows` (none of them here yet), keeping the indexes built so far."""
+        self.rows |= rows
+        self._indexes = {cols: got for cols, got in self._indexes.items() if cols[0] != "text"}
+        for cols, got in self._indexes.items():
+            key = itemgetter(*cols)
+            for r in rows:
+                k = key(r)
+                bucket = got.get(k)
+                if bucket is None:
+                    got[k] = [r]
+                else:
+                    bucket.append(r)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    slots: tuple[tuple[str, bool], ...]  # (relation, reads the delta) per slot of the function
+    run: object  # fn(relations per slot, out set)
+    source: str
+
+
+def run_rule(
+    program: A.Program,
+    rule: A.Rule,
+    env: dict[str, Relation],
+    out: set,
+    delta: tuple[int, Relation] | None = None,
+) -> None:
+    """Add the head rows `rule` derives over `env` to `out`; `delta` =
+    (body position, rows): that atom reads those rows instead."""
+    k = None if delta is None else delta[0]
+    grouped = program.cached(
+        ("memory-grouped", rule.head.name, _position(program, rule)), lambda: _grouped(rule)
+    )
+    if grouped is not None and delta is None:
+        _run_grouped(grouped, env[grouped.relation], out)
+        return
+
+    def size(i: int, lit: A.Atom) -> int:
+        rel = delta[1] if i == k else env[lit.name]
+        return len(rel.rows).bit_length()
+
+    shape = tuple(size(i, lit) for i, lit in enumerate(rule.body) if isinstance(lit, A.Atom))
+    plan = program.cached(
+        ("memory-plan", rule.head.name, _position(program, rule), k, shape),
+        lambda: _compile(rule, env, delta),
+    )
+    rels = [delta[1] if is_delta else env[name] for name, is_delta in plan.slots]
+    plan.run(rels, out)
+
+
+@dataclass(frozen=True)
+class _Grouped:
+    """A rule `m(s, c, d) :- r(s, c, _), d = min x : { r(s, c, x) }.` (Note
+    [Grouped aggregate] in compile.py): one pass over `relation`'s rows,
+    grouped by the `keys` columns, folding column `value` (None: count)."""
+
+    relation: str
+    keys: tuple[int, ...]
+    value: int | None
+    func: A.AggFunc
+    head: tuple  # per head column: its value as a function of (the group's key, the aggregate)
+
+
+def _grouped(rule: A.Rule) -> _Grouped | None:
+    """The rule as a `_Grouped`, or None when it is not of that form."""
+    body = rule.body
+    if len(body) != 2 or not isinstance(body[0], A.Atom) or not isinstance(body[1], A.Comparison):
+        return None
+    atom, eq = body
+    var, agg = (eq.left, eq.right) if isinstance(eq.right, A.Aggregate) else (eq.right, eq.left)
+    if (
+        eq.op is not A.CmpOp.EQ
+        or not isinstance(var, A.Var)
+        or not isinstance(agg, A.Aggregate)
+        or len(agg.body) != 1
+        or not isinstance(agg.body[0], A.Atom)
+        or agg.body[0].name != atom.name
+    ):
+        return None
+    keys: dict[str, int] = {}
+    local: dict[str, int] = {}
+    for j, (a, b) in enumerate(zip(atom.args, agg.body[0].args, strict=True)):
+        if (
+            isinstance(a, A.Var)
+            and isinstance(b, A.Var)
+            and a.name == b.name
+            and a.name not in keys
+        ):
+            keys[a.name] = j
+        elif isinstance(a, A.Wildcard) and isinstance(b, A.Var) and b.name not in local:
+            local[b.name] = j
+        elif not (isinstance(a, A.Wildcard) and isinstance(b, A.Wildcard)):
+            return None
+    target = agg.target
+    if (
+        not keys
+        or var.name in keys
+        or set(keys) & set(local)
+        or (target is not None and not (isinstance(target, A.Var) and target.name in local))
+    ):
+        return None
+    names = {n: i for i, n in enumerate(keys)}
+    try:
+        head = tuple(_head_value(t, names, var.name) for t in rule.head.args)
+    except Unsupported:
+        return None
+    return _Grouped(
+        atom.name,
+        tuple(keys.values()),
+        None if target is None else local[target.name],
+        agg.func,
+        head,
+    )
+
+
+def _head_value(t: A.Term, names: dict[str, int], var: str):
+    """A head argument of a grouped rule as a function of (group key, aggregate)."""
+    if isinstance(t, A.Var) and t.name in names:
+        i = names[t.name]
+        return lambda k, x: k[i]
+    if isinstance(t, A.Var) and t.name == var:
+        return lambda k, x: x
+    if isinstance(t, (A.Num, A.Str)):
+        return lambda k, x, v=t.value: v
+    if isinstance(t, A.BinOp) and t.op in _ARITH:
+        a, b = _head_value(t.left, names, var), _head_value(t.right, names, var)
+        op = {A.ArithOp.ADD: int.__add__, A.ArithOp.SUB: int.__sub__, A.ArithOp.MUL: int.__mul__}[
+            t.op
+        ]
+        return lambda k, x: op(a(k, x), b(k, x))
+    raise Unsupported(f"head argument {t}")
+
+
+def _run_grouped(g: _Grouped, rel: Relation, out: set) -> None:
+    acc: dict = {}
+    key = itemgetter(*g.keys) if len(g.keys) > 1 else (lambda r, k=g.keys[0]: (r[k],))
+    if g.func is A.AggFunc.COUNT:
+        for r in rel.rows:
+            k = key(r)
+            acc[k] = acc.get(k, 0) + 1
+    elif g.func is A.AggFunc.SUM:
+        v = g.value
+        for r in rel.rows:
+            k = key(r)
+            acc[k] = acc.get(k, 0) + r[v]
+    else:
+        v, lower = g.value, g.func is A.AggFunc.MIN
+        for r in rel.rows:
+            k = key(r)
+            x = r[v]
+            got = acc.get(k)
+            if got is None or (x < got if lower else x > got):
+                acc[k] = x
+    for k, x in acc.items():
+        out.add(tuple(h(k, x) for h in g.head))
+
+
+def _position(program: A.Program, rule: A.Rule) -> int:
+    for i, r in enumerate(program.rules_for(rule.head.name)):
+        if r is rule:
+            return i
+    raise EngineError(f"rule not in its program: {rule}")
+
+
+def _compile(rule: A.Rule, env: dict[str, Relation], delta) -> _Plan:
+    src = _Source(rule, env, delta)
+    text = src.function()
+    scope = {
+        "_ONE": (0,),
+        "_MISS": object(),
+        "_full": _full,
+        "_div": _div,
+        "_mod": _mod,
+        **src.regexes,
+    }
+    try:
+        exec(compile(text, f"<rule {rule.loc}>", "exec"), scope)
+    except SyntaxError as exc:  # a bug here, not in the rule
+        raise EngineError(f"in-memory plan of {rule} does not compile: {exc}") from None
+    return _Plan(tuple(src.slots), scope["_rule"], text)
+
+
+def _div(a: int, b: int) -> int:
+    """a / b truncated toward zero, as Soufflé's (C's) and DuckDB's `//`."""
+    if b == 0:
+        raise Unsupported("division by zero")  # DuckDB's NULL: that engine says what it is
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b > 0) else -q
+
+
+def _mod(a: int, b: int) -> int:
+    """a % b with the sign of a, as C's and DuckDB's."""
+    return a - b * _div(a, b)
+
+
+@lru_cache(maxsize=256)
+def _regex(pattern: str) -> re.Pattern:
+    return re.compile(pattern)
+
+
+def _full(pattern: str, s: str) -> bool:
+    """match(pattern, s): the whole of `s` matches (RE2's and std::regex's
+    full match, for the patterns the rules use)."""
+    return _regex(pattern).fullmatch(s) is not None
+
+
+_CMP = {
+    A.CmpOp.EQ: "==",
+    A.CmpOp.NE: "!=",
+    A.CmpOp.LT: "<",
+    A.CmpOp.LE: "<=",
+    A.CmpOp.GT: ">",
+    A.CmpOp.GE: ">=",
+}
+_ARITH = {A.ArithOp.ADD: "+", A.ArithOp.SUB: "-", A.ArithOp.MUL: "*"}
+
+
+class _Source:
+    """The Python source of one rule's plan."""
+
+    def __init__(self, rule: A.Rule, env: dict[str, Relation], delta) -> None:
+        self.rule = rule
+        self.env = env
+        self.delta = delta
+        self.slots: list[tuple[str, bool]] = []
+        self.setup: list[str] = []  # slot reads at the top of the function
+        self.regexes: dict[str, re.Pattern] = {}
+        self.aggs: list[str] = []  # nested functions, one per aggregate
+        self.names: dict[str, str] = {}  # Datalog variable -> Python name
+        self.counter = 0
+
+    def function(self) -> str:
+        body = self.body(self.rule.body, frozenset(), self.delta, self.head_line(), 2)
+        lines = ["def _rule(R, out):", *self.setup, *self.aggs, "    for _o in _ONE:", *body]
+        return "\n".join(lines) + "\n"
+
+    def head_line(self):
+        def emit(bound, depth: int) -> list[str]:
+            args = [self.expr(t, bound) for t in self.rule.head.args]
+            tup = "(" + "".join(a + ", " for a in args) + ")"
+            return [" " * (4 * depth) + f"out.add({tup})"]
+
+        return emit
+
+    # -------------------------------------------------------------- planning
+    def body(
+        self, body: tuple[A.Literal, ...], bound: frozenset, delta, inner, depth: int
+    ) -> list[str]:
+        """Nested loops over `body` (variables `bound` already), then
+        `inner(bound, depth)` at the innermost level."""
+        bound = set(bound)
+        pending = [i for i, lit in enumerate(body) if not isinstance(lit, A.Atom)]
+        atoms = [i for i, lit in enumerate(body) if isinstance(lit, A.Atom)]
+        lines: list[str] = []
+        if delta is not None and delta[0] in atoms and body is self.rule.body:
+            atoms.remove(delta[0])
+            depth = self.filters(body, pending, bound, lines, depth)
+            depth = self.atom(body[delta[0]], delta[1], True, bound, lines, depth)
+        for best in self.order(body, atoms, pending, bound):
+            depth = self.filters(body, pending, bound, lines, depth)
+            scan = self.text_scan(body, body[best], pending, bound)
+            if scan is not None:
+                pending.remove(scan[2])
+            depth = self.atom(
+                body[best], self.env[body[best].name], False, bound, lines, depth, scan
+            )
+        depth = self.filters(body, pending, bound, lines, depth)
+        if pending:
+            raise EngineError(f"cannot order the body of {self.rule} ({self.rule.loc})")
+        return lines + inner(frozenset(bound), depth)
+
+    def order(self, body, atoms: list[int], pending: list[int], bound: set) -> list[int]:
+        """The order of `atoms` with the fewest rows visited, by the
+        estimates below (over every order of up to 10 atoms: a left-deep
+        join order by dynamic programming over the sets placed)."""
+        if len(atoms) > 10:
+            return atoms  # as written
+        start = (0.0, 1.0, (), frozenset(self.closure(body, pending, bound)))
+        best = {frozenset(): start}
+        for _ in atoms:
+            nxt: dict = {}
+            for placed, (cost, card, seq, have) in best.items():
+                for i in atoms:
+                    if i in placed:
+                        continue
+                    fetched, kept, have2 = self.step(body, body[i], pending, have)
+                    c2 = card * kept
+                    key = placed | {i}
+                    entry = (cost + card + card * fetched, c2, (*seq, i), have2)
+                    if key not in nxt or entry[0] < nxt[key][0]:
+                        nxt[key] = entry
+            best = nxt
+        return list(best[frozenset(atoms)][2]) if atoms else []
+
+    def step(
+        self, body, atom: A.Atom, pending: list[int], have: frozenset
+    ) -> tuple[float, float, frozenset]:
+        """(rows of `atom` visited per binding of `have`, those kept by the
+        filters it makes ready, the variables bound then)."""
+        rel = self.env[atom.name]
+        n = len(rel.rows)
+        cols = self.key_cols(atom, have)
+        if not cols and self.text_scan(body, atom, pending, have) is not None:
+            cols, n = (
+                [],
+                max(1.0, n * _SELECTIVITY[A.Builtin] ** 2),
+            )  # found by its text, not scanned
+        if len(cols) == len(atom.args):
+            rows = min(1.0, n / max(1.0, _prod(rel.distinct(j) for j in cols)))
+        else:
+            rows = max(n / _prod(rel.distinct(j) for j in cols), 1.0) if cols else float(n)
+        after = self.closure(
+            body, pending, have | {a.name for a in atom.args if isinstance(a, A.Var)}
+        )
+        kept = rows
+        for i in pending:
+            lit = body[i]
+            if self.ready_lit(lit, after) and not self.ready_lit(lit, have):
+                kept *= _SELECTIVITY.get(type(lit), 0.5)
+        return rows, kept, after
+
+    def closure(self, body, pending: list[int], bound) -> frozenset:
+        """`bound` and the variables the equalities ready then bind."""
+        bound = set(bound)
+        grew = True
+        while grew:
+            grew = False
+            for i in pending:
+                lit = body[i]
+                if isinstance(lit, A.Comparison) and lit.op is A.CmpOp.EQ:
+                    for var, other in ((lit.left, lit.right), (lit.right, lit.left)):
+                        if (
+                            isinstance(var, A.Var)
+                            and var.name not in bound
+                            and self.ready(other, bound)
+                        ):
+                            bound.add(var.name)
+                            grew = True
+        return frozenset(bound)
+
+    def ready_lit(self, lit, bound) -> bool:
+        if isinstance(lit, A.Negation):
+            t = lit.target
+            terms = t.args if isinstance(t, A.Atom) else (t.left, t.right)
+        else:
+            terms = (lit.left, lit.right)
+        return all(isinstance(a, A.Wildcard) or self.ready(a, bound) for a in terms)
+
+    def key_cols(self, atom: A.Atom, bound: set) -> list[int]:
+        return [
+            j
+            for j, a in enumerate(atom.args)
+            if not isinstance(a, A.Wildcard) and self.ready(a, bound)
+        ]
+
+    def ready(self, term: A.Term, bound) -> bool:
+        _no_ord(term)
+        return computable(term, bound, self.rule)
+
+    def filters(self, body, pending: list[int], bound: set, lines: list[str], depth: int) -> int:
+        """Emit every pending literal whose variables are bound (an equality
+        with one side an unbound variable binds it), until none is."""
+        progress = True
+        while progress:
+            progress = False
+            for i in list(pending):
+                done = self.literal(body[i], bound, lines, depth)
+                if done:
+                    pending.remove(i)
+                    progress = True
+        return depth
+
+    # -------------------------------------------------------------- literals
+    def literal(self, lit: A.Literal, bound: set, lines: list[str], depth: int) -> bool:
+        pad = " " * (4 * depth)
+        if isinstance(lit, A.Comparison):
+            for var, other in ((lit.left, lit.right), (lit.right, lit.left)):
+                if (
+                    lit.op is A.CmpOp.EQ
+                    and isinstance(var, A.Var)
+                    and var.name not in bound
+                    and self.ready(other, bound)
+                ):
+                    name = self.local(var.name)
+                    lines.append(f"{pad}{name} = {self.expr(other, bound)}")
+                    if any(
+                        a.func in (A.AggFunc.MIN, A.AggFunc.MAX) for a in A.term_aggregates(other)
+                    ):
+                        lines.append(
+                            f"{pad}if {name} is None: continue"
+                        )  # min/max of nothing: no binding
+                    bound.add(var.name)
+                    return True
+            if not (self.ready(lit.left, bound) and self.ready(lit.right, bound)):
+                return False
+            lines.append(
+                f"{pad}if not ({self.expr(lit.left, bound)} {_CMP[lit.op]} {self.expr(lit.right, bound)}): continue"
+            )
+            return True
+        if isinstance(lit, A.Builtin):
+            if not (self.ready(lit.left, bound) and self.ready(lit.right, bound)):
+                return False
+            lines.append(f"{pad}if not {self.builtin(lit, bound)}: continue")
+            return True
+        target = lit.target
+        if isinstance(target, A.Builtin):
+            if not (self.ready(target.left, bound) and self.ready(target.right, bound)):
+                return False
+            lines.append(f"{pad}if {self.builtin(target, bound)}: continue")
+            return True
+        if not all(isinstance(a, A.Wildcard) or self.ready(a, bound) for a in target.args):
+            return False
+        lines.append(f"{pad}if {self.member(target, bound)}: continue")
+        return True
+
+    def member(self, atom: A.Atom, bound) -> str:
+        """A Python test: some row of `atom`'s relation matches its bound arguments."""
+        cols = [j for j, a in enumerate(atom.args) if not isinstance(a, A.Wildcard)]
+        if len(cols) == len(atom.args):
+            s = self.slot(atom.name, False, "rows")
+            return f"{self.tuple([self.expr(a, bound) for a in atom.args])} in {s}"
+        if not cols:
+            return f"bool({self.slot(atom.name, False, 'rows')})"
+        s = self.slot(atom.name, False, tuple(cols))
+        return f"{self.key([self.expr(atom.args[j], bound) for j in cols])} in {s}"
+
+    def text_scan(
+        self, body, atom: A.Atom, pending: list[int], bound
+    ) -> tuple[int, A.Term, int] | None:
+        """(column, needle, literal) when `atom` has no bound column and a
+        pending `contains(needle, v)` has its needle bound and `v` one of
+        the atom's variables: the atom is read by `Relation.containing`."""
+        if self.key_cols(atom, bound):
+            return None
+        for i in pending:
+            lit = body[i]
+            if (
+                isinstance(lit, A.Builtin)
+                and lit.name is A.BuiltinName.CONTAINS
+                and isinstance(lit.right, A.Var)
+                and lit.right.name not in bound
+                and self.ready(lit.left, bound)
+            ):
+                cols = [
+                    j
+                    for j, a in enumerate(atom.args)
+                    if isinstance(a, A.Var) and a.name == lit.right.name
+                ]
+                if cols:
+                    return cols[0], lit.left, i
+        return None
+
+    def atom(
+        self,
+        atom: A.Atom,
+        rel: Relation,
+        is_delta: bool,
+        bound: set,
+        lines: list[str],
+        depth: int,
+        scan: tuple[int, A.Term, int] | None = None,
+    ) -> int:
+        pad = " " * (4 * depth)
+        cols = self.key_cols(atom, bound)
+        if cols and len(cols) == len(atom.args):
+            s = self.slot(atom.name, is_delta, "rows")
+            lines.append(
+                f"{pad}if {self.tuple([self.expr(a, bound) for a in atom.args])} not in {s}: continue"
+            )
+            return depth
+        t = f"t{self.next()}"
+        if scan is not None:
+            s = self.slot(atom.name, is_delta, "self")
+            lines.append(f"{pad}for {t} in {s}.containing({scan[0]}, {self.expr(scan[1], bound)}):")
+        elif cols:
+            s = self.slot(atom.name, is_delta, tuple(cols))
+            key = self.key([self.expr(atom.args[j], bound) for j in cols])
+            lines.append(f"{pad}for {t} in {s}.get({key}, ()):")
+        else:
+            lines.append(f"{pad}for {t} in {self.slot(atom.name, is_delta, 'rows')}:")
+        pad = " " * (4 * (depth + 1))
+        for j, a in enumerate(atom.args):
+            if j in cols or isinstance(a, A.Wildcard):
+                continue
+            if isinstance(a, A.Var) and a.name not in bound:
+                self.names[a.name] = f"{t}[{j}]"  # read where used: most are used once
+                bound.add(a.name)
+            else:  # a variable met earlier in this atom, or a term of others bound here
+                pending_ok = self.ready(a, bound)
+                if not pending_ok:
+                    raise Unsupported(f"argument {a} of {atom}")
+                lines.append(f"{pad}if {t}[{j}] != {self.expr(a, bound)}: continue")
+        return depth + 1
+
+    def slot(self, name: str, is_delta: bool, how) -> str:
+        """A local of the function holding relation `name`'s rows ("rows")
+        or its index by the columns `how`."""
+        i = len(self.slots)
+        self.slots.append((name, is_delta))
+        s = f"s{i}"
+        read = (
+            {"rows": ".rows", "self": ""}.get(how, f".index({how!r})")
+            if isinstance(how, str)
+            else f".index({how!r})"
+        )
+        self.setup.append(f"    {s} = R[{i}]{read}")
+        return s
+
+    # -------------------------------------------------------------- terms
+    def expr(self, term: A.Term, bound) -> str:
+        if isinstance(term, A.Var):
+            if term.name not in bound:
+                raise EngineError(f"variable '{term.name}' is not grounded ({term.loc})")
+            return self.var(term.name)
+        if isinstance(term, (A.Str, A.Num)):
+            return repr(term.value)
+        if isinstance(term, A.Neg):
+            return f"(-{self.expr(term.operand, bound)})"
+        if isinstance(term, A.BinOp):
+            left, right = self.expr(term.left, bound), self.expr(term.right, bound)
+            if term.op in _ARITH:
+                return f"({left} {_ARITH[term.op]} {right})"
+            return f"{'_div' if term.op is A.ArithOp.DIV else '_mod'}({left}, {right})"
+        if isinstance(term, A.Functor) and term.name is A.FunctorName.AS:
+            return self.expr(term.args[0], bound)
+        if isinstance(term, A.Aggregate):
+            return self.aggregate(term, bound)
+        raise Unsupported(f"term {term}")
+
+    def builtin(self, lit: A.Builtin, bound) -> str:
+        right = self.expr(lit.right, bound)
+        if lit.name is A.BuiltinName.CONTAINS:
+            return f"({self.expr(lit.left, bound)} in {right})"
+        if isinstance(lit.left, A.Str):
+            name = f"_rx{len(self.regexes)}"
+            self.regexes[name] = _regex(lit.left.value)
+            return f"({name}.fullmatch({right}) is not None)"
+        return f"_full({self.expr(lit.left, bound)}, {right})"
+
+    def aggregate(self, agg: A.Aggregate, bound) -> str:
+        """A call of a nested function computing `agg` for the values of the
+        variables it shares with the rule (memoized per those values)."""
+        shared = sorted(injected(agg, self.rule) & set(bound))
+        k = self.next()
+        outer = [self.var(v) for v in shared]
+        saved = dict(self.names)
+        args = [f"a{k}_{i}" for i in range(len(shared))]
+        self.names.update(zip(shared, args, strict=True))
+        init = "0" if agg.func in (A.AggFunc.COUNT, A.AggFunc.SUM) else "None"
+
+        def fold(inner_bound, depth: int) -> list[str]:
+            pad = " " * (4 * depth)
+            if agg.func is A.AggFunc.COUNT:
+                return [f"{pad}acc += 1"]
+            x = self.expr(agg.target, inner_bound)
+            if agg.func is A.AggFunc.SUM:
+                return [f"{pad}acc += {x}"]
+            op = "<" if agg.func is A.AggFunc.MIN else ">"
+            return [f"{pad}_x = {x}", f"{pad}if acc is None or _x {op} acc: acc = _x"]
+
+        body = self.body(agg.body, frozenset(shared), None, fold, 3)
+        key = self.tuple(args)
+        self.aggs += [
+            f"    _memo{k} = {{}}",
+            f"    def _agg{k}({', '.join(args)}):",
+            f"        got = _memo{k}.get({key}, _MISS)",
+            "        if got is not _MISS: return got",
+            f"        acc = {init}",
+            "        for _o in _ONE:",
+            *body,
+            f"        _memo{k}[{key}] = acc",
+            "        return acc",
+        ]
+        self.names = saved
+        return f"_agg{k}({', '.join(outer)})"
+
+    def var(self, name: str) -> str:
+        """The Python expression of bound variable `name` (a local, or the
+        column of the row an atom binds it from)."""
+        return self.names[name]
+
+    def local(self, name: str) -> str:
+        """A new local for variable `name`, bound by an assignment."""
+        got = self.names[name] = f"v{self.next()}"
+        return got
+
+    def next(self) -> int:
+        self.counter += 1
+        return self.counter
+
+    @staticmethod
+    def tuple(items: list[str]) -> str:
+        return "(" + "".join(i + ", " for i in items) + ")"
+
+    @staticmethod
+    def key(items: list[str]) -> str:
+        return items[0] if len(items) == 1 else "(" + ", ".join(items) + ")"
+
+
+# How many of the rows a literal keeps, for plans (`_Source.step`).
+_SELECTIVITY = {A.Comparison: 0.3, A.Builtin: 0.1, A.Negation: 0.5}
+
+
+def _prod(xs) -> float:
+    out = 1.0
+    for x in xs:
+        out *= x
+    return out
+
+
+def _no_ord(term: A.Term) -> None:
+    if isinstance(term, A.Functor) and term.name is A.FunctorName.ORD:
+        raise Unsupported("ord")
+    for sub in A.subterms(term):
+        _no_ord(sub)
