@@ -183,7 +183,8 @@ def start_server(args) -> tuple[subprocess.Popen, str, object]:
     proc = subprocess.Popen([sys.executable, "-m", "torchtalk", "mcp-serve", *where, "--transport", "http",
                              "--port", str(port)], stdout=subprocess.DEVNULL, stderr=log,
                             env={**os.environ, "PYTHONPATH": str(ROOT),
-                                 **({"TORCHTALK_MCP_CACHE": "0"} if args.no_cache else {})})
+                                 **({"TORCHTALK_MCP_CACHE": "0"} if args.no_cache else {}),
+                                 **({"TORCHTALK_MCP_ENGINE": args.engine} if args.engine else {})})
     deadline = time.monotonic() + 60
     while True:
         try:
@@ -219,6 +220,8 @@ def main() -> int:
     ap.add_argument("--profile", action="store_true",
                     help="with --db: also each call's median in this process and over HTTP (where time goes)")
     ap.add_argument("--no-cache", action="store_true", help="the server keeps no answers (TORCHTALK_MCP_CACHE=0)")
+    ap.add_argument("--engine", choices=("memory", "duckdb"),
+                    help="the server's engine (TORCHTALK_MCP_ENGINE; default: the server's, in memory)")
     args = ap.parse_args()
     levels = [int(x) for x in args.levels.split(",")]
     calls = [int(x) for x in args.calls.split(",")]

@@ -17,6 +17,7 @@ one. The workflows print both (round 1, and the rounds after it); `--no-cache`
 runs the server with TORCHTALK_MCP_CACHE=0.
 
 Usage: .venv/bin/python bench/mcp.py [--source PATH | --db FILE] [--calls 100] [--rounds 5] [--no-cache]
+                                     [--engine memory|duckdb]
 """
 
 from __future__ import annotations
@@ -68,7 +69,8 @@ def params(args: argparse.Namespace) -> StdioServerParameters:
     import os
 
     where = ["--db", str(args.db)] if args.db else ["--source", str(args.source)]
-    env = {**os.environ, **({"TORCHTALK_MCP_CACHE": "0"} if args.no_cache else {})}
+    env = {**os.environ, **({"TORCHTALK_MCP_CACHE": "0"} if args.no_cache else {}),
+           **({"TORCHTALK_MCP_ENGINE": args.engine} if args.engine else {})}
     return StdioServerParameters(command=sys.executable, args=["-m", "torchtalk", "mcp-serve", *where], env=env)
 
 
@@ -146,6 +148,8 @@ def main() -> int:
     ap.add_argument("--cold-runs", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=5, help="rounds of the workflow calls")
     ap.add_argument("--no-cache", action="store_true", help="the server keeps no answers (TORCHTALK_MCP_CACHE=0)")
+    ap.add_argument("--engine", choices=("memory", "duckdb"),
+                    help="the server's engine (TORCHTALK_MCP_ENGINE; default: the server's, in memory)")
     args = ap.parse_args()
     if not args.db:
         from torchtalk.paths import default_source

@@ -2,9 +2,11 @@
 
     .venv/bin/python bench/query.py [--source PATH | --db FILE] [--repeat N]
 
-Prints, per query, the rows and the in-process time, then p50/p95 of
+Prints, per query, the rows and the in-process time on each engine (the
+embedded DuckDB one, and the in-memory one a server's Session uses, Note
+[Engine per session] in torchtalk/connmemo.py), then p50/p95 of
 `torchtalk query` run as a process (goal p95 <= 0.5 s), of the same
-queries in-process on one open connection (goal p95 <= 50 ms), and of the
+queries in-process on one open connection, per engine (goal p95 <= 50 ms), and of the
 CLI's default view, a table, in-process, beside the same with every row
 read with its chain. A query that
 fails (e.g. its layer is not indexed) is reported and left out of the figures.
@@ -61,28 +63,57 @@ def pct(xs: list[float], p: float) -> float:
     return xs[k]
 
 
-def in_process(db: Path, repeat: int) -> tuple[list[float], set[str]]:
+def in_process(db: Path, repeat: int) -> tuple[dict[str, list[float]], set[str]]:
+    """Each query `repeat` times on one open connection, on each engine
+    (Note [Engine per session] in torchtalk/connmemo.py): DuckDB's times and
+    the in-memory engine's, after a first pass that reads its tables (timed
+    apart: what a server pays once)."""
     from torchtalk import api
     from torchtalk.errors import TorchTalkError
 
-    con = api.open_db(db=db)
-    times, failed = [], set()
-    api.query("search(gemm)", con=con, limit=1)  # load the library once
+    times: dict[str, list[float]] = {e: [] for e in ENGINES}
+    shown: dict[str, dict[str, float]] = {e: {} for e in ENGINES}
+    failed: set[str] = set()
+    rows: dict[str, int] = {}
+    for engine in ENGINES:
+        con = api.open_db(db=db)
+        con.engine = engine
+        t = time.perf_counter()
+        api.query("search(gemm)", con=con, limit=1)  # load the library once
+        if engine == "memory":
+            for q in QUERIES:
+                _query(api, con, q, failed, TorchTalkError)
+            print(f"  (in memory: the first pass over the {len(QUERIES)} queries, reading the tables, "
+                  f"{time.perf_counter() - t:.1f} s)")
+        for q in QUERIES:
+            for i in range(repeat):
+                t = time.perf_counter()
+                res = _query(api, con, q, failed, TorchTalkError)
+                if res is None:
+                    break
+                times[engine].append(time.perf_counter() - t)
+                if i == 0:
+                    shown[engine][q], rows[q] = times[engine][-1], res.total
+        con.close()
+    print(f"  {'':<46} {'rows':>7}  {'DuckDB':>9}  {'in memory':>9}")
     for q in QUERIES:
-        for i in range(repeat):
-            t = time.perf_counter()
-            try:
-                res = api.query(q, con=con, limit=50, all_matches=True)
-            except TorchTalkError as exc:
-                failed.add(q)
-                print(f"  FAILED {q}: {exc.headline()}")
-                break
-            dt = time.perf_counter() - t
-            times.append(dt)
-            if i == 0:
-                print(f"  {q:<46} {res.total:>7} rows  {dt * 1000:7.1f} ms")
-    con.close()
+        if q in rows:
+            d, m = (shown[e].get(q, float("nan")) * 1000 for e in ENGINES)
+            print(f"  {q:<46} {rows[q]:>7}  {d:6.1f} ms  {m:6.1f} ms")
     return times, failed
+
+
+ENGINES = ("duckdb", "memory")
+
+
+def _query(api, con, q: str, failed: set[str], error):
+    try:
+        return api.query(q, con=con, limit=50, all_matches=True)
+    except error as exc:
+        if q not in failed:
+            failed.add(q)
+            print(f"  FAILED {q}: {exc.headline()}")
+        return None
 
 
 def as_table(db: Path, repeat: int, failed: set[str], chains_for_shown: bool = True) -> list[float]:
@@ -251,9 +282,14 @@ def main() -> int:
     proc = as_process(db, max(1, args.repeat // 2), failed)
     ok = len(QUERIES) - len(failed)
     print(f"\n{ok} of {len(QUERIES)} queries answered")
-    if inproc:
-        print(f"in-process  p50 {pct(inproc, 50) * 1000:7.1f} ms   p95 {pct(inproc, 95) * 1000:7.1f} ms"
-              f"   (goal p95 <= 50 ms; n={len(inproc)})")
+    for engine, label in (("duckdb", "DuckDB"), ("memory", "in memory")):
+        xs = inproc[engine]
+        if xs:
+            print(f"in-process  p50 {pct(xs, 50) * 1000:7.1f} ms   p95 {pct(xs, 95) * 1000:7.1f} ms"
+                  f"   {label} (goal p95 <= 50 ms; n={len(xs)})")
+    if inproc["duckdb"] and inproc["memory"]:
+        d, m = inproc["duckdb"], inproc["memory"]
+        print(f"            in memory / DuckDB: p50 {pct(m, 50) / pct(d, 50):.2f}x, p95 {pct(m, 95) / pct(d, 95):.2f}x")
     if table:
         print(f"as a table  p50 {pct(table, 50) * 1000:7.1f} ms   p95 {pct(table, 95) * 1000:7.1f} ms"
               f"   (the CLI's default view, in-process; n={len(table)})")

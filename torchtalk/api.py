@@ -260,7 +260,7 @@ def query(
     con=None,
     limit: int | None = None,
     rules=(),
-    engine: str = "duckdb",
+    engine: str | None = None,
     all_matches: bool = False,
     explain: int | None = None,
     dump_passes=None,

@@ -241,6 +241,9 @@ def _identity(path: Path) -> tuple[int, int] | None:
 # before the new one opens (DuckDB would hand back the old instance while
 # any connection of the path is open).
 POOL_SIZE = 8
+# The engine of the pool's queries (Note [Engine per session] in
+# torchtalk/connmemo.py); TORCHTALK_MCP_ENGINE=duckdb restores the embedded one.
+ENGINE = os.environ.get("TORCHTALK_MCP_ENGINE", "memory")
 
 
 class FactDB:
@@ -355,7 +358,7 @@ class FactDB:
         """One more connection of the pool (a cursor of the root, sharing its memo)."""
         from torchtalk.connmemo import Session
 
-        con = Session(self._con.con.cursor())
+        con = Session(self._con.con.cursor(), engine=self._con.engine)
         con.memo = self._con.memo
         self._open.append(con)
         return con
@@ -370,6 +373,7 @@ class FactDB:
             self._stop_warm()
             self._close_all()
         self._con = api.open_db(db=path, read_only=True)
+        self._con.engine = ENGINE  # Note [Engine per session]: the pool answers many queries
         self._open, self._idle = [self._con], [self._con]
         self._path, self._ident = path, ident
 
@@ -401,6 +405,7 @@ class FactDB:
                 # a connection of its own, not the pool's (the pool could not
                 # be closed under it when a new index replaces the file)
                 self._warm_cursor = api.open_db(db=self._path, read_only=True)
+                _share_session(con, self._warm_cursor)
             for text in texts:
                 if self._closing.is_set():
                     break
@@ -470,6 +475,16 @@ WARM_AFTER_S = 2.0  # warm after the first call, or after this long without one
 WARM_GRACE_S = 0.1  # after the first call's answer is returned, for it to be sent
 _WARM = ("trace({op})", "impact({fn})", "callers({fn})", "callees({fn})",
          "search({fn})", "kernels({op})", "tests({op})", "op_callees({op})")
+
+
+def _share_session(pooled, other) -> None:
+    """`other` keeps what it computes in `pooled`'s memo, and runs its queries
+    on the same engine: the warm queries read the in-memory engine's tables
+    into the pool's Session (Note [Engine per session] in torchtalk/connmemo.py)."""
+    from torchtalk.connmemo import Session
+
+    if isinstance(pooled, Session) and isinstance(other, Session):
+        other.memo, other.engine = pooled.memo, pooled.engine
 
 
 def prime(con) -> None:

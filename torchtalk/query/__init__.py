@@ -25,7 +25,7 @@ def query(
     user_rules: bool = True,
     limit: int | None = None,
     all_matches: bool = False,
-    engine: str = "duckdb",
+    engine: str | None = None,
     explain: int | None = None,
     dump_passes: Path | None = None,
     chains_for=None,
@@ -40,18 +40,21 @@ def query(
     only ones that get their chain (Note [Chains for the rows read]).
     `per_section=N` (a table's reader): the first N rows of each section,
     with the counts of all, where the rows can be sized so (Note [Rows per
-    section]); `limit` applies otherwise.
+    section]); `limit` applies otherwise. `engine`: the connection's
+    (Note [Engine per session] in torchtalk/connmemo.py) unless given.
 
     Example:
         >>> query("impact(cpublas::gemm, depth=2)", con, limit=5).total
         153
     """
+    from torchtalk.connmemo import engine_of
     from torchtalk.errors import QueryError
     from torchtalk.query.dsl import parse_query
     from torchtalk.query.library import load_library_notes
     from torchtalk.query.resolve import Resolver
     from torchtalk.query.run import Result, bind, evaluate_bound
 
+    engine = engine or engine_of(con)
     program, left_out = load_library_notes(tuple(rules), user=user_rules)
     q = parse_query(text)
     if q.name not in program.decls and left_out:
