@@ -61,3 +61,49 @@ def test_a_query_too_large_for_memory_is_answered_by_duckdb(real_con, memory_con
     monkeypatch.setattr(memory, "ROW_BUDGET", 1000)
     assert api.query(text, con=memory_con, all_matches=True, limit=20).rows == embedded.rows
     assert ran  # the walk's run went to DuckDB
+
+
+def test_a_session_reading_ahead_runs_on_duckdb_until_its_tables_are_read(real_db, monkeypatch):
+    """Note [Read ahead]: the MCP pool's Session answers on DuckDB while the
+    warm thread reads the tables, in memory after; the same rows both ways."""
+    from torchtalk import api
+    from torchtalk.datalog.engines.duckdb import DuckDBEngine
+    from torchtalk.datalog.engines.memory import read_tables
+    from torchtalk.mcp.db import query_tables
+
+    con = api.open_db(db=real_db)
+    con.engine, con.read_ahead = "memory", True
+    ran, real = [], DuckDBEngine.run
+    monkeypatch.setattr(DuckDBEngine, "run", lambda self, *a, **k: ran.append(1) or real(self, *a, **k))
+    text = "impact(at::native::cpublas::gemm, depth=3)"
+    before = api.query(text, con=con, limit=20)
+    assert ran and not any(k[0] == "memory-table" for k in con.memo if isinstance(k, tuple))
+    tables = query_tables(con)
+    assert 'derived."step_at"' in tables and '"calls"' in tables and '"calls_op"' in tables
+    assert read_tables(con, tables) == len(tables)
+    ran.clear()
+    after = api.query(text, con=con, limit=20)
+    assert not ran and after.rows == before.rows and after.total == before.total
+    con.close()
+
+
+def test_the_mcp_pool_reads_its_tables_when_warm(real_db):
+    """The server's warm thread reads the named queries' tables into the
+    pool's Session (Note [Warm queries] in torchtalk/mcp/db.py)."""
+    import time
+
+    from torchtalk.mcp.db import FactDB, query_tables
+
+    facts = FactDB(None, real_db)
+    try:
+        facts.start_warm()
+        facts.answered.set()
+        with facts.lease() as con:
+            assert con.engine == "memory" and con.read_ahead
+            want = {("memory-table", t) for t in query_tables(con)}
+            deadline = time.monotonic() + 120
+            while not want <= set(con.memo) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert want <= set(con.memo)
+    finally:
+        facts.close()

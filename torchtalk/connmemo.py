@@ -34,13 +34,15 @@ class Session:
         ...     s.execute("SELECT 1").fetchone()
     """
 
-    __slots__ = ("con", "memo", "engine", "stopped")
+    __slots__ = ("con", "memo", "engine", "stopped", "read_ahead")
 
     def __init__(self, con: Any, engine: str = "duckdb") -> None:
         self.con = con
         self.memo: dict = {}
         self.engine = engine  # the engine its queries run on unless told (Note [Engine per session])
         self.stopped = False  # interrupted: the in-memory engine's run stops at its next rule
+        # in memory only once the tables a run reads are here (Note [Read ahead] in datalog/engines/memory.py)
+        self.read_ahead = False
 
     def interrupt(self) -> None:
         """Stop the query running on this connection, whichever engine runs it

@@ -260,7 +260,9 @@ class FactDB:
         self._leased = 0
         self._path: Path | None = None
         self._ident: tuple[int, int] | None = None
-        self._closing = threading.Event()
+        self._closing = threading.Event()  # the server is closing
+        self._halt = threading.Event()  # the running warm stops (the pool reopens, or closes)
+        self._rules: tuple[Path, ...] = ()
         self._warm_cursor = None
         self.answered = threading.Event()  # set when the first tool call is answered
         self._warm_thread: threading.Thread | None = None
@@ -359,7 +361,7 @@ class FactDB:
         from torchtalk.connmemo import Session
 
         con = Session(self._con.con.cursor(), engine=self._con.engine)
-        con.memo = self._con.memo
+        con.memo, con.read_ahead = self._con.memo, self._con.read_ahead
         self._open.append(con)
         return con
 
@@ -370,25 +372,34 @@ class FactDB:
         if self._con is not None:
             # warming holds a connection of its own to the file being replaced;
             # DuckDB keeps one database per path open while any connection is
-            self._stop_warm()
+            self._stop_warm(for_good=False)
             self._close_all()
         self._con = api.open_db(db=path, read_only=True)
         self._con.engine = ENGINE  # Note [Engine per session]: the pool answers many queries
+        self._con.read_ahead = ENGINE == "memory"  # ... in memory once its tables are read (Note [Read ahead])
         self._open, self._idle = [self._con], [self._con]
+        reopened = self._path is not None
         self._path, self._ident = path, ident
+        if reopened and self._warm_thread is not None and not self._closing.is_set():
+            self.start_warm(self._rules)  # the new file's tables, its plans
 
     def _close_all(self) -> None:
         for con in reversed(self._open):  # the cursors, then their root
             con.close()
         self._open, self._idle, self._con = [], [], None
 
-    def warm(self, rules: tuple[Path, ...] = ()) -> None:
+    def warm(self, rules: tuple[Path, ...] = (), halt: threading.Event | None = None) -> None:
         """Open the DB, load the query library and warm what the first calls
         would pay for (Note [Warm queries]; in a thread while the client does
-        its handshake); errors wait for that call."""
+        its handshake), then read the tables the named queries read into the
+        pool's Session (Note [Read ahead]); errors wait for that call. `halt`
+        set: stop."""
         from torchtalk import api
+        from torchtalk.datalog.engines.memory import read_tables
         from torchtalk.query.library import load_library
 
+        halt = halt or self._halt
+        mine = None  # this warm's own connection (a later warm, for a new file, has its own)
         try:
             with self.lease():
                 pass
@@ -396,26 +407,29 @@ class FactDB:
             # the rest after the first call is answered (or a quiet moment):
             # it would slow that call, which a client waits for at its start
             if self.answered.wait(timeout=WARM_AFTER_S):
-                self._closing.wait(timeout=WARM_GRACE_S)  # the answer is still being sent
-            if self._closing.is_set():
+                halt.wait(timeout=WARM_GRACE_S)  # the answer is still being sent
+            if halt.is_set():
                 return
             with self.lease() as con:  # held, the file is not replaced under it
                 prime(con)
                 texts = warm_queries(con)
                 # a connection of its own, not the pool's (the pool could not
                 # be closed under it when a new index replaces the file)
-                self._warm_cursor = api.open_db(db=self._path, read_only=True)
-                _share_session(con, self._warm_cursor)
-            for text in texts:
-                if self._closing.is_set():
+                mine = self._warm_cursor = api.open_db(db=self._path, read_only=True)
+                _share_session(con, mine)
+            if getattr(mine, "engine", None) == "memory":  # first: until then the pool's queries run on DuckDB
+                read_tables(mine, query_tables(mine, rules), halt.is_set)
+            for text in texts:  # ... then in memory, building the indexes the calls use
+                if halt.is_set():
                     break
-                api.query(text, con=self._warm_cursor, rules=rules, limit=1)
+                api.query(text, con=mine, rules=rules, limit=1)
         except Exception:  # the first tool call reports it properly (or the server is closing)
             pass
         finally:  # without the pool's lock: _stop_warm may hold it while it waits for this
-            cursor, self._warm_cursor = self._warm_cursor, None
-            if cursor is not None:
-                cursor.close()
+            if self._warm_cursor is mine:
+                self._warm_cursor = None
+            if mine is not None:
+                mine.close()
 
     def interrupt(self, con) -> None:
         """Abort the statement running on `con`, a leased connection (from another thread)."""
@@ -423,16 +437,22 @@ class FactDB:
             con.interrupt()
 
     def start_warm(self, rules: tuple[Path, ...] = ()) -> None:
-        """`warm` in a thread of its own (joined by `close`)."""
-        self._warm_thread = threading.Thread(target=self.warm, args=(rules,), name="torchtalk-warm", daemon=True)
+        """`warm` in a thread of its own (joined by `close`), again for each
+        new DB file the pool opens."""
+        self._rules, self._halt = tuple(rules), threading.Event()
+        self._warm_thread = threading.Thread(target=self.warm, args=(rules, self._halt), name="torchtalk-warm",
+                                             daemon=True)
         self._warm_thread.start()
 
-    def _stop_warm(self, wait: bool = False) -> None:
-        """Warming stops for good: a running warm query is interrupted, and the
+    def _stop_warm(self, wait: bool = False, for_good: bool = True) -> None:
+        """Warming stops (for good unless the pool reopens on a new file): a
+        running warm query is interrupted, and the
         thread joined when it has its own connection (it needs the pool no
         more) or `wait` says nothing it waits for is held. Otherwise it is
         before its leased start, and sees the flag there."""
-        self._closing.set()
+        if for_good:
+            self._closing.set()
+        self._halt.set()
         self.answered.set()  # wakes it if it waits for the first call
         cursor, thread = self._warm_cursor, self._warm_thread
         if cursor is not None:
@@ -465,12 +485,16 @@ class FactDB:
 # and sent (it waits for no warming, and a client waits for it at its start;
 # sending takes a moment after the answer is returned) or the
 # client is quiet for WARM_AFTER_S, `warm` primes the caches the pool's
-# connections share (a few ms, on a leased one), then runs one query of each
+# connections share (a few ms, on a leased one), reads the tables the named
+# queries read into the pool's Session for the in-memory engine (Note [Read
+# ahead]: 2M rows, about 3 s; the pool's queries run on DuckDB until then),
+# then runs one query of each
 # kind the tools send, on the busiest op of the index and a function with a
 # few dozen callers, on a connection of its own: the plans and the
 # database's blocks are shared with the tools' connection (DuckDB keeps one
 # instance per file), and it holds no connection of the pool, so a client's first call
-# never waits for a warm query.
+# never waits for a warm query. A new DB file (an index, a watcher's update)
+# is warmed again once the pool reopens on it.
 WARM_AFTER_S = 2.0  # warm after the first call, or after this long without one
 WARM_GRACE_S = 0.1  # after the first call's answer is returned, for it to be sent
 _WARM = ("trace({op})", "impact({fn})", "callers({fn})", "callees({fn})",
@@ -485,6 +509,33 @@ def _share_session(pooled, other) -> None:
 
     if isinstance(pooled, Session) and isinstance(other, Session):
         other.memo, other.engine = pooled.memo, pooled.engine
+
+
+def query_tables(con, rules: tuple[Path, ...] = ()) -> list[str]:
+    """The fact-DB tables the library's named queries read, as the query
+    layer names them: a stored relation's table (Note [Derived at index
+    time]) in place of what it is computed from."""
+    from torchtalk.datalog import ast as A
+    from torchtalk.datalog.compile import q
+    from torchtalk.datalog.engines.duckdb import db_tables
+    from torchtalk.query.derived import stored, table_of
+    from torchtalk.query.library import load_library, query_names
+
+    program = load_library(tuple(rules))
+    kept = stored(con)
+    seen, todo, out = set(), list(query_names(program)), []
+    while todo:
+        rel = todo.pop()
+        if rel in seen:
+            continue
+        seen.add(rel)
+        if rel in kept:
+            out.append(table_of(rel))
+            continue
+        if rel in program.inputs:
+            out.append(q(rel))
+        todo += [atom.name for rule in program.rules_for(rel) for lit in rule.body for atom, _ in A.literal_atoms(lit)]
+    return sorted(t for t in out if db_tables(con, [t]))
 
 
 def prime(con) -> None:

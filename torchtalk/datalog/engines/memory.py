@@ -55,13 +55,15 @@ class MemoryEngine:
         """Evaluate `outputs` over `con` (read-only); an output in `fetch`
         comes back as its `Fetch` says. A program using what this engine
         does not evaluate (`ord`) runs on the embedded engine instead."""
+        from torchtalk.datalog.engines.duckdb import DuckDBEngine
+
         if isinstance(con, Session):
             con.stopped = False  # an interrupt stops the run under way, not the next
+            if con.read_ahead and not all(_loaded(con, t) for t in _tables_read(program, con, outputs, tables or {})):
+                return DuckDBEngine().run(program, con, outputs, facts, tables, fetch)  # Note [Read ahead]
         try:
             env = self.evaluate(program, con, outputs, facts, tables or {})
         except (Unsupported, _Large):  # Note [Large runs go to DuckDB]
-            from torchtalk.datalog.engines.duckdb import DuckDBEngine
-
             return DuckDBEngine().run(program, con, outputs, facts, tables, fetch)
         out = {}
         for rel in outputs:
@@ -114,6 +116,42 @@ class MemoryEngine:
 # moved out of the collector's sight (gc.freeze): what a run made and drops
 # is still freed by its reference count, and the GC scans only what came
 # after. (A cycle alive at that moment would stay; the engine makes none.)
+
+
+# Note [Read ahead]: reading the tables a query needs takes 0.1-2 s the
+# first time (the 20 queries of bench/query.py read theirs in 7 s), which a
+# server's first calls should not wait for. A Session that reads ahead
+# (`read_ahead`, the MCP server's pool) runs a query in memory only once
+# every table it reads is there, and on DuckDB before; whoever owns it reads
+# the tables meanwhile (`read_tables`, the server's warm thread).
+
+
+def read_tables(con: Any, tables: list[str], stop=lambda: False) -> int:
+    """Read each of `tables` (references as the query layer gives them:
+    `"op"`, `derived."step_at"`) into `con`'s Session; `stop()` is asked
+    between two. -> how many were read now."""
+    n = 0
+    for table in tables:
+        if stop():
+            break
+        if not _loaded(con, table):
+            _table(con, table)
+            n += 1
+    return n
+
+
+def _loaded(con: Any, table: str) -> bool:
+    return isinstance(con, Session) and ("memory-table", table) in con.memo
+
+
+def _tables_read(program: A.Program, con: Any, outputs: list[str], tables: dict[str, str]) -> list[str]:
+    """The fact-DB tables a run of `outputs` reads."""
+    from torchtalk.datalog.compile import q
+    from torchtalk.datalog.engines.duckdb import db_tables
+
+    needed = program.cached(("needed", tuple(outputs)), lambda: frozenset(needed_relations(program, outputs)))
+    names = [tables.get(rel) or q(rel) for rel in program.inputs if rel in needed]
+    return [t for t in names if not t.startswith("temp.main.") and db_tables(con, [t])]
 
 
 def _input(program: A.Program, con: Any, rel: str, given, tables: dict[str, str]) -> Relation:
