@@ -22,6 +22,7 @@ TORCHTALK_MCP_CACHE=0, every call computed.
 
 Usage: .venv/bin/python bench/load.py [--db FILE | --source PATH | --url URL]
        [--levels 1,8,32] [--calls 60,240,320] [--token T] [--slow] [--profile] [--no-cache]
+       [--engine memory|duckdb] [--settle S]
 """
 
 from __future__ import annotations
@@ -220,6 +221,8 @@ def main() -> int:
     ap.add_argument("--profile", action="store_true",
                     help="with --db: also each call's median in this process and over HTTP (where time goes)")
     ap.add_argument("--no-cache", action="store_true", help="the server keeps no answers (TORCHTALK_MCP_CACHE=0)")
+    ap.add_argument("--settle", type=float, default=0,
+                    help="seconds after the warm-up calls before the measured ones (the server's warm thread)")
     ap.add_argument("--engine", choices=("memory", "duckdb"),
                     help="the server's engine (TORCHTALK_MCP_ENGINE; default: the server's, in memory)")
     args = ap.parse_args()
@@ -237,6 +240,9 @@ def main() -> int:
           f"answers {'not kept' if args.no_cache else 'kept'} by the server")
     try:
         anyio.run(level, url, args.token, 1, 12)  # warm-up, not counted
+        if args.settle:  # the server's warm thread (Note [Warm queries])
+            print(f"(measured {args.settle:g} s after the warm-up calls)")
+            time.sleep(args.settle)
         print("clients | calls | throughput      | latency")
         for clients, n in zip(levels, calls, strict=True):
             report(clients, anyio.run(level, url, args.token, clients, n))

@@ -84,10 +84,18 @@ async def cold_start(p: StdioServerParameters) -> float:
     return dt
 
 
-async def per_call(p: StdioServerParameters, n: int) -> tuple[dict[str, list[float]], list[str], float]:
+async def settle(client, seconds: float) -> None:
+    """A first call, then `seconds` for the server's warm thread (--settle)."""
+    if seconds > 0:
+        await client.call_tool("get_status", {})
+        await anyio.sleep(seconds)
+
+
+async def per_call(p: StdioServerParameters, n: int, wait: float = 0) -> tuple[dict[str, list[float]], list[str], float]:
     times: dict[str, list[float]] = {}
     errors: list[str] = []
     async with Client(p) as client:
+        await settle(client, wait)
         for i in range(n):
             tool, arguments = MIX[i % len(MIX)]
             t0 = time.perf_counter()
@@ -103,11 +111,12 @@ async def per_call(p: StdioServerParameters, n: int) -> tuple[dict[str, list[flo
     return times, sorted(set(errors)), coverage_ms
 
 
-async def workflows(p: StdioServerParameters, rounds: int) -> tuple[dict[str, list[float]], list[str]]:
+async def workflows(p: StdioServerParameters, rounds: int, wait: float = 0) -> tuple[dict[str, list[float]], list[str]]:
     """Milliseconds of each workflow call, `rounds` times each (round-robin, one session)."""
     times: dict[str, list[float]] = {}
     errors: list[str] = []
     async with Client(p) as client:
+        await settle(client, wait)
         for _ in range(rounds):
             for _question, tool, arguments in WORKFLOWS:
                 t0 = time.perf_counter()
@@ -120,12 +129,12 @@ async def workflows(p: StdioServerParameters, rounds: int) -> tuple[dict[str, li
     return times, sorted(set(errors))
 
 
-def report_workflows(p: StdioServerParameters, rounds: int) -> None:
+def report_workflows(p: StdioServerParameters, rounds: int, wait: float = 0) -> None:
     """Print the workflows' per-call p50/p95, overall and per call, with the load average."""
     import os
 
     load0 = os.getloadavg()[0]
-    times, errors = anyio.run(workflows, p, rounds)
+    times, errors = anyio.run(workflows, p, rounds, wait)
     every = [t for ts in times.values() for t in ts]
     print(f"workflows ({len(times)} calls x {rounds} rounds, one session; load average {load0:.1f} -> "
           f"{os.getloadavg()[0]:.1f}): p50 {pct(every, 0.5):.1f} ms, p95 {pct(every, 0.95):.1f} ms, "
@@ -148,6 +157,9 @@ def main() -> int:
     ap.add_argument("--cold-runs", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=5, help="rounds of the workflow calls")
     ap.add_argument("--no-cache", action="store_true", help="the server keeps no answers (TORCHTALK_MCP_CACHE=0)")
+    ap.add_argument("--settle", type=float, default=0,
+                    help="seconds between the first call and the measured ones (the server's warm thread: "
+                         "Note [Warm queries]); 0: measure from the start")
     ap.add_argument("--engine", choices=("memory", "duckdb"),
                     help="the server's engine (TORCHTALK_MCP_ENGINE; default: the server's, in memory)")
     args = ap.parse_args()
@@ -173,7 +185,7 @@ def main() -> int:
     print(f"cold start to first answer: median {cold:.3f} s, max {max(colds):.3f} s "
           f"over {len(colds)} runs (goal <= {COLD_GOAL_S:.1f} s: {'OK' if cold <= COLD_GOAL_S else 'MISSED'}); "
           f"server CPU per run (start, first answer, exit): median {statistics.median(cpus):.3f} s")
-    times, errors, coverage_ms = anyio.run(per_call, p, args.calls)
+    times, errors, coverage_ms = anyio.run(per_call, p, args.calls, args.settle)
     every = [t for ts in times.values() for t in ts]
     if every:
         p95 = pct(every, 0.95)
@@ -184,7 +196,9 @@ def main() -> int:
             print(f"  {tool:20s} n={len(ts):3d}  p50 {pct(ts, 0.5):7.1f} ms  p95 {pct(ts, 0.95):7.1f} ms")
     print(f"coverage(key=CPU), a whole report: {coverage_ms:.0f} ms")
     if args.rounds > 0:
-        report_workflows(p, args.rounds)
+        report_workflows(p, args.rounds, args.settle)
+    if args.settle:
+        print(f"(per call and workflows measured {args.settle:g} s after a first call)")
     print(f"at the end: {reference_line()}")
     for e in errors:
         print(f"  not answered (layer or query missing?): {e}")

@@ -87,7 +87,7 @@ class MemoryEngine:
         )
         env: dict[str, Relation] = {}
         given: dict[str, set] = {}  # rows of relations with rules too, added to theirs
-        inputs = set(program.inputs)
+        inputs = _inputs(program)
         for rel in needed:
             if rel not in inputs and rel not in facts:
                 continue
@@ -150,7 +150,7 @@ def _tables_read(program: A.Program, con: Any, outputs: list[str], tables: dict[
     from torchtalk.datalog.engines.duckdb import db_tables
 
     needed = program.cached(("needed", tuple(outputs)), lambda: frozenset(needed_relations(program, outputs)))
-    names = [tables.get(rel) or q(rel) for rel in program.inputs if rel in needed]
+    names = [tables.get(rel) or q(rel) for rel in _inputs(program) if rel in needed]
     return [t for t in names if not t.startswith("temp.main.") and db_tables(con, [t])]
 
 
@@ -164,7 +164,7 @@ def _input(program: A.Program, con: Any, rel: str, given, tables: dict[str, str]
     rows = {_check_row(decl, i, row) for i, row in enumerate(given, 1)}
     table = tables.get(rel) or q(rel)
     if (
-        rel in program.inputs
+        rel in _inputs(program)
         and con is not None
         and not table.startswith("temp.main.")
         and db_tables(con, [table])
@@ -309,6 +309,10 @@ class _Budget:
         self.left -= rows
         if self.left < 0:
             raise _Large
+
+
+def _inputs(program: A.Program) -> frozenset[str]:
+    return program.cached("input-set", lambda: frozenset(program.inputs))
 
 
 def _check(con: Any) -> None:
