@@ -113,7 +113,8 @@ total(s) :- s = sum n : { r(_, n) }.
     assert duckdb.connect().execute(f"SELECT DISTINCT typeof(n) FROM {sql}").fetchall() == [("BIGINT",)]
 
 
-def test_symbols_with_quotes_and_builtins():
+@pytest.mark.parametrize("engine", ["duckdb", "memory"])
+def test_symbols_with_quotes_and_builtins(engine):
     prog = parse_text(
         """.decl s(x: symbol)
         .decl m(x: symbol)
@@ -123,10 +124,11 @@ def test_symbols_with_quotes_and_builtins():
         m(x) :- s(x), match("it.*", x).
         m(x) :- s(x), !contains(".", x), !match("it.*", x)."""
     )
-    assert sorted(evaluate(prog, None)["m"]) == [('a"b',), ("it's",), ("torch.nn.Linear",)]
+    assert sorted(evaluate(prog, None, engine=engine)["m"]) == [('a"b',), ("it's",), ("torch.nn.Linear",)]
 
 
-def test_arithmetic_truncates_like_c():
+@pytest.mark.parametrize("engine", ["duckdb", "memory"])
+def test_arithmetic_truncates_like_c(engine):
     prog = parse_text(
         """.decl n(x: number)
         .decl r(a: number, q: number, m: number)
@@ -134,10 +136,11 @@ def test_arithmetic_truncates_like_c():
         n(-7). n(7).
         r(x, x / 2, x % 2) :- n(x)."""
     )
-    assert sorted(evaluate(prog, None)["r"]) == [(-7, -3, -1), (7, 3, 1)]
+    assert sorted(evaluate(prog, None, engine=engine)["r"]) == [(-7, -3, -1), (7, 3, 1)]
 
 
-def test_min_over_nothing_yields_no_row_sum_yields_zero():
+@pytest.mark.parametrize("engine", ["duckdb", "memory"])
+def test_min_over_nothing_yields_no_row_sum_yields_zero(engine):
     prog = parse_text(
         """.decl k(x: symbol)
         .decl w(x: symbol, v: number)
@@ -148,7 +151,7 @@ def test_min_over_nothing_yields_no_row_sum_yields_zero():
         lo(x, v) :- k(x), v = min c : { w(x, c) }.
         tot(x, v) :- k(x), v = sum c : { w(x, c) }."""
     )
-    out = evaluate(prog, None)
+    out = evaluate(prog, None, engine=engine)
     assert sorted(out["lo"]) == [("a", 3)]
     assert sorted(out["tot"]) == [("a", 8), ("b", 0)]
 

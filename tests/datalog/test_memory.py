@@ -73,42 +73,6 @@ def test_grouped_aggregates_equal_the_oracle(rows):
     assert [g.func.value for g in grouped if g is not None] == ["min", "max", "count", "sum"]
 
 
-def test_builtins_arithmetic_and_empty_aggregates():
-    program = """
-    .decl s(x: symbol)
-    .decl m(x: symbol)
-    .output m
-    s("it's"). s("a\\"b"). s("torch.nn.Linear"). s("torch.optim.SGD").
-    m(x) :- s(x), contains("nn", x).
-    m(x) :- s(x), match("it.*", x).
-    m(x) :- s(x), !contains(".", x), !match("it.*", x).
-    .decl n(x: number)
-    .decl r(a: number, q: number, m: number)
-    .output r
-    n(-7). n(7).
-    r(x, x / 2, x % 2) :- n(x).
-    .decl k(x: symbol)
-    .decl w(x: symbol, v: number)
-    .decl lo(x: symbol, v: number)
-    .decl tot(x: symbol, v: number)
-    .output lo, tot
-    k("a"). k("b"). w("a", 3). w("a", 5).
-    lo(x, v) :- k(x), v = min c : { w(x, c) }.
-    tot(x, v) :- k(x), v = sum c : { w(x, c) }.
-    """
-    a, b = both(program, None)
-    assert (
-        a
-        == b
-        == {
-            "m": [('a"b',), ("it's",), ("torch.nn.Linear",)],
-            "r": [(-7, -3, -1), (7, 3, 1)],
-            "lo": [("a", 3)],
-            "tot": [("a", 8), ("b", 0)],
-        }
-    )
-
-
 def test_given_rows_join_a_relation_with_rules(con):
     """Rows given for a relation that also has rules (an input with rules, or
     a relation presolved: Note [Presolve]) are added to its rules' rows."""

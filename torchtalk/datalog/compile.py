@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from torchtalk.datalog import ast as A
 from torchtalk.datalog.analysis.grounding import ground_body, injected
+from torchtalk.datalog.analysis.grouped import grouped_form
 from torchtalk.datalog.analysis.strata import Stratum, needed_relations, strata
 from torchtalk.errors import SemanticError
 
@@ -483,35 +484,13 @@ class _RuleSQL:
         return from_, conds
 
     def grouped(self) -> str | None:
-        """Note [Grouped aggregate]: `m(s, c, d) :- r(s, c, _), d = min x : { r(s, c, x) }.`
-        aggregates, for each binding of the atom, the rows of the same relation
-        with the same values: one GROUP BY over the relation, not a correlated
-        subquery per row (the walks' shortest distances, 2x faster). None when
-        the rule is not of that form."""
-        atoms = [lit for lit in self.rule.body if isinstance(lit, A.Atom)]
-        eqs = [lit for lit in self.rule.body if isinstance(lit, A.Comparison) and lit.op is A.CmpOp.EQ]
-        if len(atoms) != 1 or len(eqs) != 1 or len(self.rule.body) != 2:
+        """Note [Grouped aggregate] (analysis/grouped.py): one GROUP BY over
+        the relation, not a correlated subquery per row (the walks' shortest
+        distances, 2x faster). None when the rule is not of that form."""
+        g = grouped_form(self.rule)
+        if g is None:
             return None
-        atom, eq = atoms[0], eqs[0]
-        var, agg = (eq.left, eq.right) if isinstance(eq.right, A.Aggregate) else (eq.right, eq.left)
-        if not isinstance(var, A.Var) or not isinstance(agg, A.Aggregate) or len(agg.body) != 1:
-            return None
-        inner = agg.body[0]
-        if not isinstance(inner, A.Atom) or inner.name != atom.name:
-            return None
-        keys: dict[str, int] = {}  # the atom's variables, at the same places inside the aggregate
-        local: dict[str, int] = {}  # the aggregate's own variables
-        for k, (a, b) in enumerate(zip(atom.args, inner.args, strict=True)):
-            if isinstance(a, A.Var) and isinstance(b, A.Var) and a.name == b.name and a.name not in keys:
-                keys[a.name] = k
-            elif isinstance(a, A.Wildcard) and isinstance(b, A.Var) and b.name not in local:
-                local[b.name] = k
-            elif not (isinstance(a, A.Wildcard) and isinstance(b, A.Wildcard)):
-                return None
-        target = agg.target
-        if not keys or var.name in keys or set(keys) & set(local) or (
-                target is not None and not (isinstance(target, A.Var) and target.name in local)):
-            return None
+        atom, var, agg, keys, local, target = g.atom, g.var, g.agg, g.keys, g.local, g.agg.target
         cols = self.comp.program.decls[atom.name].columns
         group = ", ".join(q(cols[k].name) for k in keys.values())
         v = q(cols[local[target.name]].name) if target is not None else ""

@@ -24,6 +24,7 @@ from operator import itemgetter
 
 from torchtalk.datalog import ast as A
 from torchtalk.datalog.analysis.grounding import computable, injected
+from torchtalk.datalog.analysis.grouped import grouped_form
 from torchtalk.errors import EngineError
 
 
@@ -53,16 +54,7 @@ class Relation:
     def index(self, cols: tuple[int, ...]) -> dict:
         got = self._indexes.get(cols)
         if got is None:
-            got = {}
-            key = itemgetter(*cols)
-            for r in self.rows:
-                k = key(r)
-                bucket = got.get(k)
-                if bucket is None:
-                    got[k] = [r]
-                else:
-                    bucket.append(r)
-            self._indexes[cols] = got
+            got = self._indexes[cols] = _bucket({}, cols, self.rows)
         return got
 
     def containing(self, col: int, needle: str) -> list:
@@ -94,14 +86,20 @@ class Relation:
         self.rows |= rows
         self._indexes = {cols: got for cols, got in self._indexes.items() if cols[0] != "text"}
         for cols, got in self._indexes.items():
-            key = itemgetter(*cols)
-            for r in rows:
-                k = key(r)
-                bucket = got.get(k)
-                if bucket is None:
-                    got[k] = [r]
-                else:
-                    bucket.append(r)
+            _bucket(got, cols, rows)
+
+
+def _bucket(index: dict, cols: tuple[int, ...], rows) -> dict:
+    """`rows` put in `index` by their values at `cols` (one value, or a tuple of them)."""
+    key = itemgetter(*cols)
+    for r in rows:
+        k = key(r)
+        bucket = index.get(k)
+        if bucket is None:
+            index[k] = [r]
+        else:
+            bucket.append(r)
+    return index
 
 
 @dataclass(frozen=True)
@@ -143,84 +141,42 @@ def run_rule(
 
 @dataclass(frozen=True)
 class _Grouped:
-    """A rule `m(s, c, d) :- r(s, c, _), d = min x : { r(s, c, x) }.` (Note
-    [Grouped aggregate] in compile.py): one pass over `relation`'s rows,
-    grouped by the `keys` columns, folding column `value` (None: count)."""
+    """A rule of Note [Grouped aggregate] (analysis/grouped.py): one pass over
+    `relation`'s rows, grouped by the `keys` columns, folding column `value`
+    (None: count); `head(key, aggregate)` is the row it derives."""
 
     relation: str
     keys: tuple[int, ...]
     value: int | None
     func: A.AggFunc
-    head: tuple  # per head column: its value as a function of (the group's key, the aggregate)
+    head: object
 
 
 def _grouped(rule: A.Rule) -> _Grouped | None:
     """The rule as a `_Grouped`, or None when it is not of that form."""
-    body = rule.body
-    if len(body) != 2 or not isinstance(body[0], A.Atom) or not isinstance(body[1], A.Comparison):
+    g = grouped_form(rule)
+    if g is None:
         return None
-    atom, eq = body
-    var, agg = (eq.left, eq.right) if isinstance(eq.right, A.Aggregate) else (eq.right, eq.left)
-    if (
-        eq.op is not A.CmpOp.EQ
-        or not isinstance(var, A.Var)
-        or not isinstance(agg, A.Aggregate)
-        or len(agg.body) != 1
-        or not isinstance(agg.body[0], A.Atom)
-        or agg.body[0].name != atom.name
-    ):
-        return None
-    keys: dict[str, int] = {}
-    local: dict[str, int] = {}
-    for j, (a, b) in enumerate(zip(atom.args, agg.body[0].args, strict=True)):
-        if (
-            isinstance(a, A.Var)
-            and isinstance(b, A.Var)
-            and a.name == b.name
-            and a.name not in keys
-        ):
-            keys[a.name] = j
-        elif isinstance(a, A.Wildcard) and isinstance(b, A.Var) and b.name not in local:
-            local[b.name] = j
-        elif not (isinstance(a, A.Wildcard) and isinstance(b, A.Wildcard)):
-            return None
-    target = agg.target
-    if (
-        not keys
-        or var.name in keys
-        or set(keys) & set(local)
-        or (target is not None and not (isinstance(target, A.Var) and target.name in local))
-    ):
-        return None
-    names = {n: i for i, n in enumerate(keys)}
+    names = {n: i for i, n in enumerate(g.keys)}
     try:
-        head = tuple(_head_value(t, names, var.name) for t in rule.head.args)
+        head = "".join(_head_value(t, names, g.var.name) + ", " for t in rule.head.args)
     except Unsupported:
         return None
-    return _Grouped(
-        atom.name,
-        tuple(keys.values()),
-        None if target is None else local[target.name],
-        agg.func,
-        head,
-    )
+    target = g.agg.target
+    return _Grouped(g.atom.name, tuple(g.keys.values()), None if target is None else g.local[target.name],
+                    g.agg.func, eval(f"lambda k, x: ({head})"))  # noqa: S307 - built from the AST
 
 
-def _head_value(t: A.Term, names: dict[str, int], var: str):
-    """A head argument of a grouped rule as a function of (group key, aggregate)."""
+def _head_value(t: A.Term, names: dict[str, int], var: str) -> str:
+    """A head argument of a grouped rule, as Python over (group key `k`, aggregate `x`)."""
     if isinstance(t, A.Var) and t.name in names:
-        i = names[t.name]
-        return lambda k, x: k[i]
+        return f"k[{names[t.name]}]"
     if isinstance(t, A.Var) and t.name == var:
-        return lambda k, x: x
+        return "x"
     if isinstance(t, (A.Num, A.Str)):
-        return lambda k, x, v=t.value: v
+        return repr(t.value)
     if isinstance(t, A.BinOp) and t.op in _ARITH:
-        a, b = _head_value(t.left, names, var), _head_value(t.right, names, var)
-        op = {A.ArithOp.ADD: int.__add__, A.ArithOp.SUB: int.__sub__, A.ArithOp.MUL: int.__mul__}[
-            t.op
-        ]
-        return lambda k, x: op(a(k, x), b(k, x))
+        return f"({_head_value(t.left, names, var)} {_ARITH[t.op]} {_head_value(t.right, names, var)})"
     raise Unsupported(f"head argument {t}")
 
 
@@ -244,8 +200,8 @@ def _run_grouped(g: _Grouped, rel: Relation, out: set) -> None:
             got = acc.get(k)
             if got is None or (x < got if lower else x > got):
                 acc[k] = x
-    for k, x in acc.items():
-        out.add(tuple(h(k, x) for h in g.head))
+    head = g.head
+    out.update(head(k, x) for k, x in acc.items())
 
 
 def _position(program: A.Program, rule: A.Rule) -> int:
