@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import bisect
 import re
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from functools import lru_cache
 from operator import itemgetter
 
 from torchtalk.datalog import ast as A
-from torchtalk.datalog.analysis.grounding import computable, injected
+from torchtalk.datalog.analysis.grounding import injected
 from torchtalk.datalog.analysis.grouped import grouped_form
 from torchtalk.errors import EngineError
 
@@ -126,14 +128,14 @@ def run_rule(
         _run_grouped(grouped, env[grouped.relation], out)
         return
 
-    def size(i: int, lit: A.Atom) -> int:
+    def size(i: int, lit: A.Atom) -> int:  # a size class: plans are made again past 8x
         rel = delta[1] if i == k else env[lit.name]
-        return len(rel.rows).bit_length()
+        return (len(rel.rows).bit_length() + 2) // 3
 
     shape = tuple(size(i, lit) for i, lit in enumerate(rule.body) if isinstance(lit, A.Atom))
     plan = program.cached(
         ("memory-plan", rule.head.name, _position(program, rule), k, shape),
-        lambda: _compile(rule, env, delta),
+        lambda: _shared_plan(rule, k, shape, env, delta),
     )
     rels = [delta[1] if is_delta else env[name] for name, is_delta in plan.slots]
     plan.run(rels, out)
@@ -211,22 +213,55 @@ def _position(program: A.Program, rule: A.Rule) -> int:
     raise EngineError(f"rule not in its program: {rule}")
 
 
+# Note [Plans by rule]: a plan is kept in its program (the fast path: a few
+# dict lookups per rule run), and, keyed by the rule's value, across programs:
+# each query shape is a program of its own (pruned, presolved), most of whose
+# rules are the library's, unchanged, so a new shape plans only what is new
+# Planning a rule (its order's estimates, then Python's compile) took
+# impact(at::native::matmul), run after bench/query.py's queries, 56 of its
+# 87 ms (52 plans); with the plans shared, compiled code kept by its text,
+# the planner's variable needs found once per term and size classes of 8x,
+# 6.5 of 37 ms (17 plans).
+_PLANS: OrderedDict = OrderedDict()
+_PLANS_KEPT = 4096
+_PLANS_LOCK = threading.Lock()
+
+
+def _shared_plan(rule: A.Rule, k: int | None, shape: tuple, env: dict[str, Relation], delta) -> _Plan:
+    key = (rule, k, shape)
+    with _PLANS_LOCK:
+        plan = _PLANS.get(key)
+        if plan is not None:
+            _PLANS.move_to_end(key)
+            return plan
+    plan = _compile(rule, env, delta)
+    with _PLANS_LOCK:
+        _PLANS[key] = plan
+        if len(_PLANS) > _PLANS_KEPT:
+            _PLANS.popitem(last=False)
+    return plan
+
+
 def _compile(rule: A.Rule, env: dict[str, Relation], delta) -> _Plan:
     src = _Source(rule, env, delta)
     text = src.function()
-    scope = {
-        "_ONE": (0,),
-        "_MISS": object(),
-        "_full": _full,
-        "_div": _div,
-        "_mod": _mod,
-        **src.regexes,
-    }
+    patterns = tuple(sorted((name, rx.pattern) for name, rx in src.regexes.items()))
     try:
-        exec(compile(text, f"<rule {rule.loc}>", "exec"), scope)
+        run = _function(text, patterns, str(rule.loc))
     except SyntaxError as exc:  # a bug here, not in the rule
         raise EngineError(f"in-memory plan of {rule} does not compile: {exc}") from None
-    return _Plan(tuple(src.slots), scope["_rule"], text)
+    return _Plan(tuple(src.slots), run, text)
+
+
+@lru_cache(maxsize=4096)
+def _function(text: str, patterns: tuple[tuple[str, str], ...], where: str):
+    """The function Python source `text` defines (regexes `patterns` in its
+    scope), compiled once: the same plan recurs across query shapes and
+    size classes (Note [Plans by rule])."""
+    scope = {"_ONE": (0,), "_MISS": object(), "_full": _full, "_div": _div, "_mod": _mod,
+             **{name: _regex(p) for name, p in patterns}}
+    exec(compile(text, f"<rule {where}>", "exec"), scope)
+    return scope["_rule"]
 
 
 def _div(a: int, b: int) -> int:
@@ -277,6 +312,7 @@ class _Source:
         self.aggs: list[str] = []  # nested functions, one per aggregate
         self.names: dict[str, str] = {}  # Datalog variable -> Python name
         self.counter = 0
+        self.needs: dict[int, frozenset[str]] = {}  # id of a term of the rule -> the variables it needs
 
     def function(self) -> str:
         body = self.body(self.rule.body, frozenset(), self.delta, self.head_line(), 2)
@@ -403,8 +439,14 @@ class _Source:
         ]
 
     def ready(self, term: A.Term, bound) -> bool:
-        _no_ord(term)
-        return computable(term, bound, self.rule)
+        """`term` can be computed from the variables `bound` (grounding's
+        `computable`, its needs found once per term: the planner asks often)."""
+        needs = self.needs.get(id(term))
+        if needs is None:
+            _no_ord(term)
+            aggs = [injected(agg, self.rule) for agg in A.term_aggregates(term)]
+            needs = self.needs[id(term)] = frozenset(v.name for v in A.term_vars(term)).union(*aggs)
+        return needs <= bound
 
     def filters(self, body, pending: list[int], bound: set, lines: list[str], depth: int) -> int:
         """Emit every pending literal whose variables are bound (an equality
