@@ -70,7 +70,6 @@ class MemoryEngine:
             rows = env[rel].rows if rel in env else set()
             spec = (fetch or {}).get(rel)
             out[rel] = list(rows) if spec is None else fetch_rows(rows, spec)
-        gc.freeze()  # Note [Frozen tables]
         return out
 
     def evaluate(
@@ -112,10 +111,12 @@ class MemoryEngine:
 # Note [Frozen tables]: the tables read into a Session and the indexes built
 # on them (millions of tuples and lists) live as long as it, and a full
 # collection of the cyclic GC scanned them all: 90-160 ms, about once per
-# large query. After each table is read and each run, the objects alive are
-# moved out of the collector's sight (gc.freeze): what a run made and drops
-# is still freed by its reference count, and the GC scans only what came
-# after. (A cycle alive at that moment would stay; the engine makes none.)
+# large query. When a table is read, or an index built on one
+# (Relation.kept), the objects alive are moved out of the collector's sight
+# (gc.freeze): what a run makes and drops is still freed by its reference
+# count, and the GC scans only what came after. A cycle alive at that
+# moment (a server's call in flight) would stay, so it is done then only:
+# at a server's warm-up and the first queries of a new shape, not per run.
 
 
 # Note [Read ahead]: reading the tables a query needs takes 0.1-2 s the
@@ -185,7 +186,7 @@ def _table(con: Any, table: str) -> Relation:
         try:
             cur = c.execute(f"SELECT * FROM {table}")
             text = [str(d[1]) == "VARCHAR" for d in cur.description]
-            rel = Relation(_interned(cur.fetchall(), text))
+            rel = Relation(_interned(cur.fetchall(), text), kept=True)
         except lean_duckdb().Error as exc:
             raise EngineError(
                 f"DuckDB failed reading {table}: {str(exc).splitlines()[0]}"

@@ -17,6 +17,7 @@ with q small and y bound after it becomes, in substance,
 from __future__ import annotations
 
 import bisect
+import gc
 import re
 import threading
 from collections import OrderedDict
@@ -39,10 +40,11 @@ class Relation:
     first use: columns -> {key: [rows]} (a one-column key is the value
     itself, a longer one a tuple)."""
 
-    __slots__ = ("rows", "_indexes", "_distinct")
+    __slots__ = ("rows", "_indexes", "_distinct", "kept")
 
-    def __init__(self, rows: set) -> None:
+    def __init__(self, rows: set, kept: bool = False) -> None:
         self.rows = rows
+        self.kept = kept  # a Session's table: its indexes are kept too (Note [Frozen tables] in memory.py)
         self._indexes: dict[tuple[int, ...], dict] = {}
         self._distinct: dict[int, int] = {}
 
@@ -57,6 +59,8 @@ class Relation:
         got = self._indexes.get(cols)
         if got is None:
             got = self._indexes[cols] = _bucket({}, cols, self.rows)
+            if self.kept:
+                gc.freeze()  # Note [Frozen tables] in memory.py
         return got
 
     def containing(self, col: int, needle: str) -> list:
@@ -71,6 +75,8 @@ class Relation:
                 starts.append(at)
                 at += len(r[col]) + 1
             got = self._indexes[("text", col)] = (rows, starts, "\0".join(r[col] for r in rows))
+            if self.kept:
+                gc.freeze()  # Note [Frozen tables] in memory.py
         rows, starts, text = got
         out, seen, i = [], set(), text.find(needle)
         while i >= 0:
