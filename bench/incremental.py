@@ -9,7 +9,7 @@ updated in place, current) and the layers that ran. The real tree is never
 modified (edited files are written anew, breaking their hard link).
 
     python bench/incremental.py [--source TREE] [--layers ops,cpp,python,tests] [--seed-cache]
-                                [--baseline CHECKOUT]
+                                [--baseline CHECKOUT] [--checkout N]
 
 --seed-cache starts from the per-file parse caches of the tree's default DB
 (keyed by path and content; the whole-tree results are not copied), so the
@@ -79,6 +79,19 @@ def edit(path: Path, old: str, new: str) -> None:
     path.write_text(text.replace(old, new, 1))
 
 
+def checkout(tree: Path, n: int) -> None:
+    """What a `git checkout` touching `n` files does to the index (issue 16):
+    the first n*4/5 .cpp files of aten/src/ATen/native and the first n/5
+    .py files of torch/nn/modules, by name, each with a line more after its
+    first (every row of it moves), all written before the index runs."""
+    cpp = sorted((tree / "aten/src/ATen/native").glob("*.cpp"))[: n - n // 5]
+    py = sorted((tree / "torch/nn/modules").glob("*.py"))[: n // 5]
+    for path in (*cpp, *py):
+        first, _, rest = path.read_text().partition("\n")
+        path.unlink()  # a new file: the hard link to the real tree breaks
+        path.write_text(f"{first}\n{'#' if path.suffix == '.py' else '//'} a checkout's line\n{rest}")
+
+
 def seed(tree: Path, db: Path) -> None:
     from torchtalk import store
 
@@ -100,6 +113,8 @@ def arguments(layers: str) -> argparse.Namespace:
     ap.add_argument("--layers", default=layers)
     ap.add_argument("--seed-cache", action="store_true", help="start from the tree's per-file parse caches")
     ap.add_argument("--baseline", type=Path, help="another checkout of TorchTalk to compare with, taking turns")
+    ap.add_argument("--checkout", type=int, default=0, metavar="N",
+                    help="last, N files changed at once, as a git checkout does (`checkout`)")
     return ap.parse_args()
 
 
@@ -128,6 +143,9 @@ def main() -> None:
         for what, rel, old, new in EDITS:
             edit(src / rel, old, new)
             rows.append((what, *index(src, db, args.layers)))
+        if args.checkout:
+            checkout(src, args.checkout)
+            rows.append((f"a checkout of {args.checkout} files", *index(src, db, args.layers)))
         shutil.rmtree(src, ignore_errors=True)
     print(f"layers: {args.layers}")
     print(f"  {'':<34} {'wall':>8} {'cpu':>8}")
