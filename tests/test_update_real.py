@@ -159,6 +159,26 @@ def test_each_edit_updates_in_place_to_a_cold_index(indexed, tmp_path):
     assert_same_tables(db, _cold(copy, tmp_path, "yaml"))
 
 
+@pytest.mark.real_tree
+def test_a_checkout_of_50_files_updates_to_a_cold_index(indexed, tmp_path):
+    """Issue 16: 50 files changed at once, as a `git checkout` does (bench/
+    incremental.py's `checkout`: 40 .cpp, 10 .py), update the DB in place to
+    a cold index's."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("incremental", Path(__file__).resolve().parents[1] / "bench/incremental.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    copy, db = indexed
+    first = sorted((copy / "aten/src/ATen/native").glob("*.cpp"))[0].relative_to(copy).as_posix()
+    lines = "select line from func where file = ? order by line, fn"
+    before = _rows(db, lines, [first])
+    bench.checkout(copy, 50)
+    _update(copy, db, ["cpp", "python"])
+    assert before and _rows(db, lines, [first]) == [(line + 1,) for (line,) in before]  # a line more at the top
+    assert_same_tables(db, _cold(copy, tmp_path, "checkout"))
+
+
 def _digest(path: Path) -> str:
     return hashlib.sha1(path.read_bytes()).hexdigest()
 
