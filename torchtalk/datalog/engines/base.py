@@ -11,7 +11,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from torchtalk.datalog import ast as A
+from torchtalk.datalog.analysis.strata import needed_relations
 from torchtalk.datalog.ast import Program
+from torchtalk.errors import InputError
 
 Rows = list[tuple]
 
@@ -99,6 +102,23 @@ def per_section(rows: list[tuple], column: int | None, n: int, key=None) -> Page
     width = len(rows[0]) if rows else 0
     one = frozenset(i for i in range(width) if all(r[i] == rows[0][i] for r in rows))
     return Page(out, len(rows), counts, one)
+
+
+def needed_for(program: Program, outputs: list[str]) -> frozenset:
+    """The relations a run of `outputs` needs, once per program and outputs."""
+    return program.cached(("needed", tuple(outputs)), lambda: frozenset(needed_relations(program, outputs)))
+
+
+def check_row(decl: A.Decl, i: int, row) -> tuple:
+    """`row` of relation `decl` (the i-th given) as a tuple, checked against its columns."""
+    row = tuple(row)
+    if len(row) != decl.arity:
+        raise InputError(f"row {i} of '{decl.name}' has {len(row)} values, its .decl has {decl.arity} columns")
+    for col, v in zip(decl.columns, row, strict=True):
+        want = str if col.type is A.ColType.SYMBOL else int
+        if not isinstance(v, want) or isinstance(v, bool):
+            raise InputError(f"row {i} of '{decl.name}': column '{col.name}' is a {col.type}, got {v!r}")
+    return row
 
 
 class Engine(Protocol):

@@ -16,10 +16,9 @@ import uuid
 from typing import Any
 
 from torchtalk.datalog import ast as A
-from torchtalk.datalog.analysis.strata import needed_relations
 from torchtalk.datalog.compile import SQL_TYPES, Exec, Plan, compile_program, q
 from torchtalk.datalog.duck import duckdb as lean_duckdb
-from torchtalk.datalog.engines.base import Fetch, Page, sort_key
+from torchtalk.datalog.engines.base import Fetch, Page, check_row, needed_for, sort_key
 from torchtalk.datalog.io import copy_rows
 from torchtalk.datalog.transform.nullary_as_unary import nullary_as_unary
 from torchtalk.errors import EngineError, InputError
@@ -69,7 +68,7 @@ class DuckDBEngine:
         prefix = f"_tt{next(_RUNS)}_"
         created: list[str] = []
         try:
-            needed = _needed(program, outputs)
+            needed = needed_for(program, outputs)
             sources = self._sources(program, con, needed, facts, tables, prefix, created)
             if into is None:
                 plan = _query_plan(program, outputs, sources, prefix)
@@ -106,7 +105,7 @@ class DuckDBEngine:
                 raise InputError(f"facts given for undeclared relation '{rel}'")
             if rel not in needed:
                 continue
-            checked = [_check_row(decl, i, row) for i, row in enumerate(rows, 1)]
+            checked = [check_row(decl, i, row) for i, row in enumerate(rows, 1)]
             if not checked:
                 continue
             if len(checked) <= INLINE_ROWS:
@@ -140,10 +139,6 @@ def drop_tables(con, tables) -> None:
 # `trace(softmax)` after `trace(matmul)` compiles nothing. The plans live in
 # the program they were compiled from (Program.cached), and go with it.
 _HOLE = f"tt_source_{uuid.uuid4().hex[:12]}_"
-
-
-def _needed(program: A.Program, outputs: list[str]) -> frozenset:
-    return program.cached(("needed", tuple(outputs)), lambda: frozenset(needed_relations(program, outputs)))
 
 
 def _query_plan(program: A.Program, outputs: list[str], sources: dict[str, list[str]], prefix: str) -> Plan:
@@ -327,14 +322,3 @@ def load_rows(con, decl: A.Decl, table: str, rows: list[tuple]) -> None:
     cols = ", ".join(f"{q(c.name)} {SQL_TYPES[c.type]}" for c in decl.columns)
     con.execute(f"CREATE TEMP TABLE {q(table)} ({cols})")
     con.executemany(f"INSERT INTO temp.main.{q(table)} VALUES ({', '.join('?' * decl.arity)})", rows)
-
-
-def _check_row(decl: A.Decl, i: int, row) -> tuple:
-    row = tuple(row)
-    if len(row) != decl.arity:
-        raise InputError(f"row {i} of '{decl.name}' has {len(row)} values, its .decl has {decl.arity} columns")
-    for col, v in zip(decl.columns, row, strict=True):
-        want = str if col.type is A.ColType.SYMBOL else int
-        if not isinstance(v, want) or isinstance(v, bool):
-            raise InputError(f"row {i} of '{decl.name}': column '{col.name}' is a {col.type}, got {v!r}")
-    return row

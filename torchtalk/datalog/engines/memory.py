@@ -33,9 +33,8 @@ from typing import Any
 
 from torchtalk.connmemo import Session
 from torchtalk.datalog import ast as A
-from torchtalk.datalog.analysis.strata import needed_relations, strata
-from torchtalk.datalog.engines.base import Fetch, fetch_rows
-from torchtalk.datalog.engines.duckdb import _check_row
+from torchtalk.datalog.analysis.strata import strata
+from torchtalk.datalog.engines.base import Fetch, check_row, fetch_rows, needed_for
 from torchtalk.datalog.engines.memrule import Relation, Unsupported, run_rule
 from torchtalk.errors import EngineError
 
@@ -81,9 +80,7 @@ class MemoryEngine:
         tables: dict[str, str],
     ) -> dict[str, Relation]:
         """Every relation `outputs` need -> its rows (a `Relation`)."""
-        needed = program.cached(
-            ("needed", tuple(outputs)), lambda: frozenset(needed_relations(program, outputs))
-        )
+        needed = needed_for(program, outputs)
         env: dict[str, Relation] = {}
         given: dict[str, set] = {}  # rows of relations with rules too, added to theirs
         inputs = _inputs(program)
@@ -150,7 +147,7 @@ def _tables_read(program: A.Program, con: Any, outputs: list[str], tables: dict[
     from torchtalk.datalog.compile import q
     from torchtalk.datalog.engines.duckdb import db_tables
 
-    needed = program.cached(("needed", tuple(outputs)), lambda: frozenset(needed_relations(program, outputs)))
+    needed = needed_for(program, outputs)
     names = [tables.get(rel) or q(rel) for rel in _inputs(program) if rel in needed]
     return [t for t in names if not t.startswith("temp.main.") and db_tables(con, [t])]
 
@@ -162,7 +159,7 @@ def _input(program: A.Program, con: Any, rel: str, given, tables: dict[str, str]
     from torchtalk.datalog.engines.duckdb import db_tables
 
     decl = program.decls[rel]
-    rows = {_check_row(decl, i, row) for i, row in enumerate(given, 1)}
+    rows = {check_row(decl, i, row) for i, row in enumerate(given, 1)}
     table = tables.get(rel) or q(rel)
     if (
         rel in _inputs(program)
