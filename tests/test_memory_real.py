@@ -46,6 +46,50 @@ def test_memory_gives_the_same_page_and_chains(real_con, memory_con, text):
     assert all(len(r[-1]) > 0 for r in memory.rows)  # every row has its chain
 
 
+@pytest.mark.parametrize("text", ["impact(cpublas::gemm)", "affected(at::native::layer_norm_cpu)"])
+def test_a_page_walks_once_in_memory_and_keeps_nothing(real_con, memory_con, monkeypatch, text):
+    """Note [One walk per answer] in memory: the chains' run reads the rows'
+    run's `up_reach` (derived by no rule of its), the same page comes back,
+    and nothing is left in the Session after."""
+    from torchtalk import api
+    from torchtalk.datalog.engines import memory
+
+    derived, real = [], memory._fixpoint
+    monkeypatch.setattr(memory, "_fixpoint", lambda p, members, *a: derived.append(members) or real(p, members, *a))
+    embedded = api.query(text, con=real_con, all_matches=True, limit=5, engine="duckdb")
+    page = api.query(text, con=memory_con, all_matches=True, limit=5)
+    assert page.rows == embedded.rows and all(r[-1] for r in page.rows)
+    assert sum("up_reach" in members for members in derived) == 1
+    assert not [k for k in memory_con.memo if isinstance(k, tuple) and k[0] == "memory-kept"]
+
+
+def test_a_page_whose_rows_ran_on_duckdb_reads_its_walks_in_memory(real_con, memory_con, monkeypatch):
+    """The rows' run gone to DuckDB (Note [Large runs go to DuckDB]) leaves
+    its walks as temp tables; the chains' run, in memory, reads them, and
+    they are dropped after."""
+    from torchtalk import api
+    from torchtalk.datalog.engines import memory
+
+    text = "impact(cpublas::gemm, depth=3)"
+    embedded = api.query(text, con=real_con, all_matches=True, limit=5, engine="duckdb")
+    real = memory.MemoryEngine.evaluate
+    calls = []
+
+    def first_too_large(self, program, con, outputs, *a):
+        calls.append(outputs)
+        if len(calls) == 1:
+            raise memory._Large
+        return real(self, program, con, outputs, *a)
+
+    read, real_read = [], memory._read
+    monkeypatch.setattr(memory.MemoryEngine, "evaluate", first_too_large)
+    monkeypatch.setattr(memory, "_read", lambda con, table: read.append(table) or real_read(con, table))
+    page = api.query(text, con=memory_con, all_matches=True, limit=5)
+    assert calls[0] == ["impact"] and calls[-1] == ["chain"] and page.rows == embedded.rows
+    assert any(t.startswith("temp.main.") and t.endswith('_up_reach"') for t in read)
+    assert memory_con.execute("SELECT count(*) FROM duckdb_tables() WHERE temporary").fetchone()[0] == 0
+
+
 def test_a_query_too_large_for_memory_is_answered_by_duckdb(real_con, memory_con, monkeypatch):
     """Note [Large runs go to DuckDB]: past the budget, the same answer."""
     from torchtalk import api

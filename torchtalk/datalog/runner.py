@@ -50,9 +50,10 @@ def evaluate(
     tables:  the DB table of an input relation not stored under its own name.
     fetch:   output relation -> `Fetch`: its rows come back as a `Page`:
              distinct, filtered, sorted, cut to a limit (engines/__init__.py).
-    keep:    (the embedded engine) a dict receiving relation -> temp table of
-             the walks the run computed, left for a later run to read; the
-             caller drops them (Note [One walk per answer] in torchtalk/query/run.py).
+    keep:    (the embedded and in-memory engines) a dict receiving relation ->
+             table of the walks the run computed, left for a later run to
+             read; the caller drops them (Note [One walk per answer] in
+             torchtalk/query/run.py).
     """
     if not checked and program not in _CHECKED:
         check(program)
@@ -63,7 +64,7 @@ def evaluate(
             raise InputError(f"unknown relation '{rel}'", hint=did_you_mean(rel, program.decls))
     given = {rel: list(rows) for rel, rows in (facts or {}).items()}
     shaped = {rel: spec for rel, spec in (fetch or {}).items() if rel in wanted}
-    if keep is not None and engine == "duckdb":
+    if keep is not None and engine in ("duckdb", "memory"):
         return get_engine(engine).run(program, con, wanted, given, dict(tables or {}), shaped, keep=keep)
     return get_engine(engine).run(program, con, wanted, given, dict(tables or {}), shaped)
 

@@ -247,7 +247,7 @@ def evaluate_bound(b: Bound, program, con, *, engine: str = "duckdb",
         if ALL_SHOWN in program.decls:
             facts = {**facts, ALL_SHOWN: [()]}
     outputs = [name, CHAIN] if with_chain and not paged else [name]
-    walks: dict[str, str] | None = {} if paged and engine == "duckdb" else None  # Note [One walk per answer]
+    walks: dict[str, str] | None = {} if paged and engine in ("duckdb", "memory") else None  # Note [One walk per answer]
     try:
         out = _evaluate(b, program, con, engine, tables, dump, facts, outputs, name, {name: spec}, keep=walks)
         page = out.get(name, Page([]))
@@ -262,8 +262,9 @@ def evaluate_bound(b: Bound, program, con, *, engine: str = "duckdb",
     finally:
         if walks:
             from torchtalk.datalog.engines.duckdb import drop_tables
+            from torchtalk.datalog.engines.memory import drop_kept
 
-            drop_tables(con, walks.values())
+            drop_tables(con, drop_kept(con, walks.values()))
     of = dict(zip(chosen, chains(name, rows, edges), strict=True))
     return Page([(*r, of.get(i)) for i, r in enumerate(page)], page.total, page.counts, page.one_value)
 
@@ -336,11 +337,12 @@ def _all_shown(program, name: str, shown: str):
 # page]) is two engine runs, its rows, then the chains of the rows shown;
 # both need the same walks (impact's up_reach), and the second used to walk
 # them again (a third of impact(cpublas::gemm)). The first run now leaves
-# its walks' temp tables in place (the embedded engine's `keep`), and the
-# second reads each as an input, as a stored relation is read (Note
-# [Derived at index time]), when the relations it is computed from got the
-# same facts in both runs: a relation is a function of its inputs, so its
-# rows are the same. Both runs over, the tables are dropped.
+# its walks in place (the engine's `keep`: DuckDB's temp tables, the
+# in-memory engine's relations with the indexes built on them, held in the
+# Session), and the second reads each as an input, as a stored relation is
+# read (Note [Derived at index time]), when the relations it is computed
+# from got the same facts in both runs: a relation is a function of its
+# inputs, so its rows are the same. Both runs over, they are dropped.
 
 
 def _same_walks(library, walks: dict[str, str], before: dict, after: dict) -> dict[str, str]:

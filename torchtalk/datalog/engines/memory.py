@@ -28,6 +28,7 @@ rule and size class, and turned into Python source once
 from __future__ import annotations
 
 import gc
+import itertools
 import sys
 from typing import Any
 
@@ -50,20 +51,32 @@ class MemoryEngine:
         facts: dict[str, list[tuple]],
         tables: dict[str, str] | None = None,
         fetch: dict[str, Fetch] | None = None,
+        keep: dict[str, str] | None = None,
     ) -> dict[str, list[tuple]]:
         """Evaluate `outputs` over `con` (read-only); an output in `fetch`
         comes back as its `Fetch` says. A program using what this engine
-        does not evaluate (`ord`) runs on the embedded engine instead."""
+        does not evaluate (`ord`) runs on the embedded engine instead.
+        `keep`: a dict that receives relation -> name of each relation the
+        run derived, left in the Session for a later run to read as a table
+        (Note [One walk per answer] in torchtalk/query/run.py); the caller
+        lets go of them (`drop_kept`)."""
         from torchtalk.datalog.engines.duckdb import DuckDBEngine
 
         if isinstance(con, Session):
             con.stopped = False  # an interrupt stops the run under way, not the next
             if con.read_ahead and not all(_loaded(con, t) for t in _tables_read(program, con, outputs, tables or {})):
-                return DuckDBEngine().run(program, con, outputs, facts, tables, fetch)  # Note [Read ahead]
+                return DuckDBEngine().run(program, con, outputs, facts, tables, fetch, keep)  # Note [Read ahead]
         try:
             env = self.evaluate(program, con, outputs, facts, tables or {})
         except (Unsupported, _Large):  # Note [Large runs go to DuckDB]
-            return DuckDBEngine().run(program, con, outputs, facts, tables, fetch)
+            return DuckDBEngine().run(program, con, outputs, facts, tables, fetch, keep)
+        if keep is not None and isinstance(con, Session):
+            inputs = _inputs(program)
+            for rel, rows in env.items():
+                if rel not in inputs and program.rules_for(rel):
+                    name = f'temp.main."_ttm{next(_KEPT)}_{rel}"'
+                    con.memo[(_KEPT_KEY, name)] = rows
+                    keep[rel] = name
         out = {}
         for rel in outputs:
             rows = env[rel].rows if rel in env else set()
@@ -138,6 +151,18 @@ def read_tables(con: Any, tables: list[str], stop=lambda: False) -> int:
     return n
 
 
+# the Session's memo key of a relation an earlier run kept (MemoryEngine.run's `keep`)
+_KEPT_KEY = "memory-kept"
+_KEPT = itertools.count()
+
+
+def drop_kept(con: Any, tables) -> list[str]:
+    """Let go of the relations `tables` that runs on `con` kept in memory;
+    -> the others (kept by the embedded engine, as temp tables)."""
+    memo = con.memo if isinstance(con, Session) else {}
+    return [t for t in tables if memo.pop((_KEPT_KEY, t), None) is None]
+
+
 def _loaded(con: Any, table: str) -> bool:
     return isinstance(con, Session) and ("memory-table", table) in con.memo
 
@@ -161,6 +186,11 @@ def _input(program: A.Program, con: Any, rel: str, given, tables: dict[str, str]
     decl = program.decls[rel]
     rows = {check_row(decl, i, row) for i, row in enumerate(given, 1)}
     table = tables.get(rel) or q(rel)
+    if table.startswith("temp.main.") and rel in _inputs(program):  # an earlier run's (Note [One walk per answer])
+        kept = con.memo.get((_KEPT_KEY, table)) if isinstance(con, Session) else None
+        if kept is None:  # the embedded engine's, run in its place
+            kept = Relation(_read(con, table))
+        return Relation(rows | kept.rows) if rows else kept
     if (
         rel in _inputs(program)
         and con is not None
@@ -177,21 +207,25 @@ def _input(program: A.Program, con: Any, rel: str, given, tables: dict[str, str]
 def _table(con: Any, table: str) -> Relation:
     """The rows of fact-DB `table`, once per Session (Note [DB info cache])."""
     from torchtalk.connmemo import per_connection
-    from torchtalk.datalog.duck import duckdb as lean_duckdb
 
     def read(c) -> Relation:
-        try:
-            cur = c.execute(f"SELECT * FROM {table}")
-            text = [str(d[1]) == "VARCHAR" for d in cur.description]
-            rel = Relation(_interned(cur.fetchall(), text), kept=True)
-        except lean_duckdb().Error as exc:
-            raise EngineError(
-                f"DuckDB failed reading {table}: {str(exc).splitlines()[0]}"
-            ) from None
+        rel = Relation(_read(c, table), kept=True)
         gc.freeze()  # Note [Frozen tables]
         return rel
 
     return per_connection(con, ("memory-table", table), read)
+
+
+def _read(con: Any, table: str) -> set:
+    """The rows of DuckDB `table`, text values interned."""
+    from torchtalk.datalog.duck import duckdb as lean_duckdb
+
+    try:
+        cur = con.execute(f"SELECT * FROM {table}")
+        text = [str(d[1]) == "VARCHAR" for d in cur.description]
+        return _interned(cur.fetchall(), text)
+    except lean_duckdb().Error as exc:
+        raise EngineError(f"DuckDB failed reading {table}: {str(exc).splitlines()[0]}") from None
 
 
 def _interned(rows: list[tuple], text: list[bool]) -> set:
