@@ -176,3 +176,29 @@ def test_relation_text_scan_and_indexes_stay_exact():
     by = rel.index((1,))
     rel.add({("ab", 5)})
     assert by[5] == [("ab", 5)] and sorted(rel.containing(0, "ab"))[0] == ("ab", 5)
+
+
+def test_a_plan_counts_the_index_it_builds_on_a_derived_relation():
+    """Note [Index builds in a plan]: a large derived relation joined with
+    a small table by two columns of each is scanned, the table looked up,
+    rather than hashed for a few lookups; the same rows as a Session's
+    table (whose indexes are kept) are looked up."""
+    prog = parse_text("""
+    .decl why(w: symbol, r: symbol, y: symbol)
+    .decl row(t: number, r: symbol, w: symbol)
+    .decl out(t: number, y: symbol)
+    out(t, y) :- row(t, r, w), why(w, r, y).
+    """)
+    (rule,) = prog.rules
+    label = {(w, r): f"{w}-{r}" for w in ("op", "name", "file", "test", "doc") for r in ("resolved", "guess")}
+    why = Relation({(w, r, y) for (w, r), y in label.items()}, kept=True)
+    rows = {(i, ("resolved", "guess")[i % 2], ("op", "name")[i % 3 == 0]) for i in range(3000)}
+    want = {(t, label[w, r]) for t, r, w in rows}
+    for kept, lookup in ((False, ".index((0, 1))"), (True, ".index((1, 2))")):
+        env = {"why": why, "row": Relation(rows, kept=kept)}
+        plan = memrule._compile(rule, env, None)
+        assert lookup in plan.source
+        out: set = set()
+        plan.run([env[name] for name, _ in plan.slots], out)
+        assert out == want
+
