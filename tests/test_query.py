@@ -319,18 +319,20 @@ def test_search_backend_keeps_what_serves_the_key(con):
     assert exc.value.headline() == "<query>:1:25: query error: no dispatch key named 'CUDAX' (did you mean 'CUDA'?)"
 
 
+@pytest.mark.parametrize("sample", [None, "tensor_iterator\nlayer_norm\ngemm_out\nsoftmax"])
 @pytest.mark.parametrize("text", ["gemm", "Layer_Norm", "a.b(c", "x", "softmax_warp_forward", "::", "ÄbCß"])
-def test_like_probes_hold_for_every_casing(text):
+def test_like_probes_hold_for_every_casing(text, sample):
     """Every string holding `text` in any case holds one probe of each window
-    (Note [Probes]), and the regexes agree with Python's casefolding."""
+    (Note [Probes]), whichever windows are picked, and the regexes agree
+    with Python's casefolding."""
     import itertools
     import re
 
-    from torchtalk.query.like import like, probes
+    from torchtalk.query.like import like, probes, rarity_in
 
     exact, prefix, anywhere = (re.compile(p) for p in like(text))
     by_role: dict[str, list[str]] = {}
-    for role, p in probes(text):
+    for role, p in probes(text, rarity_in(sample)):
         by_role.setdefault(role, []).append(p)
     letters = [i for i, c in enumerate(text) if c.isascii() and c.isalpha()][:6]
     for flips in itertools.product((False, True), repeat=len(letters)):
@@ -549,6 +551,23 @@ def test_names_resolve_once_per_read_only_connection(tmp_path, monkeypatch):
     Resolver(rw).resolve("torch.matmul", "op")
     Resolver(rw).resolve("torch.matmul", "op")
     assert len(calls) == 3 * n
+
+
+def test_like_probes_pick_the_rarest_windows():
+    """Note [Probes]: with a sample of names, "a" is the window fewest of
+    them hold and "b" the rarest one apart from it; without, the first with
+    the fewest letters."""
+    from torchtalk.query.like import probes, rarity_in
+
+    sample = rarity_in("tensor\ntensor_list\ntensorimpl\niterator\nsort_out\n")  # as name_sample: lower case
+
+    def windows(text, rarity):  # role -> its window, in lower case (each comes in every case)
+        return {role: min(p for r, p in probes(text, rarity) if r == role).lower() for role in "ab"}
+
+    # "rit" is in no name, "era" in one, and does not overlap it (the first of four such)
+    assert windows("TensorIterator", sample) == {"a": "rit", "b": "era"}
+    assert windows("TensorIterator", None) == {"a": "ten", "b": "sor"}
+    assert windows("add_", None) == {"a": "dd_", "b": "ad"}  # a pair outside "a" when no window is
 
 
 def test_routing_probes_build_no_did_you_mean(tmp_path, monkeypatch):

@@ -202,3 +202,14 @@ def test_a_plan_counts_the_index_it_builds_on_a_derived_relation():
         plan.run([env[name] for name, _ in plan.slots], out)
         assert out == want
 
+
+def test_a_text_scan_by_trigram_finds_each_case_as_written():
+    """Note [Text scans]: a needle of three characters or more is found among
+    the rows holding its first three in that case, found once for every
+    case; a row holding two cases is found by each, a row once per needle."""
+    rel = Relation({("GeMM_out", 1), ("gemm", 2), ("xgemmgEMm", 3), ("gem", 4), ("other", 5), ("ggemm", 6)})
+    by_case = {n: sorted(r[1] for r in rel.containing(0, n)) for n in ("gem", "GeM", "gEM", "gemm", "gEMm", "GEM")}
+    assert by_case == {"gem": [2, 3, 4, 6], "GeM": [1], "gEM": [3], "gemm": [2, 3, 6], "gEMm": [3], "GEM": []}
+    assert sorted(r[1] for r in rel.containing(0, "ge")) == [2, 3, 4, 6]  # shorter: the plain scan
+    (*_, grams) = rel._text(0)
+    assert list(grams) == ["gem"]  # one pass for every case of it

@@ -14,10 +14,13 @@ per row (5-10 us a row: 0.7 s over every name of the tree), while `contains`
 with a given string costs 20 ns. So the rules test strings first, and the
 regexes only where the strings cannot decide (search(Gemm): 40 ms, not 700):
   "a", "b"  every case variant of two windows of the text: "a" the first
-            pair of characters with the fewest letters (at most 4 strings, a
-            cheap scan), "b" its last three characters (at most 8, tried on
-            what "a" kept). A name holding the text, in any case, holds one
-            of each as written; candidates hold both.
+            three characters with the fewest letters (at most 8 strings:
+            the in-memory engine finds each among the names holding its
+            characters in any case, found once, Note [Text scans] in
+            torchtalk/datalog/engines/memrule.py), "b" the first pair with
+            the fewest letters (at most 4, tried on what "a" kept). A name
+            holding the text, in any case, holds one of each as written;
+            candidates hold both.
   "case"    the text as typed, lower-case, upper-case, and with its first
             letter changed: a candidate holding one holds the text (no regex);
             the others (LayerNorm for "layernorm") are matched by `anywhere`.
@@ -30,12 +33,13 @@ regexes only where the strings cannot decide (search(Gemm): 40 ms, not 700):
 Example:
     >>> like("Gemm")[0]
     '(.*[.:])?[gG][eE][mM][mM]'
-    >>> sorted(p for role, p in probes("a.b") if role == "b")
+    >>> sorted(p for role, p in probes("a.b") if role == "a")
     ['A.B', 'A.b', 'a.B', 'a.b']
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from itertools import product
 
 # the characters a regex gives a meaning to, escaped in both dialects (RE2, ECMAScript)
@@ -81,19 +85,59 @@ def _ascii(text: str, case) -> str:
     return "".join(case(c) if _letter(c) else c for c in text)
 
 
+def name_sample(con) -> str | None:
+    """About one name in SAMPLE of the index (search's entities), each in
+    lower case, one per line: how common a window is among names, for
+    `probes` (read once per connection); None without them."""
+    from torchtalk.connmemo import per_connection
+    from torchtalk.datalog.engines.duckdb import db_tables
+
+    def read(c) -> str | None:
+        if not db_tables(c, [_NAMES]):
+            return None
+        rows = c.execute(f"SELECT id FROM {_NAMES} WHERE hash(id) % {SAMPLE} = 0").fetchall()
+        return "\n".join(r[0] for r in rows).translate(_FOLD)
+
+    return per_connection(con, "name-sample", read)
+
+
+def rarity_in(sample: str | None) -> Callable[[str], int] | None:
+    """`probes`' rarity: how often a window occurs in `sample` (`name_sample`), in any case."""
+    return None if not sample else (lambda w: sample.count(w.translate(_FOLD)))
+
+
+_NAMES = 'derived."search_entity"'
+SAMPLE = 64
+_FOLD = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+def _letters(window: str) -> int:
+    return sum(map(_letter, window))
+
+
 def _variants(window: str) -> list[str]:
     choices = [(c.lower(), c.upper()) if _letter(c) else (c,) for c in window]
     return sorted({"".join(p) for p in product(*choices)})
 
 
-def probes(text: str) -> tuple[tuple[str, str], ...]:
-    """(role, string) pairs of Note [Probes]; none for an empty text."""
+def probes(text: str, rarity: Callable[[str], int] | None = None) -> tuple[tuple[str, str], ...]:
+    """(role, string) pairs of Note [Probes]; none for an empty text.
+    `rarity(window)`: how many names hold the window in any case, about
+    (`name_sample`), for picking the windows; without it, the ones with
+    the fewest letters."""
     if not text:
         return ()
     n = min(WINDOW, len(text))
-    pairs = [text[i:i + 2] for i in range(max(1, len(text) - 1))]
-    a = min(pairs, key=lambda w: sum(map(_letter, w)))  # the first with the fewest letters
-    out = [("a", v) for v in _variants(a)] + [("b", v) for v in _variants(text[-n:])]
+
+    def best(windows: list[tuple[int, str]]) -> tuple[int, str]:  # the first of the rarest
+        return min(windows, key=lambda w: (rarity(w[1]) if rarity else 0, _letters(w[1])))
+
+    at, a = best([(i, text[i:i + n]) for i in range(len(text) - n + 1)])
+    # "b": a window of as many characters apart from "a", else a pair not within it, else the first pair
+    apart = [(i, text[i:i + n]) for i in range(len(text) - n + 1) if i + n <= at or i >= at + n]
+    outside = [(i, text[i:i + 2]) for i in range(len(text) - 1) if not at <= i <= at + n - 2]
+    b = best(apart or outside or [(0, text[:2])])[1]
+    out = [("a", v) for v in _variants(a)] + [("b", v) for v in _variants(b)]
     lower, upper = _ascii(text, str.lower), _ascii(text, str.upper)
     cases = {text, lower, upper, upper[:1] + text[1:], lower[:1] + text[1:]}
     out += [("case", c) for c in sorted(cases)]

@@ -109,7 +109,7 @@ def bind(q: Query, program, resolver: Resolver, *, all_matches: bool = False) ->
             raise _err(q, None, f"{q.name} needs an argument: a {sig.arg.column}",
                        hint=f"e.g. {q.name}(NAME)")
         facts[sig.arg.relation] = [(i,) for v in q.args for i in resolve(v, sig.arg.column)]
-        _bind_like(program, sig, facts)
+        _bind_like(program, sig, facts, resolver.con)
     elif sig.src is not None and q.path is None:
         v = q.args[0] if q.args else None
         raise _err(q, v, f"{q.name} needs two ends: `A -> B`",
@@ -122,16 +122,17 @@ def bind(q: Query, program, resolver: Resolver, *, all_matches: bool = False) ->
     return Bound(q, sig, facts, tuple(filters), tuple(resolutions))
 
 
-def _bind_like(program, sig: Signature, facts) -> None:
+def _bind_like(program, sig: Signature, facts, con) -> None:
     """Fill `q_like` / `q_like_probe` from the text arguments (Note [Text arguments]
     in torchtalk/query/like.py), when the query declares them."""
-    from torchtalk.query.like import like, probes
+    from torchtalk.query.like import like, name_sample, probes, rarity_in
 
     texts = [t for (t,) in facts[sig.arg.relation] if isinstance(t, str)]
     if f"{sig.name}_like" in program.inputs:
         facts[f"{sig.name}_like"] = [(t, *like(t)) for t in texts]
     if f"{sig.name}_like_probe" in program.inputs:
-        facts[f"{sig.name}_like_probe"] = [(t, role, p) for t in texts for role, p in probes(t)]
+        rarity = rarity_in(name_sample(con)) if con is not None else None
+        facts[f"{sig.name}_like_probe"] = [(t, role, p) for t in texts for role, p in probes(t, rarity)]
 
 
 def _flag(q: Query, key: str) -> bool:

@@ -20,6 +20,7 @@ import bisect
 import gc
 import re
 import threading
+from array import array
 from collections import OrderedDict
 from dataclasses import dataclass
 from functools import lru_cache
@@ -64,9 +65,23 @@ class Relation:
         return got
 
     def containing(self, col: int, needle: str) -> list:
-        """The rows whose column `col` holds `needle` (`contains`), found in
-        one text of the column's values (built once): C's substring search
-        over it, not a test per row."""
+        """The rows whose column `col` holds `needle` (`contains`): C's
+        substring search over one text of the column's values, or, for a
+        needle of GRAM characters or more, the rows holding its first GRAM
+        characters, found once for every case of them (Note [Text scans])."""
+        rows, starts, text, folded, grams = self._text(col)
+        if len(needle) < GRAM:
+            return [rows[k] for k in _scan(text, starts, needle)]
+        gram = needle[:GRAM].translate(_FOLD)
+        cases = grams.get(gram)
+        if cases is None:
+            if len(grams) >= GRAMS_KEPT:
+                grams.pop(next(iter(grams)))
+            cases = grams[gram] = _cases(text, folded, starts, gram)
+        got = map(rows.__getitem__, cases.get(needle[:GRAM], ()))
+        return list(got) if len(needle) == GRAM else [r for r in got if needle in r[col]]
+
+    def _text(self, col: int) -> tuple:
         got = self._indexes.get(("text", col))
         if got is None:
             rows = list(self.rows)
@@ -74,20 +89,11 @@ class Relation:
             for r in rows:
                 starts.append(at)
                 at += len(r[col]) + 1
-            got = self._indexes[("text", col)] = (rows, starts, "\0".join(r[col] for r in rows))
+            text = "\0".join(r[col] for r in rows)
+            got = self._indexes[("text", col)] = (rows, starts, text, text.translate(_FOLD), {})
             if self.kept:
                 gc.freeze()  # Note [Frozen tables] in memory.py
-        rows, starts, text = got
-        out, seen, i = [], set(), text.find(needle)
-        while i >= 0:
-            k = bisect.bisect_right(starts, i) - 1
-            if k not in seen:
-                seen.add(k)
-                out.append(rows[k])
-            if k + 1 == len(starts):
-                break
-            i = text.find(needle, starts[k + 1])  # the next row's: one match per row is enough
-        return out
+        return got
 
     def add(self, rows: set) -> None:
         """Add `rows` (none of them here yet), keeping the indexes built so far."""
@@ -95,6 +101,52 @@ class Relation:
         self._indexes = {cols: got for cols, got in self._indexes.items() if cols[0] != "text"}
         for cols, got in self._indexes.items():
             _bucket(got, cols, rows)
+
+
+def _scan(text: str, starts: list[int], needle: str) -> list[int]:
+    """The indices of the values of `text` (joined by NULs, value k at
+    `starts[k]`) holding `needle`, each once."""
+    out, i = [], text.find(needle)
+    while i >= 0:
+        k = bisect.bisect_right(starts, i) - 1
+        out.append(k)
+        if k + 1 == len(starts):
+            break
+        i = text.find(needle, starts[k + 1])  # the next value's: one match per value is enough
+    return out
+
+
+def _cases(text: str, folded: str, starts: list[int], gram: str) -> dict[str, array]:
+    """The values of `text` (as `_scan`'s) holding `gram` in any case:
+    each case found -> the indices of the values holding it."""
+    out: dict[str, array] = {}
+    i = folded.find(gram)
+    while i >= 0:
+        k = bisect.bisect_right(starts, i) - 1
+        case = text[i:i + len(gram)]
+        got = out.get(case)
+        if got is None:
+            out[case] = array("i", (k,))
+        elif got[-1] != k:
+            got.append(k)
+        i = folded.find(gram, i + 1)
+    return out
+
+
+# Note [Text scans]: `contains(needle, v)` reads the rows of an atom whose
+# column holds `needle` (search's probes, Note [Probes] in
+# torchtalk/query/like.py). One substring search over the column's values
+# joined in one text costs a pass over it (124,598 names, 5 MB: 5 ms), and
+# a probe comes in up to 8 case variants, each a pass. So a needle of GRAM
+# characters or more is found among the rows holding its first GRAM
+# characters as written. Those rows are found for every case at once, by
+# one pass over the text with its ASCII letters folded (so offsets stay),
+# and kept with the column's text (GRAMS_KEPT trigrams, the oldest dropped
+# first): an index of the column by its trigrams, filled as they are asked
+# for. search(softmax) in memory: 59 -> 5 ms once found.
+GRAM = 3
+GRAMS_KEPT = 4096
+_FOLD = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 
 
 def _bucket(index: dict, cols: tuple[int, ...], rows) -> dict:
