@@ -91,24 +91,26 @@ def name_sample(con) -> str | None:
     `probes` (read once per connection); None without them."""
     from torchtalk.connmemo import per_connection
     from torchtalk.datalog.engines.duckdb import db_tables
+    from torchtalk.datalog.engines.memrule import FOLD
 
     def read(c) -> str | None:
         if not db_tables(c, [_NAMES]):
             return None
         rows = c.execute(f"SELECT id FROM {_NAMES} WHERE hash(id) % {SAMPLE} = 0").fetchall()
-        return "\n".join(r[0] for r in rows).translate(_FOLD)
+        return "\n".join(r[0] for r in rows).translate(FOLD)
 
     return per_connection(con, "name-sample", read)
 
 
 def rarity_in(sample: str | None) -> Callable[[str], int] | None:
     """`probes`' rarity: how often a window occurs in `sample` (`name_sample`), in any case."""
-    return None if not sample else (lambda w: sample.count(w.translate(_FOLD)))
+    from torchtalk.datalog.engines.memrule import FOLD
+
+    return None if not sample else (lambda w: sample.count(w.translate(FOLD)))
 
 
 _NAMES = 'derived."search_entity"'
 SAMPLE = 64
-_FOLD = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 
 
 def _letters(window: str) -> int:

@@ -72,11 +72,11 @@ class Relation:
         rows, starts, text, folded, grams = self._text(col)
         if len(needle) < GRAM:
             return [rows[k] for k in _scan(text, starts, needle)]
-        gram = needle[:GRAM].translate(_FOLD)
+        gram = needle[:GRAM].translate(FOLD)
         cases = grams.get(gram)
         if cases is None:
             if len(grams) >= GRAMS_KEPT:
-                grams.pop(next(iter(grams)))
+                grams.clear()  # one step (another thread may be reading it): they are found again as asked
             cases = grams[gram] = _cases(text, folded, starts, gram)
         got = map(rows.__getitem__, cases.get(needle[:GRAM], ()))
         return list(got) if len(needle) == GRAM else [r for r in got if needle in r[col]]
@@ -90,7 +90,7 @@ class Relation:
                 starts.append(at)
                 at += len(r[col]) + 1
             text = "\0".join(r[col] for r in rows)
-            got = self._indexes[("text", col)] = (rows, starts, text, text.translate(_FOLD), {})
+            got = self._indexes[("text", col)] = (rows, starts, text, text.translate(FOLD), {})
             if self.kept:
                 gc.freeze()  # Note [Frozen tables] in memory.py
         return got
@@ -141,12 +141,13 @@ def _cases(text: str, folded: str, starts: list[int], gram: str) -> dict[str, ar
 # characters or more is found among the rows holding its first GRAM
 # characters as written. Those rows are found for every case at once, by
 # one pass over the text with its ASCII letters folded (so offsets stay),
-# and kept with the column's text (GRAMS_KEPT trigrams, the oldest dropped
-# first): an index of the column by its trigrams, filled as they are asked
-# for. search(softmax) in memory: 59 -> 5 ms once found.
+# and kept with the column's text (up to GRAMS_KEPT trigrams, then
+# forgotten at once): an index of the column by its trigrams, filled as
+# they are asked for. search(softmax) in memory: 59 -> 5 ms once found.
 GRAM = 3
 GRAMS_KEPT = 4096
-_FOLD = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+# ASCII letters to lower case, nothing else (so a text keeps its length)
+FOLD = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 
 
 def _bucket(index: dict, cols: tuple[int, ...], rows) -> dict:
