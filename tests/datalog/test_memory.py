@@ -213,3 +213,21 @@ def test_a_text_scan_by_trigram_finds_each_case_as_written():
     assert sorted(r[1] for r in rel.containing(0, "ge")) == [2, 3, 4, 6]  # shorter: the plain scan
     (*_, grams) = rel._text(0)
     assert list(grams) == ["gem"]  # one pass for every case of it
+
+
+def test_reading_a_table_freezes_it_and_makes_full_collections_rarer(db):
+    """Note [Frozen tables]: a table read into a Session is out of the
+    cyclic GC's sight, and the oldest generation is collected after
+    FULL_EVERY collections of the middle one, the young ones as they were."""
+    import gc
+
+    before = gc.get_threshold()
+    gc.set_threshold(700, 10, 10)
+    try:
+        s = Session(duckdb.connect(str(db), read_only=True), engine="memory")
+        frozen = gc.get_freeze_count()
+        evaluate(parse_text(GRAPH), s, engine="memory")
+        assert gc.get_freeze_count() > frozen
+        assert gc.get_threshold() == (700, 10, memrule.FULL_EVERY)
+    finally:
+        gc.set_threshold(*before)

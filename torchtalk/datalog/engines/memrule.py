@@ -61,7 +61,7 @@ class Relation:
         if got is None:
             got = self._indexes[cols] = _bucket({}, cols, self.rows)
             if self.kept:
-                gc.freeze()  # Note [Frozen tables] in memory.py
+                freeze()
         return got
 
     def containing(self, col: int, needle: str) -> list:
@@ -92,7 +92,7 @@ class Relation:
             text = "\0".join(r[col] for r in rows)
             got = self._indexes[("text", col)] = (rows, starts, text, text.translate(FOLD), {})
             if self.kept:
-                gc.freeze()  # Note [Frozen tables] in memory.py
+                freeze()
         return got
 
     def add(self, rows: set) -> None:
@@ -101,6 +101,19 @@ class Relation:
         self._indexes = {cols: got for cols, got in self._indexes.items() if cols[0] != "text"}
         for cols, got in self._indexes.items():
             _bucket(got, cols, rows)
+
+
+def freeze() -> None:
+    """Move what is alive out of the cyclic GC's sight, and collect the
+    oldest generation less often (Note [Frozen tables] in memory.py)."""
+    gc.freeze()
+    t0, t1, t2 = gc.get_threshold()
+    if t2 < FULL_EVERY:
+        gc.set_threshold(t0, t1, FULL_EVERY)
+
+
+# collections of the middle generation per full collection (Python's default: 10)
+FULL_EVERY = 100
 
 
 def _scan(text: str, starts: list[int], needle: str) -> list[int]:
