@@ -487,7 +487,8 @@ class _Source:
         cols = self.key_cols(atom, have)
         if not cols or len(cols) == len(atom.args) or self.text_scan(body, atom, pending, have) is not None:
             return 0.0  # scanned, or looked up in the row set itself
-        return float(len(rel.rows))
+        n = len(rel.rows)
+        return n + NEW_KEY * min(n, _prod(rel.distinct(j) for j in cols))
 
     def closure(self, body, pending: list[int], bound) -> frozenset:
         """`bound` and the variables the equalities ready then bind."""
@@ -775,6 +776,9 @@ class _Source:
 
 # How many of the rows a literal keeps, for plans (`_Source.step`).
 _SELECTIVITY = {A.Comparison: 0.3, A.Builtin: 0.1, A.Negation: 0.5}
+# Note [Index builds in a plan]: hashing a row into an index costs about a
+# row visited, and a key met first (a new bucket) three more
+NEW_KEY = 3.0
 
 # Note [Index builds in a plan]: an atom read by some of its columns is
 # looked up in a hash index of its relation on them, built on first use.
@@ -784,7 +788,7 @@ _SELECTIVITY = {A.Comparison: 0.3, A.Builtin: 0.1, A.Negation: 0.5}
 # affected(cpublas::gemm)'s 85,930 test rows by the 12 rows of test_why:
 # 86K rows hashed (20 ms) for 12 lookups, where scanning them and looking
 # test_why up costs half. So a plan also counts, once, the rows of each
-# derived relation it indexes.
+# derived relation it indexes, and their keys (a new bucket costs more).
 
 
 def _prod(xs) -> float:
