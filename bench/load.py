@@ -152,17 +152,21 @@ async def timed(c, tool: str, args: dict) -> float:
     return (time.perf_counter() - t0) * 1000
 
 
-async def profile(url: str, token: str | None, db: Path, rounds: int = 7) -> None:
+async def profile(url: str, token: str | None, db: Path, settle: float, rounds: int = 7) -> None:
     """Where a call's time goes: each call of the mix on a session in this
     process (the SDK's in-memory transport: the tools' work, no HTTP) and on
     one over HTTP, taken in turns (other load weighs on both alike); the
-    difference of the medians is the HTTP transport's share."""
+    difference of the medians is the HTTP transport's share. The server in
+    this process keeps answers as the other does, and is given as long to
+    settle."""
     from mcp import Client
 
     from torchtalk.mcp.serve import build_server
 
     print("call                                    | in-process | over HTTP | HTTP's share (median ms)")
     async with client(url, token) as remote, Client(build_server(None, db, watch=False)) as local:
+        await local.call_tool(*MIX[0][:2])
+        await anyio.sleep(settle)
         for tool, args, _ in MIX:
             await local.call_tool(tool, args)  # warm: the first call of a kind compiles its plan
             await remote.call_tool(tool, args)
@@ -247,7 +251,9 @@ def main() -> int:
         for clients, n in zip(levels, calls, strict=True):
             report(clients, anyio.run(level, url, args.token, clients, n))
         if args.profile and args.db:
-            anyio.run(profile, url, args.token, args.db)
+            if args.no_cache:
+                os.environ["TORCHTALK_MCP_CACHE"] = "0"  # this process's server too
+            anyio.run(profile, url, args.token, args.db, args.settle)
         if args.slow:
             quick, slow_n, errors = anyio.run(slow_mix, url, args.token)
             print(f"called_by beside {slow_n} `affected` calls: n={len(quick)} p50 {pct(quick, 0.5):.1f} ms "
