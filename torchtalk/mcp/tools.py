@@ -194,7 +194,7 @@ def _ids_as(name: str):
         return col if isinstance(col[0], int | float) else list(map(one, col))
 
     def rows_as(rows) -> list[tuple]:
-        return list(zip(*map(column, zip(*rows)))) if rows else []
+        return list(zip(*map(column, zip(*rows, strict=True)), strict=True)) if rows else []
 
     return rows_as
 
