@@ -231,3 +231,23 @@ def test_reading_a_table_freezes_it_and_makes_full_collections_rarer(db):
         assert gc.get_threshold() == (700, 10, memrule.FULL_EVERY)
     finally:
         gc.set_threshold(*before)
+
+
+def test_a_derived_relation_read_once_by_a_constant_is_scanned():
+    """Note [Index builds in a plan]: the outermost atom's loop runs once, so
+    a derived relation there is read whole, its constant tested, rather
+    than hashed into an index for one lookup; a Session's table is looked up."""
+    prog = parse_text("""
+    .decl row(k: symbol, n: number)
+    .decl out(n: number)
+    out(n) :- row("python", n).
+    """)
+    (rule,) = prog.rules
+    rows = {(("python", "op", "function")[i % 3], i) for i in range(300)}
+    for kept, read in ((False, "R[0].rows"), (True, "R[0].index((0,))")):
+        env = {"row": Relation(set(rows), kept=kept)}
+        plan = memrule._compile(rule, env, None)
+        assert read in plan.source
+        out: set = set()
+        plan.run([env[name] for name, _ in plan.slots], out)
+        assert out == {(i,) for i in range(0, 300, 3)}

@@ -413,20 +413,22 @@ class _Source:
             atoms.remove(delta[0])
             depth = self.filters(body, pending, bound, lines, depth)
             depth = self.atom(body[delta[0]], delta[1], True, bound, lines, depth)
-        for best in self.order(body, atoms, pending, bound):
+        outer = depth == 2 and body is self.rule.body  # nothing placed yet: the loop runs once
+        for best in self.order(body, atoms, pending, bound, outer):
             depth = self.filters(body, pending, bound, lines, depth)
+            whole = self.scanned(body, body[best], pending, bound, outer and depth == 2)
             scan = self.text_scan(body, body[best], pending, bound)
             if scan is not None:
                 pending.remove(scan[2])
             depth = self.atom(
-                body[best], self.env[body[best].name], False, bound, lines, depth, scan
+                body[best], self.env[body[best].name], False, bound, lines, depth, scan, whole
             )
         depth = self.filters(body, pending, bound, lines, depth)
         if pending:
             raise EngineError(f"cannot order the body of {self.rule} ({self.rule.loc})")
         return lines + inner(frozenset(bound), depth)
 
-    def order(self, body, atoms: list[int], pending: list[int], bound: set) -> list[int]:
+    def order(self, body, atoms: list[int], pending: list[int], bound: set, outer: bool = False) -> list[int]:
         """The order of `atoms` with the fewest rows visited, and hashed
         into indexes, by the estimates below (over every order of up to 10
         atoms: a left-deep join order by dynamic programming over the sets
@@ -444,8 +446,11 @@ class _Source:
                     fetched, kept, have2 = self.step(body, body[i], pending, have)
                     c2 = card * kept
                     key = placed | {i}
-                    entry = (cost + card + card * fetched + self.build(body, body[i], pending, have),
-                             c2, (*seq, i), have2)
+                    if not placed and self.scanned(body, body[i], pending, have, outer):
+                        fetched, built = len(self.env[body[i].name].rows), 0.0  # read whole, no index
+                    else:
+                        built = self.build(body, body[i], pending, have)
+                    entry = (cost + card + card * fetched + built, c2, (*seq, i), have2)
                     if key not in nxt or entry[0] < nxt[key][0]:
                         nxt[key] = entry
             best = nxt
@@ -482,13 +487,22 @@ class _Source:
         """The rows hashed to build the index `atom` is read by after
         `have` (Note [Index builds in a plan])."""
         rel = self.env[atom.name]
-        if rel.kept:
+        if rel.kept or not self.indexed(body, atom, pending, have):
             return 0.0
         cols = self.key_cols(atom, have)
-        if not cols or len(cols) == len(atom.args) or self.text_scan(body, atom, pending, have) is not None:
-            return 0.0  # scanned, or looked up in the row set itself
         n = len(rel.rows)
         return n + NEW_KEY * min(n, _prod(rel.distinct(j) for j in cols))
+
+    def indexed(self, body, atom: A.Atom, pending: list[int], have) -> bool:
+        """`atom`, read after `have`, is looked up in an index of some of its columns."""
+        cols = self.key_cols(atom, have)
+        return bool(cols) and len(cols) < len(atom.args) and self.text_scan(body, atom, pending, have) is None
+
+    def scanned(self, body, atom: A.Atom, pending: list[int], have, first: bool) -> bool:
+        """`atom`, read `first` (its loop runs once) after `have`, is a relation
+        the run derived: it is read whole, its bound columns tested, rather
+        than hashed by them for one lookup (Note [Index builds in a plan])."""
+        return first and not self.env[atom.name].kept and self.indexed(body, atom, pending, have)
 
     def closure(self, body, pending: list[int], bound) -> frozenset:
         """`bound` and the variables the equalities ready then bind."""
@@ -636,9 +650,10 @@ class _Source:
         lines: list[str],
         depth: int,
         scan: tuple[int, A.Term, int] | None = None,
+        whole: bool = False,
     ) -> int:
         pad = " " * (4 * depth)
-        cols = self.key_cols(atom, bound)
+        cols = [] if whole else self.key_cols(atom, bound)
         if cols and len(cols) == len(atom.args):
             s = self.slot(atom.name, is_delta, "rows")
             lines.append(
