@@ -554,9 +554,9 @@ def test_names_resolve_once_per_read_only_connection(tmp_path, monkeypatch):
 
 
 def test_like_probes_pick_the_rarest_windows():
-    """Note [Probes]: with a sample of names, "a" is the window fewest of
-    them hold and "b" the rarest one apart from it; without, the first with
-    the fewest letters."""
+    """Note [Probes]: with a sample of names (in memory), "a" is the window
+    fewest of them hold and "b" the rarest one apart from it; without (on
+    DuckDB), the first pair with the fewest letters and the last three."""
     from torchtalk.query.like import probes, rarity_in
 
     sample = rarity_in("tensor\ntensor_list\ntensorimpl\niterator\nsort_out\n")  # as name_sample: lower case
@@ -566,8 +566,9 @@ def test_like_probes_pick_the_rarest_windows():
 
     # "rit" is in no name, "era" in one, and does not overlap it (the first of four such)
     assert windows("TensorIterator", sample) == {"a": "rit", "b": "era"}
-    assert windows("TensorIterator", None) == {"a": "ten", "b": "sor"}
-    assert windows("add_", None) == {"a": "dd_", "b": "ad"}  # a pair outside "a" when no window is
+    assert windows("add_", sample) == {"a": "dd_", "b": "ad"}  # a pair outside "a" when no window is
+    assert windows("TensorIterator", None) == {"a": "te", "b": "tor"}
+    assert windows("add_", None) == {"a": "d_", "b": "dd_"}
 
 
 def test_routing_probes_build_no_did_you_mean(tmp_path, monkeypatch):

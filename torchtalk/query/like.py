@@ -13,14 +13,17 @@ Note [Probes]: DuckDB compiles a regex that is not a constant of the SQL once
 per row (5-10 us a row: 0.7 s over every name of the tree), while `contains`
 with a given string costs 20 ns. So the rules test strings first, and the
 regexes only where the strings cannot decide (search(Gemm): 40 ms, not 700):
-  "a", "b"  every case variant of two windows of the text: "a" the first
-            three characters with the fewest letters (at most 8 strings:
-            the in-memory engine finds each among the names holding its
-            characters in any case, found once, Note [Text scans] in
-            torchtalk/datalog/engines/memrule.py), "b" the first pair with
-            the fewest letters (at most 4, tried on what "a" kept). A name
-            holding the text, in any case, holds one of each as written;
-            candidates hold both.
+  "a", "b"  every case variant of two windows of the text; a name holding
+            the text, in any case, holds one of each as written, and
+            candidates hold both. DuckDB tests every name for each string,
+            so there "a" is the first pair of characters with the fewest
+            letters (at most 4 strings, a cheap scan) and "b" the last
+            three characters (at most 8, tried on what "a" kept). The
+            in-memory engine finds a window's names once for every case
+            (Note [Text scans] in torchtalk/datalog/engines/memrule.py), so
+            there "a" is the three characters fewest names hold, counted in
+            a sample of them (`name_sample`), and "b" the rarest three apart
+            from them, else a pair.
   "case"    the text as typed, lower-case, upper-case, and with its first
             letter changed: a candidate holding one holds the text (no regex);
             the others (LayerNorm for "layernorm") are matched by `anywhere`.
@@ -33,7 +36,7 @@ regexes only where the strings cannot decide (search(Gemm): 40 ms, not 700):
 Example:
     >>> like("Gemm")[0]
     '(.*[.:])?[gG][eE][mM][mM]'
-    >>> sorted(p for role, p in probes("a.b") if role == "a")
+    >>> sorted(p for role, p in probes("a.b") if role == "b")
     ['A.B', 'A.b', 'a.B', 'a.b']
 """
 
@@ -124,21 +127,23 @@ def _variants(window: str) -> list[str]:
 
 def probes(text: str, rarity: Callable[[str], int] | None = None) -> tuple[tuple[str, str], ...]:
     """(role, string) pairs of Note [Probes]; none for an empty text.
-    `rarity(window)`: how many names hold the window in any case, about
-    (`name_sample`), for picking the windows; without it, the ones with
-    the fewest letters."""
+    `rarity(window)`: about how many names hold the window in any case
+    (`name_sample`), for the in-memory engine's windows; without it,
+    DuckDB's."""
     if not text:
         return ()
     n = min(WINDOW, len(text))
+    if rarity is None:  # the fewest strings: "a" the first pair with the fewest letters, "b" the last three
+        a = min((text[i:i + 2] for i in range(max(1, len(text) - 1))), key=_letters)
+        b = text[-n:]
+    else:  # the rarest windows: "a" three characters, "b" three more apart, else a pair outside "a"
+        def best(windows: list[tuple[int, str]]) -> tuple[int, str]:  # the first of the rarest
+            return min(windows, key=lambda w: (rarity(w[1]), _letters(w[1])))
 
-    def best(windows: list[tuple[int, str]]) -> tuple[int, str]:  # the first of the rarest
-        return min(windows, key=lambda w: (rarity(w[1]) if rarity else 0, _letters(w[1])))
-
-    at, a = best([(i, text[i:i + n]) for i in range(len(text) - n + 1)])
-    # "b": a window of as many characters apart from "a", else a pair not within it, else the first pair
-    apart = [(i, text[i:i + n]) for i in range(len(text) - n + 1) if i + n <= at or i >= at + n]
-    outside = [(i, text[i:i + 2]) for i in range(len(text) - 1) if not at <= i <= at + n - 2]
-    b = best(apart or outside or [(0, text[:2])])[1]
+        at, a = best([(i, text[i:i + n]) for i in range(len(text) - n + 1)])
+        apart = [(i, text[i:i + n]) for i in range(len(text) - n + 1) if i + n <= at or i >= at + n]
+        outside = [(i, text[i:i + 2]) for i in range(len(text) - 1) if not at <= i <= at + n - 2]
+        b = best(apart or outside or [(0, text[:2])])[1]
     out = [("a", v) for v in _variants(a)] + [("b", v) for v in _variants(b)]
     lower, upper = _ascii(text, str.lower), _ascii(text, str.upper)
     cases = {text, lower, upper, upper[:1] + text[1:], lower[:1] + text[1:]}

@@ -125,13 +125,16 @@ def bind(q: Query, program, resolver: Resolver, *, all_matches: bool = False) ->
 def _bind_like(program, sig: Signature, facts, con) -> None:
     """Fill `q_like` / `q_like_probe` from the text arguments (Note [Text arguments]
     in torchtalk/query/like.py), when the query declares them."""
+    from torchtalk.connmemo import engine_of
     from torchtalk.query.like import like, name_sample, probes, rarity_in
 
     texts = [t for (t,) in facts[sig.arg.relation] if isinstance(t, str)]
     if f"{sig.name}_like" in program.inputs:
         facts[f"{sig.name}_like"] = [(t, *like(t)) for t in texts]
     if f"{sig.name}_like_probe" in program.inputs:
-        rarity = rarity_in(name_sample(con)) if con is not None else None
+        # windows by rarity where the scans are by trigram (Note [Probes]); DuckDB scans every
+        # name per case variant, so there the fewest letters (variants) are the cheaper
+        rarity = rarity_in(name_sample(con)) if engine_of(con) == "memory" else None
         facts[f"{sig.name}_like_probe"] = [(t, role, p) for t in texts for role, p in probes(t, rarity)]
 
 
