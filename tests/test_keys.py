@@ -12,6 +12,8 @@ hand-made graph: the edge cases, each with the wrong answer absent.
 
 from __future__ import annotations
 
+import os
+
 import duckdb
 import pytest
 
@@ -66,12 +68,16 @@ def _db(facts: dict[str, list[tuple]]):
 
 @pytest.fixture(scope="module")
 def con(tmp_path_factory):
-    import os
-
-    os.environ.setdefault("TORCHTALK_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+    """The facts' DB, the library's parse cache in a cache dir of the
+    module's own (given back after: a later test on this worker finds the
+    real tree under the real cache dir)."""
+    mp = pytest.MonkeyPatch()
+    if "TORCHTALK_CACHE_DIR" not in os.environ:
+        mp.setenv("TORCHTALK_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
     c = _db(FACTS)
     yield c
     c.close()
+    mp.undo()
 
 
 def kernels(con, op: str) -> set[tuple]:
