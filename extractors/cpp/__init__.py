@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from extractors.base import ExtractContext, Sink, emit
+from extractors.base import ExtractContext, Sink, emit, paused_gc
 
 SOURCE_DIRS = ("aten", "c10", "torch/csrc")
 EXTENSIONS = (".cpp", ".cc", ".h", ".hpp", ".cu", ".cuh", ".mm")
@@ -82,7 +82,8 @@ def _scan_job(job: tuple[str, str, str, dict[str, str]]):
         path = cache.entry_path(Path(cache_dir), digest)
         facts = cache.read(path)
         if facts is None:
-            facts = scan_file(rel, apply_macros(data, macros))
+            with paused_gc():  # Note [Workers leave the parent's heap alone]
+                facts = scan_file(rel, apply_macros(data, macros))
             cache.write_atomic(path, facts)
         return rel, digest, facts, None
     except Exception as exc:  # one bad file must not stop indexing
@@ -273,10 +274,10 @@ def _load_facts(root: Path, cdir: Path, digests: dict[str, str], jobs: int, sink
     if jobs > 1 and len(todo) >= _POOL_MIN:
         import multiprocessing as mp
 
-        from extractors.workers import die_with_parent
+        from extractors.workers import pool_worker
 
-        # Note [Workers die with their parent]
-        with mp.get_context("fork").Pool(jobs, initializer=die_with_parent, initargs=(os.getpid(),)) as pool:
+        # Note [Workers die with their parent], Note [Workers leave the parent's heap alone]
+        with mp.get_context("fork").Pool(jobs, initializer=pool_worker, initargs=(os.getpid(),)) as pool:
             results = pool.imap_unordered(_scan_job, jobs_in, chunksize=16)
             facts.extend(_collect(results, warnings, sink))
     else:

@@ -23,9 +23,9 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
-from extractors.base import source_digest
+from extractors.base import paused_gc, source_digest
 from extractors.python.summary import FileSummary, summarize
-from extractors.workers import die_with_parent
+from extractors.workers import pool_worker
 from torchtalk.atomic import atomic_open
 
 # with the summarizer's source in it (Note [Code in the cache key] in extractors/cpp/cache.py)
@@ -97,8 +97,8 @@ def _run(root: Path, cache_dir: Path, todo: list[tuple[str, str]], jobs: int):
     args.sort(key=lambda a: -(Path(a[0]) / a[2]).stat().st_size)
     done = 0
     try:
-        # Note [Workers die with their parent]
-        with ProcessPoolExecutor(max_workers=jobs, initializer=die_with_parent, initargs=(os.getpid(),)) as pool:
+        # Note [Workers die with their parent], Note [Workers leave the parent's heap alone]
+        with ProcessPoolExecutor(max_workers=jobs, initializer=pool_worker, initargs=(os.getpid(),)) as pool:
             for a, summary in zip(args, pool.map(_work, args, chunksize=4), strict=True):
                 done += 1
                 yield a[2], summary
@@ -110,7 +110,8 @@ def _run(root: Path, cache_dir: Path, todo: list[tuple[str, str]], jobs: int):
 
 def _work(arg: tuple[str, str, str, str]) -> FileSummary:
     root, cache_dir, rel, key = arg
-    summary = summarize((Path(root) / rel).read_bytes(), rel)
+    with paused_gc():  # Note [Workers leave the parent's heap alone]
+        summary = summarize((Path(root) / rel).read_bytes(), rel)
     _store(Path(cache_dir), key, summary)
     return summary
 
