@@ -23,7 +23,9 @@ summary) also runs with the GC paused (extractors.base.paused_gc, Note [No
 GC in an update]): the file's syntax tree grows for the whole job and a pass
 every 700 allocations re-scanned it, a third of a test file's summary
 (summarize over every other file of test/: 5.8 -> 3.6 s CPU); what the job
-leaves behind is collected once it ends.
+leaves behind is collected once it ends. A layer that pauses the GC while
+it builds its rows (cpp, python, tests) forks its pools with it off; the
+worker turns it on again for its own garbage.
 
 Example:
     >>> Pool(2, initializer=pool_worker, initargs=(os.getpid(),))
@@ -57,6 +59,7 @@ def pool_worker(parent: int) -> None:
     inherited heap frozen (Note [Workers leave the parent's heap alone])."""
     die_with_parent(parent)
     gc.freeze()
+    gc.enable()  # forked from a layer that paused it: the worker collects between its jobs
 
 
 def watched(parent: int, target, *args) -> None:

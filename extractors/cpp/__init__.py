@@ -325,7 +325,8 @@ def _collect(results, warnings, sink):
 
 def extract(ctx: ExtractContext, sink: Sink) -> None:
     """Write the cpp layer's rows to `sink` (see the module docstring)."""
-    result = run(ctx, sink)
-    for rel, line, message in result.warnings:
-        sink.warn(rel, line, message)
-    emit(ctx, sink, result.rows, result.kept)
+    with paused_gc():  # Note [No GC in an update]: the resolved rows, the Index, the state are acyclic
+        result = run(ctx, sink)
+        for rel, line, message in result.warnings:
+            sink.warn(rel, line, message)
+        emit(ctx, sink, result.rows, result.kept)

@@ -22,7 +22,7 @@ from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
-from extractors.base import ExtractContext, Sink
+from extractors.base import ExtractContext, Sink, paused_gc
 from extractors.python import load_model
 from extractors.python.corpus import python_files
 from extractors.python.model import MODULE_ROOTS, Model
@@ -48,6 +48,11 @@ def inputs(root: Path) -> Iterable[Path]:
 
 def extract(ctx: ExtractContext, sink: Sink) -> None:
     """Write the tests layer's rows for `ctx.root`."""
+    with paused_gc():  # as the python layer's (Note [No GC in an update])
+        _extract(ctx, sink)
+
+
+def _extract(ctx: ExtractContext, sink: Sink) -> None:
     model, _ = load_model(ctx, sink, TOPS)
     dbs = Databases(model)
     for e in dbs.entries.values():
