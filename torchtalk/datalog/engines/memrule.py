@@ -416,7 +416,7 @@ class _Source:
         outer = depth == 2 and body is self.rule.body  # nothing placed yet: the loop runs once
         for best in self.order(body, atoms, pending, bound, outer):
             depth = self.filters(body, pending, bound, lines, depth)
-            whole = self.scanned(body, body[best], pending, bound, outer and depth == 2)
+            whole = self.hashing(body[best], bound, outer and depth == 2)[0]
             scan = self.text_scan(body, body[best], pending, bound)
             if scan is not None:
                 pending.remove(scan[2])
@@ -446,10 +446,9 @@ class _Source:
                     fetched, kept, have2 = self.step(body, body[i], pending, have)
                     c2 = card * kept
                     key = placed | {i}
-                    if not placed and self.scanned(body, body[i], pending, have, outer):
-                        fetched, built = len(self.env[body[i].name].rows), 0.0  # read whole, no index
-                    else:
-                        built = self.build(body, body[i], pending, have)
+                    whole, built = self.hashing(body[i], have, outer and not placed)
+                    if whole:
+                        fetched = len(self.env[body[i].name].rows)
                     entry = (cost + card + card * fetched + built, c2, (*seq, i), have2)
                     if key not in nxt or entry[0] < nxt[key][0]:
                         nxt[key] = entry
@@ -483,26 +482,21 @@ class _Source:
                 kept *= _SELECTIVITY.get(type(lit), 0.5)
         return rows, kept, after
 
-    def build(self, body, atom: A.Atom, pending: list[int], have: frozenset) -> float:
-        """The rows hashed to build the index `atom` is read by after
-        `have` (Note [Index builds in a plan])."""
+    def hashing(self, atom: A.Atom, have, first: bool) -> tuple[bool, float]:
+        """How `atom`, read after `have`, pays for the index of its bound
+        columns (Note [Index builds in a plan]): (read whole, its bound
+        columns tested, instead: a relation the run derived, read `first`,
+        its loop running once; the rows hashed to build the index). A
+        Session's table keeps its indexes; a full key is looked up in the
+        row set; no bound column, no index (a scan, or a text scan)."""
         rel = self.env[atom.name]
-        if rel.kept or not self.indexed(body, atom, pending, have):
-            return 0.0
         cols = self.key_cols(atom, have)
+        if rel.kept or not cols or len(cols) == len(atom.args):
+            return False, 0.0
+        if first:
+            return True, 0.0
         n = len(rel.rows)
-        return n + NEW_KEY * min(n, _prod(rel.distinct(j) for j in cols))
-
-    def indexed(self, body, atom: A.Atom, pending: list[int], have) -> bool:
-        """`atom`, read after `have`, is looked up in an index of some of its columns."""
-        cols = self.key_cols(atom, have)
-        return bool(cols) and len(cols) < len(atom.args) and self.text_scan(body, atom, pending, have) is None
-
-    def scanned(self, body, atom: A.Atom, pending: list[int], have, first: bool) -> bool:
-        """`atom`, read `first` (its loop runs once) after `have`, is a relation
-        the run derived: it is read whole, its bound columns tested, rather
-        than hashed by them for one lookup (Note [Index builds in a plan])."""
-        return first and not self.env[atom.name].kept and self.indexed(body, atom, pending, have)
+        return False, n + NEW_KEY * min(n, _prod(rel.distinct(j) for j in cols))
 
     def closure(self, body, pending: list[int], bound) -> frozenset:
         """`bound` and the variables the equalities ready then bind."""
