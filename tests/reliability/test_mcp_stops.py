@@ -3,12 +3,15 @@ client cancels (the SDK sends notifications/cancelled) and a client that
 disconnects mid-call. The server goes on answering the others at once, and
 the slow call's pooled connection is given back at once, whether cancelled
 or its client gone (Note [Stopped calls], Note [Disconnect cancels]).
-get_status counts the connections in use."""
+get_status counts the connections in use: the server's own when its slow
+lane runs in it, the slow lane process's when it has one (Note [Slow lane
+process] in torchtalk/mcp/slowlane.py); each test runs both ways."""
 
 from __future__ import annotations
 
 import re
 import time
+from dataclasses import dataclass
 
 import anyio
 import httpx2
@@ -23,23 +26,44 @@ QUICK = ("called_by", {"name": "at::native::cpublas::gemm"})
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
-@pytest.fixture
-def url(real_db):
-    with http_server(real_db) as url:
-        yield url
+# the slow lane's place ($TORCHTALK_MCP_SLOW_PROCESS) -> get_status's count of the connections it uses
+LANES = {"0": r"note: connections: (\d+) in use", "1": r"its connections: (\d+) in use"}
 
 
-async def in_use(c) -> int:
-    """The pool's connections in use, get_status's own included."""
+@dataclass(frozen=True)
+class Server:
+    url: str
+    in_use: str  # the pattern of the slow lane's connections in use in get_status
+
+
+@pytest.fixture(params=list(LANES), ids=["slow lane in process", "slow lane process"])
+def server(request, real_db):
+    with http_server(real_db, env={"TORCHTALK_MCP_SLOW_PROCESS": request.param}) as url:
+        if request.param == "1":
+            anyio.run(serving, url)
+        yield Server(url, LANES[request.param])
+
+
+async def serving(url: str) -> None:
+    """Wait until the slow lane's process serves (it starts with the server)."""
+    async with client(url) as c:
+        t0 = time.monotonic()
+        while "in its own process (pid" not in (text := (await c.call_tool("get_status", {})).content[0].text):
+            assert time.monotonic() - t0 < 30, text
+            await anyio.sleep(0.1)
+
+
+async def in_use(c, server: Server) -> int:
+    """The connections in use where the slow call runs, get_status's own included."""
     r = await c.call_tool("get_status", {})
     assert not r.is_error, r.content[0].text
-    return int(re.search(r"connections: (\d+) in use", r.content[0].text).group(1))
+    return int(re.search(server.in_use, r.content[0].text).group(1))
 
 
-async def until_in_use(c, n: int, timeout: float) -> float:
+async def until_in_use(c, server: Server, n: int, timeout: float) -> float:
     """Poll get_status until `n` connections are in use; -> the seconds it took."""
     t0 = time.monotonic()
-    while (got := await in_use(c)) != n:
+    while (got := await in_use(c, server)) != n:
         assert time.monotonic() - t0 < timeout, f"{got} connections in use after {timeout} s, not {n}"
         await anyio.sleep(0.1)
     return time.monotonic() - t0
@@ -50,24 +74,27 @@ async def answered(c) -> None:
     assert not r.is_error and r.structured_content["rows"], r.content[0].text
 
 
-def test_a_cancelled_call_gives_its_connection_back(url):
+def test_a_cancelled_call_gives_its_connection_back(server):
+    url = server.url
+
     async def main():
         async with client(url) as slow, client(url) as other:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(slow.call_tool, *SLOW)
-                await until_in_use(other, 2, 20)  # the slow call holds one
+                await until_in_use(other, server, 2, 20)  # the slow call holds one
                 await answered(other)
                 tg.cancel_scope.cancel()  # the SDK sends notifications/cancelled
-            assert await until_in_use(other, 1, 3) < 3  # at once, not after the call's 30 s limit
+            assert await until_in_use(other, server, 1, 3) < 3  # at once, not after the call's 30 s limit
             await answered(other)
             await answered(slow)  # the cancelling client is served too
     anyio.run(main)
 
 
-def test_a_client_gone_mid_call_is_cancelled(url):
+def test_a_client_gone_mid_call_is_cancelled(server):
     """A client whose connection drops mid-call cancels it (Note [Disconnect
     cancels] in torchtalk/mcp/serve.py): its connection is back at once, not
     at the call's 30 s limit, and the others are answered meanwhile."""
+    url = server.url
     init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
     with httpx2.Client(timeout=30) as http:
@@ -80,12 +107,12 @@ def test_a_client_gone_mid_call_is_cancelled(url):
 
             async def held():
                 async with client(url) as other:
-                    await until_in_use(other, 2, 20)
+                    await until_in_use(other, server, 2, 20)
             anyio.run(held)
         # the stream closed unread, then the client itself: gone mid-call
 
     async def after():
         async with client(url) as other:
-            assert await until_in_use(other, 1, 5) < 5
+            assert await until_in_use(other, server, 1, 5) < 5
             await answered(other)
     anyio.run(after)

@@ -22,7 +22,9 @@ connection and both cores, and a `called_by` would wait behind them. They
 run in the slow lane, at most SLOW_LANE calls at once (a call waiting for
 the lane waits within its time limit); the other tools in the fast lane,
 which always has connections and a core left. DuckDB releases the GIL while
-a statement runs, so the lanes run in parallel.
+a statement runs, so the lanes run in parallel; the in-memory engine does
+not, so the HTTP server runs its slow lane in a process of its own (Note
+[Slow lane process] in slowlane.py).
 """
 
 from __future__ import annotations

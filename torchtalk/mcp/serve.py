@@ -22,12 +22,13 @@ from torchtalk.mcp.tools import register
 
 def build_server(
     source: Path | None, db: Path | None, reindex: bool = False, rules: tuple[Path, ...] = (), watch: bool = True,
-    compiler: bool = False,
+    compiler: bool = False, slow_process: bool = False,
 ) -> MCPServer:
     """The server with every TorchTalk tool registered (see torchtalk.mcp.tools);
     with a `source` and `watch`, it keeps the index live (Note [Watching]);
     with `compiler`, it runs the compiler tier in the background (Note
-    [Compiler tier in the background])."""
+    [Compiler tier in the background]); with `slow_process`, its slow lane
+    runs in a process of its own (Note [Slow lane process])."""
     from torchtalk import __version__
 
     server = TorchTalkServer(
@@ -35,7 +36,7 @@ def build_server(
         title="TorchTalk",
         version=__version__,
         instructions=INSTRUCTIONS,
-        lifespan=_lifespan(source, db, reindex, rules, watch, compiler),
+        lifespan=_lifespan(source, db, reindex, rules, watch, compiler, slow_process),
         log_level="WARNING",
     )
     register(server)
@@ -58,7 +59,9 @@ def serve(
     `token`, every HTTP request must carry `Authorization: Bearer <token>`
     (Note [Shared HTTP server]); with a `source` and `watch`, the index is
     kept live (Note [Watching])."""
-    server = build_server(source, db, reindex, rules, watch, compiler)
+    from torchtalk.mcp.slowlane import wanted
+
+    server = build_server(source, db, reindex, rules, watch, compiler, slow_process=transport == "http" and wanted())
     if transport == "stdio":
         server.run("stdio")
         return

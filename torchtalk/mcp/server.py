@@ -40,7 +40,9 @@ from torchtalk.mcp.cache import (
     slow_lane_size,
 )
 from torchtalk.mcp.db import POOL_SIZE, FactDB, Indexer, compiler_available, default_log
+from torchtalk.mcp.slowlane import SlowProcess
 
+CHILD_GRACE_S = 2.0  # how much longer than its own limit a call in the slow lane's process may take
 CALL_TIMEOUT_S = 30.0  # a tool call's limit, unless $TORCHTALK_MCP_CALL_TIMEOUT says otherwise
 
 INSTRUCTIONS = """\
@@ -64,10 +66,15 @@ class App:
     cache: AnswerCache | None = None  # None: answers are not kept
     lanes: dict[str, anyio.CapacityLimiter] = field(default_factory=dict)  # "fast"/"slow"
     library: LibraryKey | None = None  # the rule library's key, for the cache
+    slow: SlowProcess | None = None  # the slow lane's own process (Note [Slow lane process]), HTTP only
 
     def __post_init__(self) -> None:
         if self.library is None:
             self.library = LibraryKey(self.rules)
+
+    def in_child(self, tool: str) -> bool:
+        """Whether `tool`'s calls go to the slow lane's process (Note [Slow lane process])."""
+        return self.slow is not None and self.slow.ready and tool in SLOW_TOOLS
 
     def lane(self, tool: str) -> anyio.CapacityLimiter | None:
         """The lane `tool`'s calls run in (None: anyio's default threads)."""
@@ -82,7 +89,7 @@ def lanes() -> dict[str, anyio.CapacityLimiter]:
 
 
 def _lifespan(source: Path | None, db: Path | None, reindex: bool, rules: tuple[Path, ...], watch: bool = True,
-              compiler: bool = False):
+              compiler: bool = False, slow_process: bool = False):
     @asynccontextmanager
     async def lifespan(_server: MCPServer) -> AsyncIterator[App]:
         facts = FactDB(source, db)
@@ -97,7 +104,14 @@ def _lifespan(source: Path | None, db: Path | None, reindex: bool, rules: tuple[
             if watch:
                 indexer.watch()
         try:
-            yield App(facts, indexer, rules, AnswerCache() if enabled() else None, lanes())
+            async with anyio.create_task_group() as tasks:
+                slow = SlowProcess(facts.path, rules) if slow_process else None
+                if slow is not None:
+                    tasks.start_soon(slow.run)
+                try:
+                    yield App(facts, indexer, rules, AnswerCache() if enabled() else None, lanes(), slow=slow)
+                finally:
+                    tasks.cancel_scope.cancel()  # the slow lane's process ends with the server
         finally:
             if indexer is not None:
                 indexer.stop()
@@ -287,6 +301,8 @@ async def run_tool(
             raise ToolError(kept)
         return kept
     limit = call_timeout()
+    if app.in_child(name) and args is not None:
+        return await _in_child(app, name, args, key, limit)
     call = _Call(app.db, limit)
     try:
         with anyio.fail_after(limit):
@@ -314,6 +330,22 @@ async def run_tool(
         print(f"torchtalk mcp: {name} failed: {err!r}", file=sys.stderr)
         raise ToolError(f"{name}: internal error: {type(err).__name__}: {err}") from err
     _keep(app, key, call.generation, result)
+    return result
+
+
+async def _in_child(app: App, name: str, args: dict, key, limit: float) -> CallToolResult:
+    """`name(**args)` in the slow lane's process (Note [Slow lane process]),
+    bounded in time here too (a little past the child's own limit, so its
+    message comes through); a cancel here cancels it there."""
+    generation = app.db.generation()
+    try:
+        with anyio.fail_after(limit + CHILD_GRACE_S):
+            result = await app.slow.call(name, args)
+    except TimeoutError:
+        raise ToolError(f"{name}: gave up after {limit:g} s; narrow the question") from None
+    # an error is not kept: a timeout or a DB error reads the same as an unknown name from here
+    if not result.is_error and generation == app.db.generation():
+        _keep(app, key, generation, result)
     return result
 
 

@@ -73,5 +73,7 @@ def status_table(app: Any, con) -> Table:
 
         leased, open_ = app.db.in_use()
         notes.append(f"connections: {leased} in use (this call's included), {open_} open, at most {POOL_SIZE}")
+    if getattr(app, "slow", None) is not None:
+        notes.append(app.slow.note())
     cols = ("layer", "state", "rows", "relations")
     return Table("TorchTalk index", cols, tuple(rows), len(rows), tuple(notes))
