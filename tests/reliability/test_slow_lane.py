@@ -22,6 +22,8 @@ CALLS = (
     ("impact", {"name": "at::native::cpublas::gemm", "depth": 2}),
     ("affected", {"functions": ["at::native::cpublas::gemm"]}),
     ("query", {"dsl": "callers(add_stub)"}),
+    ("trace", {"name": "torch.matmul"}),
+    ("cuda_kernels", {"name": "softmax_warp_forward"}),
     ("impact", {"name": "no_such_function_qqq"}),  # a tool error, with its did-you-mean
     ("called_by", {"name": "at::native::cpublas::gemm"}),  # a quick tool: served in the server itself
 )
@@ -81,8 +83,8 @@ def test_the_slow_lane_process_answers_as_the_server_does(real_db):
         child = anyio.run(answers, url)
     assert child == own
     errors = [e for e, _, _ in own]
-    assert errors == [False, False, False, True, False]
-    assert "no C++ function named 'no_such_function_qqq'" in own[3][1][0]
+    assert errors == [False, False, False, False, False, True, False]
+    assert "no C++ function named 'no_such_function_qqq'" in own[5][1][0]
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["stopped", "killed"])

@@ -40,7 +40,7 @@ from torchtalk.mcp.cache import (
     slow_lane_size,
 )
 from torchtalk.mcp.db import POOL_SIZE, FactDB, Indexer, compiler_available, default_log
-from torchtalk.mcp.slowlane import SlowProcess
+from torchtalk.mcp.slowlane import CHILD_TOOLS, SlowProcess
 
 CHILD_GRACE_S = 2.0  # how much longer than its own limit a call in the slow lane's process may take
 CALL_TIMEOUT_S = 30.0  # a tool call's limit, unless $TORCHTALK_MCP_CALL_TIMEOUT says otherwise
@@ -74,7 +74,7 @@ class App:
 
     def in_child(self, tool: str) -> bool:
         """Whether `tool`'s calls go to the slow lane's process (Note [Slow lane process])."""
-        return self.slow is not None and self.slow.ready and tool in SLOW_TOOLS
+        return self.slow is not None and self.slow.ready and tool in CHILD_TOOLS
 
     def lane(self, tool: str) -> anyio.CapacityLimiter | None:
         """The lane `tool`'s calls run in (None: anyio's default threads)."""

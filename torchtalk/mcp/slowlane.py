@@ -12,6 +12,11 @@ that its own lifespan reads into memory (Note [Warm queries] in db.py),
 reached through the SDK's stdio client. A slow call is checked and looked
 up in the answers kept here, as every call (Note [Answer cache]), then
 sent there; its answer or tool error comes back as the child gave it.
+The tools that build a whole answer from several queries (`trace`,
+`trace_module`, `cuda_kernels`: 20-70 ms each) go there too (CHILD_TOOLS),
+in the child's other lane: the two processes then share the cores, where
+one GIL ran every call (bench/load.py --no-cache, 8 clients, loaded
+machine: 41-44 -> 50-54 calls/s).
 
 - Cancelled here (the client cancelled or left, Note [Disconnect cancels]),
   the stdio client sends the child `notifications/cancelled`, and the
@@ -37,7 +42,11 @@ from typing import Any
 
 import anyio
 
+from torchtalk.mcp.cache import SLOW_TOOLS
+
 ENV = "TORCHTALK_MCP_SLOW_PROCESS"
+# the tools whose calls the child answers (Note [Slow lane process])
+CHILD_TOOLS = SLOW_TOOLS | {"trace", "trace_module", "cuda_kernels"}
 POLL_S = 1.0  # how often to look for a DB to serve while none exists
 
 
@@ -103,7 +112,7 @@ class SlowProcess:
         loop's): where the slow lane runs and, when it serves, its own
         connections in use (a leak there would show, as in Note [Stopped calls])."""
         where = f" (pid {self.pid})" if self.pid and self.ready else ""
-        line = f"slow lane (affected, impact, query, coverage): in its own process{where}: {self.state}"
+        line = f"slow lane ({', '.join(sorted(CHILD_TOOLS))}): in its own process{where}: {self.state}"
         if not self.ready:
             return line
         try:
