@@ -20,6 +20,11 @@ the warm-up, the mix's calls are answered from it, so the figures are the
 transport's and the lanes'; `--no-cache` starts the server with
 TORCHTALK_MCP_CACHE=0, every call computed.
 
+The server runs its slow lane in a process of its own (Note [Slow lane
+process] in torchtalk/mcp/slowlane.py); TORCHTALK_MCP_SLOW_PROCESS=0 in this
+process's environment keeps it in the server, to compare. The peak memory
+of the server and of that process is printed at the end.
+
 Usage: .venv/bin/python bench/load.py [--db FILE | --source PATH | --url URL]
        [--levels 1,8,32] [--calls 60,240,320] [--token T] [--slow] [--profile] [--no-cache]
        [--engine memory|duckdb] [--settle S]
@@ -203,6 +208,23 @@ def start_server(args) -> tuple[subprocess.Popen, str, object]:
             time.sleep(0.1)
 
 
+def memory(pid: int) -> str:
+    """Peak resident memory of the server `pid` and of its children (the slow
+    lane's process, Note [Slow lane process]), from /proc."""
+    def peak(p: int) -> float | None:
+        try:
+            line = next(x for x in Path(f"/proc/{p}/status").read_text().splitlines() if x.startswith("VmHWM:"))
+        except (OSError, StopIteration):
+            return None
+        return int(line.split()[1]) / 2**20  # kB -> GB
+    try:
+        kids = [int(k) for k in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        kids = []
+    parts = [f"server {peak(pid) or 0:.2f} GB"] + [f"child {k} {peak(k) or 0:.2f} GB" for k in kids]
+    return "peak memory: " + ", ".join(parts)
+
+
 def report(clients: int, out: dict) -> None:
     ms, ok = out["ms"], out["calls"] - len(out["errors"])
     print(f"{clients:7d} | {out['calls']:5d} | {ok / out['wall']:7.1f} calls/s | "
@@ -241,7 +263,8 @@ def main() -> int:
     if url is None:
         proc, url, log = start_server(args)
     print(f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; {reference_line()}; "
-          f"answers {'not kept' if args.no_cache else 'kept'} by the server")
+          f"answers {'not kept' if args.no_cache else 'kept'} by the server; slow lane "
+          f"{'in the server' if os.environ.get('TORCHTALK_MCP_SLOW_PROCESS', '1') == '0' else 'in its own process'}")
     try:
         anyio.run(level, url, args.token, 1, 12)  # warm-up, not counted
         if args.settle:  # the server's warm thread (Note [Warm queries])
@@ -260,6 +283,7 @@ def main() -> int:
                   f"p95 {pct(quick, 0.95):.1f} ms; {len(errors)} errors")
     finally:
         if proc is not None:
+            print(memory(proc.pid))
             proc.terminate()
             proc.wait(timeout=30)
             log.close()
