@@ -24,13 +24,13 @@ Example:
 from __future__ import annotations
 
 import errno
-import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from torchtalk.datalog.duck import duckdb as lean_duckdb
 from torchtalk.errors import EngineError, InputError, StoreError, TorchTalkError
+from torchtalk.paths import NATIVE_TREE, NATIVE_WHEEL, db_dir, default_db, resolve_db  # noqa: F401 (re-exported)
 
 META_TABLES = ("torchtalk_meta", "torchtalk_layers", "torchtalk_warnings", "torchtalk_relations")
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "facts" / "schema.dl"
@@ -86,10 +86,6 @@ class Source:
         return out.stdout.strip() if out.returncode == 0 else ""
 
 
-NATIVE_TREE = "aten/src/ATen/native/native_functions.yaml"
-NATIVE_WHEEL = "torchgen/packaged/ATen/native/native_functions.yaml"
-
-
 def resolve_source(path: str | Path) -> Source:
     """The Source at `path`: a PyTorch checkout, an installed `torch` package dir,
     or the site-packages holding it.
@@ -118,20 +114,6 @@ def resolve_source(path: str | Path) -> Source:
 # ------------------------------------------------------------------ db paths
 
 
-def db_dir() -> Path:
-    """Where default databases live (in the user cache dir)."""
-    from torchtalk.paths import cache_dir
-
-    return cache_dir() / "db"
-
-
-def default_db(root: Path) -> Path:
-    """The default DB of the tree at `root`: keyed by its resolved path, so
-    `--source` alone finds it again. Example: `.../db/pytorch-v2.6.0-1a2b3c4d5e6f.duckdb`."""
-    key = hashlib.sha1(str(Path(root).resolve()).encode()).hexdigest()[:12]
-    return db_dir() / f"{Path(root).resolve().name}-{key}.duckdb"
-
-
 def facts_dir(db: Path) -> Path:
     """The fact files of `db` (Soufflé -F dir): `<stem>.facts/` beside it."""
     return db.with_name(db.stem + ".facts")
@@ -146,40 +128,6 @@ def ensure_writable_dir(path: Path) -> Path:
     if not os.access(path, os.W_OK | os.X_OK):
         raise StoreError(f"directory is not writable: {path}", hint="set TORCHTALK_CACHE_DIR or pass --db")
     return path
-
-
-def resolve_db(source: str | Path | None = None, db: str | Path | None = None) -> Path:
-    """The DB to read: `db` if given, else the default DB of `source` (default:
-    the default PyTorch tree). Raises StoreError when none is indexed.
-
-    Example:
-        >>> resolve_db(source="~/pytorch")
-        PosixPath('/root/.cache/torchtalk/db/pytorch-1a2b3c4d5e6f.duckdb')
-    """
-    if db is not None:
-        path = Path(db).expanduser()
-        if not path.is_file():
-            raise StoreError(f"no such database: {path}", hint="run `torchtalk index --source PATH --db FILE`")
-        return path
-    if source is None:
-        from torchtalk.paths import default_source
-
-        source = default_source()
-    src = Path(source).expanduser()
-    if not src.exists():
-        raise InputError(f"no such directory: {src}")
-    root = _source_root(src.resolve())
-    path = default_db(root)
-    if not path.is_file():
-        raise StoreError(f"{src} is not indexed yet", hint=f"run `torchtalk index --source {src}`")
-    return path
-
-
-def _source_root(p: Path) -> Path:
-    """The root a DB is keyed by, without validating the tree (cheap)."""
-    if not (p / NATIVE_TREE).is_file() and (p.parent / NATIVE_WHEEL).is_file():
-        return p.parent
-    return p
 
 
 # ------------------------------------------------------------------ opening
