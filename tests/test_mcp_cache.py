@@ -16,6 +16,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 
 from torchtalk.errors import QueryError, StoreError
 from torchtalk.lookup import Table
+from torchtalk.mcp import db as db_module
 from torchtalk.mcp import server
 from torchtalk.mcp.cache import AnswerCache, freeze
 from torchtalk.mcp.server import App, run_tool
@@ -97,7 +98,7 @@ def test_an_unknown_name_is_kept_a_timeout_or_missing_db_is_not(monkeypatch):
             ask(app, unknown)
     assert len(runs) == 1
 
-    monkeypatch.setattr(server, "CALL_TIMEOUT_S", 0.2)
+    monkeypatch.setattr(db_module, "CALL_TIMEOUT_S", 0.2)
     slow = []
     for _ in range(2):
         with pytest.raises(ToolError, match="gave up after 0.2 s"):
@@ -224,7 +225,7 @@ def test_a_call_stopped_before_its_work_never_interrupts_the_connection_after():
     on it (under load: `called_by` failed with DuckDB's INTERRUPT error)."""
     seen = []
     db = SimpleNamespace(interrupt=seen.append)
-    call = server._Call(db, limit=1.0)
+    call = db_module.Call(db, limit=1.0)
     call.stop()  # the client left, or its time ran out, before the work started
     assert call.start("con") is False
     time.sleep(0.3)  # the interrupting thread runs every 50 ms

@@ -15,7 +15,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 
 from torchtalk.errors import QueryError, StoreError
 from torchtalk.lookup import Table
-from torchtalk.mcp import server
+from torchtalk.mcp import db as db_module
 from torchtalk.mcp.server import App, run_tool
 
 
@@ -73,7 +73,7 @@ def test_a_bug_is_reported_not_crashing():
 
 
 def test_a_slow_query_is_interrupted_and_reported(monkeypatch):
-    monkeypatch.setattr(server, "CALL_TIMEOUT_S", 0.3)
+    monkeypatch.setattr(db_module, "CALL_TIMEOUT_S", 0.3)
     db = FakeDB("con")
     t0 = time.monotonic()
     with pytest.raises(ToolError, match=r"^t: gave up after 0.3 s; narrow the question$"):

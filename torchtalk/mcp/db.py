@@ -265,6 +265,7 @@ class FactDB:
         self._rules: tuple[Path, ...] = ()
         self._warm_cursor = None
         self.answered = threading.Event()  # set when the first tool call is answered
+        self.warmed = threading.Event()  # set when the warm of the file served now has finished
         self._warm_thread: threading.Thread | None = None
 
     def path(self) -> Path | None:
@@ -393,7 +394,8 @@ class FactDB:
         would pay for (Note [Warm queries]; in a thread while the client does
         its handshake), then read the tables the named queries read into the
         pool's Session (Note [Read ahead]); errors wait for that call. `halt`
-        set: stop."""
+        set: stop. `warmed` is set once all of it has run (a query server's
+        ping says so, Note [Query server] in torchtalk/qserver.py)."""
         from torchtalk import api
         from torchtalk.datalog.engines.memory import read_tables
         from torchtalk.query.library import load_library
@@ -425,6 +427,9 @@ class FactDB:
                 api.query(text, con=mine, rules=rules, limit=1)
         except Exception:  # the first tool call reports it properly (or the server is closing)
             pass
+        else:
+            if not halt.is_set():
+                self.warmed.set()
         finally:  # without the pool's lock: _stop_warm may hold it while it waits for this
             if self._warm_cursor is mine:
                 self._warm_cursor = None
@@ -440,6 +445,7 @@ class FactDB:
         """`warm` in a thread of its own (joined by `close`), again for each
         new DB file the pool opens."""
         self._rules, self._halt = tuple(rules), threading.Event()
+        self.warmed.clear()
         self._warm_thread = threading.Thread(target=self.warm, args=(rules, self._halt), name="torchtalk-warm",
                                              daemon=True)
         self._warm_thread.start()
@@ -476,6 +482,84 @@ class FactDB:
                 self._cond.wait(timeout=0.5)
             self._close_all()
         self._stop_warm(wait=True)  # it may have been in its leased start, and gone on to a query
+
+
+CALL_TIMEOUT_S = 30.0  # a call's limit, unless $TORCHTALK_MCP_CALL_TIMEOUT says otherwise
+
+
+def call_timeout() -> float:
+    """Seconds a call (an MCP tool call, a served query) may run: $TORCHTALK_MCP_CALL_TIMEOUT when it is a
+    positive number, else CALL_TIMEOUT_S."""
+    import os
+
+    try:
+        value = float(os.environ.get("TORCHTALK_MCP_CALL_TIMEOUT", ""))
+    except ValueError:
+        return CALL_TIMEOUT_S
+    return value if value > 0 else CALL_TIMEOUT_S
+
+
+class Call:
+    """A call's work in its worker thread, as the caller stops it: an MCP
+    tool call (torchtalk/mcp/server.py) or a served query (torchtalk/qserver.py).
+
+    Note [Stopped calls]: a call the client cancels (notifications/cancelled)
+    or that overruns its time limit (call_timeout) is abandoned by the event
+    loop (a served query's, by its guard thread: Note [Query server] in
+    torchtalk/qserver.py), but its thread would go on, holding a pooled connection until its
+    query ends (minutes for a deep impact). `stop` interrupts the connection's
+    statement, and keeps interrupting while the work is on it (a work runs
+    several statements: one interrupt could fall between two), so the
+    connection is back in the pool at once; a work not started yet never
+    starts. `start`/`finish` and the interrupts hold one lock: a connection
+    given back to the pool is never interrupted for another call. (Python
+    work between statements, such as building chains, is not interrupted: it
+    must stay short, linear in the rows.) A client
+    whose HTTP connection drops mid-call is taken to have cancelled it (Note
+    [Disconnect cancels] in serve.py; tests/reliability/test_mcp_stops.py).
+    """
+
+    def __init__(self, db: FactDB, limit: float) -> None:
+        import threading
+
+        self.db, self.limit, self.con, self.stopped, self.done = db, limit, None, False, False
+        self.generation = None  # the DB file's identity the work reads (Note [Answer cache])
+        self.lock = threading.Lock()
+
+    def start(self, con) -> bool:
+        """In the worker, once `con` is leased: False when stopped already
+        (then done: the interrupts stop, and never reach `con`, which goes
+        back to the pool for another call)."""
+        with self.lock:
+            if self.stopped:
+                self.done = True
+                return False
+            self.con = con
+            return True
+
+    def finish(self) -> None:
+        with self.lock:
+            self.done = True
+
+    def stop(self) -> None:
+        """From the event loop: interrupt the work now and until it returns."""
+        import threading
+
+        with self.lock:
+            self.stopped = True
+        threading.Thread(target=self._interrupt, name="torchtalk-stop", daemon=True).start()
+
+    def _interrupt(self) -> None:
+        import time
+
+        deadline = time.monotonic() + self.limit
+        while time.monotonic() < deadline:
+            with self.lock:
+                if self.done:
+                    return
+                if self.con is not None:
+                    self.db.interrupt(self.con)
+            time.sleep(0.05)
 
 
 # Note [Warm queries]: the first call of a query shape compiles its plan

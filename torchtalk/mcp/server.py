@@ -39,11 +39,18 @@ from torchtalk.mcp.cache import (
     freeze,
     slow_lane_size,
 )
-from torchtalk.mcp.db import POOL_SIZE, FactDB, Indexer, compiler_available, default_log
+from torchtalk.mcp.db import (
+    POOL_SIZE,
+    Call,
+    FactDB,
+    Indexer,
+    call_timeout,
+    compiler_available,
+    default_log,
+)
 from torchtalk.mcp.slowlane import CHILD_TOOLS, SlowProcess
 
 CHILD_GRACE_S = 2.0  # how much longer than its own limit a call in the slow lane's process may take
-CALL_TIMEOUT_S = 30.0  # a tool call's limit, unless $TORCHTALK_MCP_CALL_TIMEOUT says otherwise
 
 INSTRUCTIONS = """\
 TorchTalk answers questions about the PyTorch source tree from an index of \
@@ -187,19 +194,7 @@ def _bounds(schema: dict) -> tuple:
     return None, None
 
 
-def call_timeout() -> float:
-    """Seconds a tool call may run: $TORCHTALK_MCP_CALL_TIMEOUT when it is a
-    positive number, else CALL_TIMEOUT_S."""
-    import os
-
-    try:
-        value = float(os.environ.get("TORCHTALK_MCP_CALL_TIMEOUT", ""))
-    except ValueError:
-        return CALL_TIMEOUT_S
-    return value if value > 0 else CALL_TIMEOUT_S
-
-
-def _pooled(app: App, work: Callable[[object], Table | CallToolResult], optional_db: bool, call: _Call,
+def _pooled(app: App, work: Callable[[object], Table | CallToolResult], optional_db: bool, call: Call,
             budget: int | None = None, more: More | None = None) -> CallToolResult | None:
     """`work(con)` on a connection leased from the pool (Note [Connection pool]),
     unless the call was stopped before, as a tool result (fitted to `budget`
@@ -216,67 +211,6 @@ def _pooled(app: App, work: Callable[[object], Table | CallToolResult], optional
         finally:
             call.finish()
             app.db.answered.set()  # warming may start (Note [Warm queries])
-
-
-class _Call:
-    """A tool call's work in its worker thread, as the event loop stops it.
-
-    Note [Stopped calls]: a call the client cancels (notifications/cancelled)
-    or that overruns its time limit (call_timeout) is abandoned by the event
-    loop, but its thread would go on, holding a pooled connection until its
-    query ends (minutes for a deep impact). `stop` interrupts the connection's
-    statement, and keeps interrupting while the work is on it (a work runs
-    several statements: one interrupt could fall between two), so the
-    connection is back in the pool at once; a work not started yet never
-    starts. `start`/`finish` and the interrupts hold one lock: a connection
-    given back to the pool is never interrupted for another call. (Python
-    work between statements, such as building chains, is not interrupted: it
-    must stay short, linear in the rows.) A client
-    whose HTTP connection drops mid-call is taken to have cancelled it (Note
-    [Disconnect cancels] in serve.py; tests/reliability/test_mcp_stops.py).
-    """
-
-    def __init__(self, db: FactDB, limit: float) -> None:
-        import threading
-
-        self.db, self.limit, self.con, self.stopped, self.done = db, limit, None, False, False
-        self.generation = None  # the DB file's identity the work reads (Note [Answer cache])
-        self.lock = threading.Lock()
-
-    def start(self, con) -> bool:
-        """In the worker, once `con` is leased: False when stopped already
-        (then done: the interrupts stop, and never reach `con`, which goes
-        back to the pool for another call)."""
-        with self.lock:
-            if self.stopped:
-                self.done = True
-                return False
-            self.con = con
-            return True
-
-    def finish(self) -> None:
-        with self.lock:
-            self.done = True
-
-    def stop(self) -> None:
-        """From the event loop: interrupt the work now and until it returns."""
-        import threading
-
-        with self.lock:
-            self.stopped = True
-        threading.Thread(target=self._interrupt, name="torchtalk-stop", daemon=True).start()
-
-    def _interrupt(self) -> None:
-        import time
-
-        deadline = time.monotonic() + self.limit
-        while time.monotonic() < deadline:
-            with self.lock:
-                if self.done:
-                    return
-                if self.con is not None:
-                    self.db.interrupt(self.con)
-            time.sleep(0.05)
 
 
 async def run_tool(
@@ -303,7 +237,7 @@ async def run_tool(
     limit = call_timeout()
     if app.in_child(name) and args is not None:
         return await _in_child(app, name, args, key, limit)
-    call = _Call(app.db, limit)
+    call = Call(app.db, limit)
     try:
         with anyio.fail_after(limit):
             result = await anyio.to_thread.run_sync(_pooled, app, work, optional_db, call, budget, more,

@@ -354,7 +354,7 @@ def _inputs(program: A.Program) -> frozenset[str]:
 
 def _check(con: Any) -> None:
     """Raise when the Session was interrupted (a cancelled or overlong MCP
-    call, Note [Stopped calls] in torchtalk/mcp/server.py)."""
+    call, Note [Stopped calls] in torchtalk/mcp/db.py)."""
     if isinstance(con, Session) and con.stopped:
         raise EngineError("interrupted")
 
