@@ -76,8 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         code = args._run(args)
     except TorchTalkError as err:
-        print(f"torchtalk: {err.render()}", file=sys.stderr)
-        return 1
+        return report_error(err, sys.stderr)
     except KeyboardInterrupt:
         print("torchtalk: interrupted", file=sys.stderr)
         return 130
@@ -92,6 +91,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"torchtalk: {err.render()}", file=sys.stderr)
         return 1
     return int(code or 0)
+
+
+def report_error(err: TorchTalkError, file) -> int:
+    """Say `err` as every command does (one line, its hint and caret after)
+    on `file`; the exit code."""
+    print(f"torchtalk: {err.render()}", file=file)
+    return 1
 
 
 def run() -> None:

@@ -5,10 +5,26 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from torchtalk.datalog.engines import ENGINES
-
 NAME = "query"
 HELP = "answer a query: impact(gemm), trace(torch.matmul), callees(matmul), ..."
+
+
+class _Engines:
+    """The engines' names (torchtalk.datalog.engines.ENGINES) as argparse's
+    choices, imported when argparse reads them (an --engine given, --help):
+    the Datalog package costs a query that runs on no engine here 30 ms."""
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names()
+
+    def __iter__(self):
+        return iter(self._names())
+
+    @staticmethod
+    def _names() -> tuple[str, ...]:
+        from torchtalk.datalog.engines import ENGINES
+
+        return ENGINES
 
 
 def register(p: argparse.ArgumentParser) -> None:
@@ -20,8 +36,9 @@ def register(p: argparse.ArgumentParser) -> None:
                    help="{columns, rows, total, notes}: rows as objects keyed by column")
     p.add_argument("--limit", type=int, default=None, metavar="N",
                    help="show about N rows (default 40; sections and overloads grouped, see docs/queries.md)")
-    p.add_argument("--engine", choices=ENGINES, default="duckdb",
-                   help="souffle-compiled: Soufflé's compiled mode, each program compiled once (needs its headers)")
+    p.add_argument("--engine", choices=_Engines(), default=None, metavar="ENGINE",  # a metavar: not read at once
+                   help="%(choices)s (default duckdb); souffle-compiled: Soufflé's compiled mode, each program "
+                        "compiled once (needs its headers)")
     p.add_argument("--rules", type=Path, action="append", default=[], metavar="DIR",
                    help="add the .dl files of DIR (repeatable)")
     p.add_argument("--all", action="store_true", dest="all_matches",
@@ -36,13 +53,22 @@ def register(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import sys
+
+    return answer(args, sys.stdout, sys.stderr)
+
+
+def answer(args: argparse.Namespace, out, err, con=None) -> int:
+    """Answer `args`' query: the table or JSON on `out`, notes and what was
+    left out on `err`; the exit code (a TorchTalkError is raised). `con`: a
+    connection to the DB to read, else the DB of --source / --db is opened."""
     from torchtalk import api
     from torchtalk.errors import InputError
 
     if args.limit is not None and args.limit < 0:
         raise InputError(f"--limit must be >= 0, got {args.limit}")
     if args.list:
-        return _list(args)
+        return _list(args, out)
     if not args.query:
         raise InputError("no query given", hint='e.g. torchtalk query "impact(gemm)"')
     from torchtalk.query import output
@@ -54,23 +80,21 @@ def run(args: argparse.Namespace) -> int:
     # a table's rows get their chains only where it shows them (Note [Chains for the rows read])
     pick = None if args.json or cap is None else (lambda columns, rows: output.table_rows(columns, rows, cap))
     result = api.query(
-        args.query, source=args.source, db=args.db, limit=cap if args.json else None, rules=args.rules,
+        args.query, source=args.source, db=args.db, con=con, limit=cap if args.json else None, rules=args.rules,
         engine=args.engine, all_matches=args.all_matches,
         explain=max(1, args.explain_rows) if args.explain else None, dump_passes=args.dump_passes,
         chains_for=pick, per_section=None if pick is None else cap,
     )
     if args.json:
-        print(output.to_json(result, cap))
+        print(output.to_json(result, cap), file=out)
     else:
-        output.print_table(result, cap=cap, text=args.query.strip())
-    _stale_note(args)
+        output.print_table(result, file=out, cap=cap, text=args.query.strip(), err=err)
+    _stale_note(args, err)
     return 0
 
 
-def _stale_note(args: argparse.Namespace) -> None:
-    """One line on stderr when the tree changed since its index (Note [Stale index])."""
-    import sys
-
+def _stale_note(args: argparse.Namespace, err) -> None:
+    """One line on `err` when the tree changed since its index (Note [Stale index])."""
     from torchtalk import api
     from torchtalk.freshness import notice
     from torchtalk.paths import default_source
@@ -81,18 +105,18 @@ def _stale_note(args: argparse.Namespace) -> None:
         source = args.source or default_source()
         note = notice(api.resolve_db(source=source), str(Path(source).expanduser().resolve()))
     if note:
-        print(f"torchtalk: note: {note}", file=sys.stderr)
+        print(f"torchtalk: note: {note}", file=err)
 
 
-def _list(args: argparse.Namespace) -> int:
+def _list(args: argparse.Namespace, out) -> int:
     import json
 
     from torchtalk import api
 
     queries = api.list_queries(rules=args.rules)
     if args.json:
-        print(json.dumps(queries, indent=1))
+        print(json.dumps(queries, indent=1), file=out)
         return 0
     for q in queries:
-        print(f"{q['usage']:<44} {q['file']}:{q['line']}")
+        print(f"{q['usage']:<44} {q['file']}:{q['line']}", file=out)
     return 0

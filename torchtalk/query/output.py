@@ -364,13 +364,14 @@ def _grouped_all(sized: Sized) -> bool:
     return sized.fetched == sized.total
 
 
-def print_table(result, file=None, cap: int | None = CLI_ROWS, text: str | None = None) -> None:
+def print_table(result, file=None, cap: int | None = CLI_ROWS, text: str | None = None, err=None) -> None:
     """Print the answer sized for reading (Note [Sized answers]): at most
-    about `cap` lines of rows (None: all) as compact text on a terminal,
-    tab-separated rows otherwise; notes, what was left out and how to see
-    it on stderr; explanations last. `text`: the query, for "how to see more"."""
+    about `cap` lines of rows (None: all) as compact text when `file` (default
+    stdout) is a terminal, tab-separated rows otherwise; notes, what was left
+    out and how to see it on `err` (default stderr); explanations last.
+    `text`: the query, for "how to see more"."""
     file = file or sys.stdout
-    err = sys.stderr
+    err = err or sys.stderr
     for note in result.notes:
         print(f"note: {note}", file=err)
     sized = sized_result(result)
