@@ -98,7 +98,8 @@ def test_watched_dirs_of_a_torch_tree_and_of_an_extension(tmp_path):
 
 def test_watch_stops_cleanly_on_sigterm(tree, tmp_path):
     """`kill` (SIGTERM) stops `torchtalk watch` as Ctrl-C does: exit 0, the
-    index of an edit made before it in place."""
+    index of an edit made before it in place, the socket it answered
+    `torchtalk query` at removed (Note [Query server])."""
     import os
     import subprocess
     import sys
@@ -108,12 +109,18 @@ def test_watch_stops_cleanly_on_sigterm(tree, tmp_path):
 
     src = _mini_tree(tree, tmp_path / "mini")
     db = tmp_path / "db" / "mini.duckdb"
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    run = tmp_path / "run"
+    run.mkdir(mode=0o700)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "XDG_RUNTIME_DIR": str(run)}
     proc = subprocess.Popen([sys.executable, "-m", "torchtalk", "watch", "--source", str(src), "--db", str(db),
                              "--layers", "ops"], env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         assert proc.stdout.readline().startswith("built (ops ran) in ")
         assert proc.stdout.readline() == f"watching {src.resolve()} (Ctrl-C to stop)\n"
+        serving = proc.stdout.readline()
+        assert serving.startswith(f"serving `torchtalk query` for {db} at {run / 'torchtalk'}/")
+        sock = Path(serving.rsplit(" at ", 1)[1].strip())
+        assert sock.exists()
         yaml = src / "aten/src/ATen/native/native_functions.yaml"
         yaml.write_text(yaml.read_text() + "\n- func: tt_watched(Tensor self) -> Tensor\n")
         assert proc.stdout.readline().startswith("aten/src/ATen/native/native_functions.yaml: updated (ops ran) in ")
@@ -125,4 +132,5 @@ def test_watch_stops_cleanly_on_sigterm(tree, tmp_path):
             proc.kill()
             code = "still running 30 s after SIGTERM"
     assert (code, proc.stderr.read()) == (0, "")
+    assert not sock.exists()
     assert _rows(db, "select name from op where name = 'tt_watched'", []) == [("tt_watched",)]

@@ -1,4 +1,9 @@
-"""`torchtalk query`: run a DSL query (a named relation of the rule library)."""
+"""`torchtalk query`: run a DSL query (a named relation of the rule library).
+
+A `torchtalk watch` or `mcp-serve` of the same DB answers it when one runs,
+with the bytes this process would write (Note [Query server] in
+torchtalk/qserver.py); else, or with TORCHTALK_SERVER=0, it runs here.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +17,7 @@ HELP = "answer a query: impact(gemm), trace(torch.matmul), callees(matmul), ..."
 class _Engines:
     """The engines' names (torchtalk.datalog.engines.ENGINES) as argparse's
     choices, imported when argparse reads them (an --engine given, --help):
-    the Datalog package costs a query that runs on no engine here 30 ms."""
+    the Datalog package is a fifth of a served query's process time."""
 
     def __contains__(self, name: object) -> bool:
         return name in self._names()
@@ -37,8 +42,9 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", type=int, default=None, metavar="N",
                    help="show about N rows (default 40; sections and overloads grouped, see docs/queries.md)")
     p.add_argument("--engine", choices=_Engines(), default=None, metavar="ENGINE",  # a metavar: not read at once
-                   help="%(choices)s (default duckdb); souffle-compiled: Soufflé's compiled mode, each program "
-                        "compiled once (needs its headers)")
+                   help="%(choices)s; default: a running server's (in memory), else duckdb; given, the query "
+                        "runs in this process; souffle-compiled: Soufflé's compiled mode, each program compiled "
+                        "once (needs its headers)")
     p.add_argument("--rules", type=Path, action="append", default=[], metavar="DIR",
                    help="add the .dl files of DIR (repeatable)")
     p.add_argument("--all", action="store_true", dest="all_matches",
@@ -55,13 +61,17 @@ def register(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import sys
 
+    code = _served(args)
+    if code is not None:
+        return code
     return answer(args, sys.stdout, sys.stderr)
 
 
 def answer(args: argparse.Namespace, out, err, con=None) -> int:
     """Answer `args`' query: the table or JSON on `out`, notes and what was
     left out on `err`; the exit code (a TorchTalkError is raised). `con`: a
-    connection to the DB to read, else the DB of --source / --db is opened."""
+    connection to the DB to read (a query server's, Note [Query server]),
+    else the DB of --source / --db is opened."""
     from torchtalk import api
     from torchtalk.errors import InputError
 
@@ -91,6 +101,54 @@ def answer(args: argparse.Namespace, out, err, con=None) -> int:
         output.print_table(result, file=out, cap=cap, text=args.query.strip(), err=err)
     _stale_note(args, err)
     return 0
+
+
+# what a query server needs of the arguments besides the DB (Note [Query server])
+SERVED = {"query": str, "json": bool, "limit": (int, type(None)), "all_matches": bool, "explain": bool,
+          "explain_rows": int}
+
+
+def _served(args: argparse.Namespace) -> int | None:
+    """The exit code of the query answered by a server of its DB, its output
+    written; None when none answered (Note [Query server])."""
+    if not args.query or args.list or args.rules or args.dump_passes or args.engine:
+        return None
+    from torchtalk import qserver
+
+    if not qserver.enabled():
+        return None
+    import sys
+
+    from torchtalk.errors import TorchTalkError
+    from torchtalk.paths import resolve_db
+
+    try:
+        db = resolve_db(source=args.source, db=args.db)
+    except TorchTalkError:  # said properly by the run here
+        return None
+    return qserver.ask_query(to_request(args, sys.stdout.isatty()), db, sys.stdout, sys.stderr)
+
+
+def to_request(args: argparse.Namespace, tty: bool) -> dict:
+    """`args` as a query server reads them (`from_request`): the DB named by
+    an absolute path, the tree by its resolved one (the stale-index note
+    names it), and whether stdout is a terminal (a table is drawn then)."""
+    from torchtalk.paths import default_source
+
+    where = ({"db": str(Path(args.db).expanduser().absolute()), "source": None} if args.db is not None else
+             {"db": None, "source": str(Path(args.source or default_source()).expanduser().resolve())})
+    return {**{k: getattr(args, k) for k in SERVED}, **where, "stdout_tty": tty}
+
+
+def from_request(message: dict) -> argparse.Namespace:
+    """The arguments of a query a client sent (`to_request`); ValueError when malformed."""
+    for key, kind in SERVED.items():
+        value = message.get(key)
+        if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+            raise ValueError(f"{key}: {value!r}")
+    where = {k: None if message.get(k) is None else Path(str(message[k])) for k in ("db", "source")}
+    return argparse.Namespace(**{k: message[k] for k in SERVED}, **where, rules=[], engine=None, list=False,
+                              dump_passes=None)
 
 
 def _stale_note(args: argparse.Namespace, err) -> None:

@@ -16,6 +16,9 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--jobs", type=int, help="worker processes for the layers that use them")
     p.add_argument("--debounce", type=float, default=None, metavar="S",
                    help="seconds without a change before an update (default 0.3)")
+    p.add_argument("--no-serve", dest="serve", action="store_false",
+                   help="do not answer `torchtalk query` for the DB (by default it does, from memory: "
+                        "about 0.7 GB for the PyTorch tree; TORCHTALK_SERVER=0 too)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -27,6 +30,7 @@ def run(args: argparse.Namespace) -> int:
     from torchtalk import api, store
     from torchtalk.errors import InputError, TorchTalkError
     from torchtalk.paths import default_source
+    from torchtalk.qserver import enabled as qserver_enabled
     from torchtalk.watch import QUIET_S, Watcher, describe
 
     if args.jobs is not None and args.jobs < 1:
@@ -49,9 +53,12 @@ def run(args: argparse.Namespace) -> int:
 
     memo: dict = {}  # what the layers read, kept between updates (Note [Layer memo])
 
+    db: list[Path] = []  # the DB the first update wrote
+
     def update(files: frozenset[str] | None = None) -> None:
         t = time.perf_counter()
         report = api.index(root, db=args.db, layers=layers, jobs=args.jobs, memo=memo)
+        db[:] = [report.db]
         ran = [lr.name for lr in report.layers if lr.action == "ran"]
         what = "no change to the facts" if report.up_to_date else f"{report.mode} ({', '.join(ran) or 'no layer'} ran)"
         head = f"{describe(files)}: " if files else ""
@@ -67,13 +74,36 @@ def run(args: argparse.Namespace) -> int:
     watcher = Watcher(root, update, quiet=QUIET_S if args.debounce is None else args.debounce, on_error=failed)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())  # `kill` stops as Ctrl-C does: the update running ends first
+    server = None
     try:  # from the watcher's start: a Ctrl-C right after "watching" still stops it cleanly
         watcher.start()
         say(f"watching {root} (Ctrl-C to stop)")
+        if args.serve and qserver_enabled():
+            server = _serve(db[0], say)
         while not stop.wait(3600):
             pass
     except KeyboardInterrupt:
         pass
     finally:
         watcher.stop()
+        if server is not None:
+            server.stop()
+            server.facts.close()
     return 0
+
+
+def _serve(db: Path, say):
+    """Answer `torchtalk query` for `db` from its pool (Note [Query server]
+    in torchtalk/qserver.py): the `QueryServer`, or None when it cannot."""
+    from torchtalk.mcp.db import FactDB
+    from torchtalk.qserver import QueryServer
+
+    facts = FactDB(None, db)
+    server = QueryServer(facts, db)
+    why = server.start()
+    if why is not None:
+        say(f"not serving queries: {why}")
+        return None
+    facts.start_warm()
+    say(f"serving `torchtalk query` for {db} at {server.path}")
+    return server
