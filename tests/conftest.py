@@ -22,6 +22,23 @@ def _missing(reason: str):
     pytest.skip(reason)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def private_runtime_dir(tmp_path_factory) -> Path:
+    """$XDG_RUNTIME_DIR of the run (each worker's own): the query servers the
+    tests start (`watch`, `mcp-serve`, Note [Query server] in
+    torchtalk/qserver.py) listen there, and their `torchtalk query`
+    subprocesses ask there, never a server of the developer's."""
+    run = tmp_path_factory.mktemp("run")
+    run.chmod(0o700)
+    old = os.environ.get("XDG_RUNTIME_DIR")
+    os.environ["XDG_RUNTIME_DIR"] = str(run)
+    yield run
+    if old is None:
+        os.environ.pop("XDG_RUNTIME_DIR", None)
+    else:
+        os.environ["XDG_RUNTIME_DIR"] = old
+
+
 @pytest.fixture(scope="session")
 def tree() -> Path:
     """The real PyTorch 2.6.0 source tree."""

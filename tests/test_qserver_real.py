@@ -142,6 +142,16 @@ def test_engine_given_runs_in_the_process(served):
         assert qserver.ping(db)["served"] == before
 
 
+def test_status_names_the_server(served):
+    import json
+
+    db, run, sock = served
+    out = subprocess.run([sys.executable, "-m", "torchtalk", "status", "--db", str(db), "--json"],
+                         capture_output=True, text=True, env=_env(run), cwd=ROOT, timeout=120)
+    server = json.loads(out.stdout)["server"]
+    assert server["socket"] == str(sock) and server["warm"] is True
+
+
 def test_a_stale_socket_is_answered_in_the_process(real_db, tmp_path):
     """A socket file nobody listens at (its server killed with SIGKILL): the
     query answers, in its own process, as without a server."""
@@ -156,6 +166,49 @@ def test_a_stale_socket_is_answered_in_the_process(real_db, tmp_path):
     stale = _query(args, _env(run))
     assert stale[2] == 0 and stale == _query(args, _env(run, TORCHTALK_SERVER="0"))
     assert path.exists()
+
+
+def test_mcp_serve_serves_and_the_stale_note_is_said(tree, tmp_path):
+    """`mcp-serve` answers `torchtalk query` too; a tree changed since its
+    index is noted on stderr as by the process; SIGTERM removes the socket
+    (uvicorn's shutdown runs the lifespan's end)."""
+    from tests.test_mcp_server import _mini_tree
+
+    src = _mini_tree(tree, tmp_path / "mini")
+    db = tmp_path / "db" / "mini.duckdb"
+    run = tmp_path / "run"
+    run.mkdir(mode=0o700)
+    env = _env(run, TORCHTALK_CACHE_DIR=str(tmp_path / "cache"))
+    assert subprocess.run([sys.executable, "-m", "torchtalk", "index", "--source", str(src), "--db", str(db),
+                           "--layers", "ops"], env=env, cwd=ROOT, capture_output=True, timeout=300).returncode == 0
+    yaml = src / "aten/src/ATen/native/native_functions.yaml"
+    yaml.write_text(yaml.read_text() + "\n- func: tt_unindexed(Tensor self) -> Tensor\n")
+    server = Proc(["mcp-serve", "--db", str(db), "--transport", "http", "--port", str(_free_port())], env)
+    sock = None
+    try:
+        deadline = time.monotonic() + 60
+        with _as_client(run):
+            while qserver.ping(db) is None:
+                assert time.monotonic() < deadline and server.proc.poll() is None, server.proc.stderr.read()
+                time.sleep(0.2)
+        with _as_client(run):
+            sock = qserver.socket_path(db)
+        args = ["search(abs)", "--db", str(db)]
+        here = _query(args, {**env, "TORCHTALK_SERVER": "0"})
+        there = _query(args, env)
+        assert there == here and "the tree changed since it was indexed" in here[1]
+        with _as_client(run):
+            assert qserver.ping(db)["served"] == 1
+    finally:
+        code, _err = server.stop()
+    assert code == -signal.SIGTERM  # uvicorn shuts down, then raises the signal it caught again
+    assert not sock.exists()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def _query_on_a_terminal(args: list[str], env: dict) -> tuple[bytes, str, int]:

@@ -24,6 +24,9 @@ def run(args: argparse.Namespace) -> int:
     st = db_status(path)
     st["stale"] = notice(path, st["meta"].get("source") or None)
     st["compiler_tier"] = tier_note(st["relations"])
+    from torchtalk.qserver import ping
+
+    st["server"] = ping(path)  # the process answering `torchtalk query` for the DB (Note [Query server])
     if args.json:
         print(json.dumps(st, indent=2))
         return 0
@@ -38,6 +41,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"changed   {st['stale']}")
     if st["compiler_tier"]:
         print(f"tiers     {st['compiler_tier']}")
+    if st["server"]:
+        srv = st["server"]
+        print(f"server    pid {srv['pid']} answers `torchtalk query` ({'warm' if srv['warm'] else 'warming'}; "
+              f"{srv['served']} answered) at {srv['socket']}")
     if meta.get("derived"):
         print(f"stored    {meta['derived']} (rules computed once per index)")
     print("layers")

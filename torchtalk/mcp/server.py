@@ -49,6 +49,7 @@ from torchtalk.mcp.db import (
     default_log,
 )
 from torchtalk.mcp.slowlane import CHILD_TOOLS, SlowProcess
+from torchtalk.paths import source_db
 
 CHILD_GRACE_S = 2.0  # how much longer than its own limit a call in the slow lane's process may take
 
@@ -101,6 +102,7 @@ def _lifespan(source: Path | None, db: Path | None, reindex: bool, rules: tuple[
     async def lifespan(_server: MCPServer) -> AsyncIterator[App]:
         facts = FactDB(source, db)
         facts.start_warm(rules)
+        queries = serve_queries(facts, db if db is not None else source and source_db(source))
         indexer = None
         if source is not None:
             indexer = Indexer(source, db, default_log(source), compiler=compiler and compiler_available())
@@ -120,11 +122,25 @@ def _lifespan(source: Path | None, db: Path | None, reindex: bool, rules: tuple[
                 finally:
                     tasks.cancel_scope.cancel()  # the slow lane's process ends with the server
         finally:
+            if queries is not None:
+                queries.stop()
             if indexer is not None:
                 indexer.stop()
             facts.close()
 
     return lifespan
+
+
+def serve_queries(facts: FactDB, db: Path | None):
+    """Answer `torchtalk query` for `db` from the tools' pool too (Note [Query
+    server] in torchtalk/qserver.py), unless TORCHTALK_SERVER=0: the
+    `QueryServer`, or None (off, or another process serves that DB)."""
+    from torchtalk import qserver
+
+    if db is None or not qserver.enabled():
+        return None
+    server = qserver.QueryServer(facts, db)
+    return server if server.start() is None else None
 
 
 class TorchTalkServer(MCPServer):

@@ -87,9 +87,10 @@ class SlowProcess:
             self.state = "waiting for the index"
             await anyio.sleep(POLL_S)
         command = self.command(db)
-        # the child keeps no answers: this process does (Note [Answer cache])
+        # the child keeps no answers (this process does, Note [Answer cache]), nor
+        # answers `torchtalk query` (this process does, Note [Query server])
         params = StdioServerParameters(command=command[0], args=command[1:],
-                                       env={**os.environ, "TORCHTALK_MCP_CACHE": "0", ENV: "0"})
+                                       env={**os.environ, "TORCHTALK_MCP_CACHE": "0", ENV: "0", "TORCHTALK_SERVER": "0"})
         try:
             async with Client(params) as client:
                 self.client, self.state = client, "serving"
