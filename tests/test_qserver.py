@@ -15,7 +15,7 @@ import pytest
 from test_query import build_db
 
 from torchtalk import qserver
-from torchtalk.cli.query import SERVED, answer, from_request, to_request
+from torchtalk.cli.query import SERVED, answer, from_request, stale_note, to_request
 
 
 @pytest.fixture
@@ -69,7 +69,7 @@ def _here(args) -> tuple[str, str, int]:
 
 def _served(args, db) -> tuple[str, str, int] | None:
     out, err = io.StringIO(), io.StringIO()
-    code = qserver.ask_query(to_request(args, False), db, out, err)
+    code = qserver.ask_query(to_request(args, False), db, out, err, note=lambda: stale_note(args))
     return None if code is None else (out.getvalue(), err.getvalue(), code)
 
 

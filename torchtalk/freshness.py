@@ -171,7 +171,7 @@ def notice(db: Path, source: str | None = None) -> str | None:
     """One line saying the tree changed since `db` was indexed, or None;
     `source` (default: the root the index recorded) is what paths are shown
     relative to, and what the suggested commands name."""
-    from torchtalk.store import facts_dir
+    from torchtalk.paths import facts_dir
 
     found = changed_inputs(facts_dir(db))
     if not found:

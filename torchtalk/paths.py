@@ -64,6 +64,11 @@ def default_db(root: Path) -> Path:
     return db_dir() / f"{Path(root).resolve().name}-{key}.duckdb"
 
 
+def facts_dir(db: Path) -> Path:
+    """The fact files of `db` (Soufflé -F dir): `<stem>.facts/` beside it."""
+    return db.with_name(db.stem + ".facts")
+
+
 def source_db(source: str | Path) -> Path:
     """The default DB of the tree (or installed torch) at `source`, whether
     it exists yet or not. Example: `source_db("~/pytorch").name`

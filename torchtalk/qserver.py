@@ -17,7 +17,11 @@ own `answer` (torchtalk/cli/query.py) on streams that record what is
 written, and sends back one JSON object: the writes in order and the exit
 code (a TorchTalkError: the CLI's one line and exit 1). The client replays
 the writes on its stdout and stderr, so the bytes, and their order on a
-terminal or in `2>&1`, are those of the query run in the process.
+terminal or in `2>&1`, are those of the query run in the process. The
+stale-index note, the last line of an answer (Note [Stale index]: 7K
+stats, 20-35 ms, more than most answers take in memory), is the client's:
+it computes it while the server answers, and says it after the replay
+when the exit code is 0, as `answer` does.
 
 The client asks only where the answer cannot differ: no --rules, --list,
 --dump-passes or --engine; the server declines ({"declined": why}) a client
@@ -125,10 +129,11 @@ def enabled() -> bool:
     return os.environ.get(ENV, "1").strip().lower() not in ("0", "off", "no", "false")
 
 
-def call(db: str | Path, message: dict, timeout: float | None = None) -> dict | None:
+def call(db: str | Path, message: dict, timeout: float | None = None, meanwhile=None) -> dict | None:
     """Send `message` to the server of `db`, return its reply; None when no
     server of this user answers, or its reply is cut short. `timeout`: for
-    the reply too (None: connecting only is bounded)."""
+    the reply too (None: connecting only is bounded). `meanwhile()` is run
+    once the message is sent, while the server works on it."""
     path = socket_path(db)
     if path is None:
         return None
@@ -140,6 +145,8 @@ def call(db: str | Path, message: dict, timeout: float | None = None) -> dict | 
             return None
         sock.settimeout(timeout)
         sock.sendall(json.dumps(message).encode() + b"\n")
+        if meanwhile is not None:
+            meanwhile()
         data = bytearray()
         while chunk := sock.recv(1 << 16):
             data += chunk
@@ -159,13 +166,24 @@ def ping(db: str | Path, timeout: float = CONNECT_TIMEOUT_S) -> dict | None:
     return call(db, {"op": "ping", "protocol": PROTOCOL}, timeout)
 
 
-def ask_query(request: dict, db: str | Path, out, err) -> int | None:
+def ask_query(request: dict, db: str | Path, out, err, note=None) -> int | None:
     """Have the server of `db` answer `torchtalk query`'s `request`
     (`torchtalk.cli.query.to_request`): its writes replayed on `out` and
-    `err`, its exit code returned; None when it was not answered there
-    (nothing written then: the caller runs the query itself)."""
-    reply = call(db, {"op": "query", "protocol": PROTOCOL, "client": client_key(), **request})
-    if reply is None or "declined" in reply:
+    `err`, then, after an answer (exit 0), the stale-index note `note()`
+    computes while the server works (None: none); its exit code returned;
+    None when it was not answered there (nothing written then: the caller
+    runs the query itself)."""
+    said: list = []
+
+    def meanwhile() -> None:
+        try:
+            said.append(note())
+        except Exception as exc:  # noqa: BLE001 - the run in the process says it, after its answer
+            said.append(exc)
+
+    reply = call(db, {"op": "query", "protocol": PROTOCOL, "client": client_key(), **request},
+                 meanwhile=meanwhile if note else None)
+    if reply is None or "declined" in reply or (said and isinstance(said[0], Exception)):
         return None
     writes, code = reply.get("writes"), reply.get("code")
     if not isinstance(code, int) or not isinstance(writes, list) or not all(
@@ -173,6 +191,8 @@ def ask_query(request: dict, db: str | Path, out, err) -> int | None:
         return None
     for fd, text in writes:
         (out if fd == 1 else err).write(text)
+    if code == 0 and said and said[0]:
+        err.write(said[0])
     return code
 
 
@@ -342,7 +362,7 @@ class QueryServer:
                 if not work.start(con):
                     return {"declined": stopped[0] if stopped else "stopped"}
                 try:
-                    code = answer(args, out, err, con=con)
+                    code = answer(args, out, err, con=con, note=False)  # the client says it
                 except TorchTalkError as exc:
                     if work.stopped:
                         return {"declined": stopped[0] if stopped else "stopped"}

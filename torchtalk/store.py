@@ -30,7 +30,14 @@ from pathlib import Path
 
 from torchtalk.datalog.duck import duckdb as lean_duckdb
 from torchtalk.errors import EngineError, InputError, StoreError, TorchTalkError
-from torchtalk.paths import NATIVE_TREE, NATIVE_WHEEL, db_dir, default_db, resolve_db  # noqa: F401 (re-exported)
+from torchtalk.paths import (  # noqa: F401 (re-exported)
+    NATIVE_TREE,
+    NATIVE_WHEEL,
+    db_dir,
+    default_db,
+    facts_dir,
+    resolve_db,
+)
 
 META_TABLES = ("torchtalk_meta", "torchtalk_layers", "torchtalk_warnings", "torchtalk_relations")
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "facts" / "schema.dl"
@@ -112,11 +119,6 @@ def resolve_source(path: str | Path) -> Source:
 
 
 # ------------------------------------------------------------------ db paths
-
-
-def facts_dir(db: Path) -> Path:
-    """The fact files of `db` (Soufflé -F dir): `<stem>.facts/` beside it."""
-    return db.with_name(db.stem + ".facts")
 
 
 def ensure_writable_dir(path: Path) -> Path:

@@ -67,11 +67,12 @@ def run(args: argparse.Namespace) -> int:
     return answer(args, sys.stdout, sys.stderr)
 
 
-def answer(args: argparse.Namespace, out, err, con=None) -> int:
+def answer(args: argparse.Namespace, out, err, con=None, note: bool = True) -> int:
     """Answer `args`' query: the table or JSON on `out`, notes and what was
-    left out on `err`; the exit code (a TorchTalkError is raised). `con`: a
-    connection to the DB to read (a query server's, Note [Query server]),
-    else the DB of --source / --db is opened."""
+    left out on `err`, then the stale-index note (unless not `note`: a query
+    server's client says it, Note [Query server]); the exit code (a
+    TorchTalkError is raised). `con`: a connection to the DB to read (a
+    query server's), else the DB of --source / --db is opened."""
     from torchtalk import api
     from torchtalk.errors import InputError
 
@@ -99,7 +100,9 @@ def answer(args: argparse.Namespace, out, err, con=None) -> int:
         print(output.to_json(result, cap), file=out)
     else:
         output.print_table(result, file=out, cap=cap, text=args.query.strip(), err=err)
-    _stale_note(args, err)
+    said = stale_note(args) if note else None
+    if said:
+        err.write(said)
     return 0
 
 
@@ -126,7 +129,8 @@ def _served(args: argparse.Namespace) -> int | None:
         db = resolve_db(source=args.source, db=args.db)
     except TorchTalkError:  # said properly by the run here
         return None
-    return qserver.ask_query(to_request(args, sys.stdout.isatty()), db, sys.stdout, sys.stderr)
+    return qserver.ask_query(to_request(args, sys.stdout.isatty()), db, sys.stdout, sys.stderr,
+                             note=lambda: stale_note(args))
 
 
 def to_request(args: argparse.Namespace, tty: bool) -> dict:
@@ -151,19 +155,19 @@ def from_request(message: dict) -> argparse.Namespace:
                               dump_passes=None)
 
 
-def _stale_note(args: argparse.Namespace, err) -> None:
-    """One line on `err` when the tree changed since its index (Note [Stale index])."""
-    from torchtalk import api
+def stale_note(args: argparse.Namespace) -> str | None:
+    """The line said on stderr after the answer when the tree changed since
+    its index (Note [Stale index]), or None. Cheap to import: a query
+    server's client says it while the server answers."""
     from torchtalk.freshness import notice
-    from torchtalk.paths import default_source
+    from torchtalk.paths import default_source, resolve_db
 
     if args.db is not None:
         note = notice(Path(args.db))
     else:
         source = args.source or default_source()
-        note = notice(api.resolve_db(source=source), str(Path(source).expanduser().resolve()))
-    if note:
-        print(f"torchtalk: note: {note}", file=err)
+        note = notice(resolve_db(source=source), str(Path(source).expanduser().resolve()))
+    return f"torchtalk: note: {note}\n" if note else None
 
 
 def _list(args: argparse.Namespace, out) -> int:
