@@ -18,12 +18,23 @@ goes by DuckDB's own profiler: the SQL statements the engine ran, their
 time, the share spent binding, optimizing and planning them, and the time
 in recursive CTEs (the walks), the figures of Note [Where a query's time
 goes] in docs/queries.md.
+
+    .venv/bin/python bench/query.py --server [--repeat N]
+
+instead starts `torchtalk watch` on the DB (its first update a no-op on an
+unchanged tree; a private $XDG_RUNTIME_DIR, so its socket is the only one
+the clients see), waits until its pool is warm, and times `torchtalk query`
+processes answered by it (Note [Query server] in torchtalk/qserver.py)
+beside the same processes with TORCHTALK_SERVER=0, by turns: p50/p95 of
+each, of the server's own time per query (its ping's busy seconds) and of
+what the client process adds to it.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import subprocess
 import sys
@@ -252,11 +263,75 @@ def _share(part: float, whole: float) -> str:
     return f"{100 * part / whole:.0f}%" if whole else "-"
 
 
-def as_process(db: Path, repeat: int, failed: set[str]) -> list[float]:
+def as_process(db: Path, repeat: int, failed: set[str], env: dict | None = None) -> list[float]:
+    """`torchtalk query` processes, in this process's environment with
+    TORCHTALK_SERVER=0 (each computes its answer) unless `env` says otherwise."""
+    import os
+
+    env = env or {**os.environ, "TORCHTALK_SERVER": "0"}
+    return _timed(lambda q: subprocess.run([*_torchtalk(), "query", q, "--db", str(db), "--json", "--limit", "50",
+                                            "--all"], capture_output=True, check=False, env=env), repeat, failed)
+
+
+def _torchtalk() -> list[str]:
     exe = Path(sys.executable).with_name("torchtalk")
-    cmd0 = [str(exe)] if exe.exists() else [sys.executable, "-m", "torchtalk"]
-    return _timed(lambda q: subprocess.run([*cmd0, "query", q, "--db", str(db), "--json", "--limit", "50", "--all"],
-                                           capture_output=True, check=False), repeat, failed)
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "torchtalk"]
+
+
+def served(db: Path, repeat: int) -> int:
+    """`torchtalk query` processes answered by a warm `torchtalk watch`,
+    beside the same computed in their own process (Note [Query server])."""
+    import os
+    import signal
+
+    from torchtalk import api, qserver
+
+    source = api.status(db=db)["meta"].get("source")
+    run = Path(tempfile.mkdtemp(prefix="torchtalk-bench-"))  # mode 0700
+    env = {**os.environ, "XDG_RUNTIME_DIR": str(run)}
+    os.environ["XDG_RUNTIME_DIR"] = str(run)  # this process pings the server there
+    t = time.perf_counter()
+    watch = subprocess.Popen([*_torchtalk(), "watch", "--db", str(db), "--source", source], env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        while not (qserver.ping(db) or {}).get("warm"):
+            if watch.poll() is not None or time.perf_counter() - t > 600:
+                print(f"the server did not become warm (exit {watch.poll()})")
+                return 1
+            time.sleep(0.2)
+        print(f"server: `torchtalk watch` pid {watch.pid}, warm {time.perf_counter() - t:.1f} s after its start")
+        local, proc, own = [], [], []
+        cmd = [*_torchtalk(), "query", "--db", str(db), "--json", "--limit", "50", "--all"]
+        for q in QUERIES:
+            for _ in range(repeat):  # by turns, so that both see the machine alike
+                t = time.perf_counter()
+                subprocess.run([*cmd, q], capture_output=True, check=False, env={**env, "TORCHTALK_SERVER": "0"})
+                local.append(time.perf_counter() - t)
+                before = qserver.ping(db)
+                t = time.perf_counter()
+                subprocess.run([*cmd, q], capture_output=True, check=False, env=env)
+                proc.append(time.perf_counter() - t)
+                after = qserver.ping(db)
+                if after["served"] != before["served"] + 1:
+                    print(f"  NOT SERVED: {q}")
+                own.append(after["busy_s"] - before["busy_s"])
+    finally:
+        watch.send_signal(signal.SIGINT)
+        watch.wait(timeout=60)
+        shutil.rmtree(run, ignore_errors=True)
+    extra = [p - o for p, o in zip(proc, own, strict=True)]
+    print(f"  {'median of ' + str(repeat):<46} {'computed':>9}  {'served':>9}  {'server':>9}")
+    for i, q in enumerate(QUERIES):
+        cut = slice(i * repeat, (i + 1) * repeat)
+        print(f"  {q:<46} " + "  ".join(f"{statistics.median(xs[cut]) * 1000:6.0f} ms" for xs in (local, proc, own)))
+    print(reference_line())
+    for label, xs in (("process, computed in it (TORCHTALK_SERVER=0)", local),
+                      ("process, answered by the server", proc),
+                      ("  the server's own time", own), ("  what the client process adds", extra)):
+        print(f"{label:<48} p50 {pct(xs, 50) * 1000:6.0f} ms   p95 {pct(xs, 95) * 1000:6.0f} ms   "
+              f"(n={len(xs)}, mean {statistics.mean(xs) * 1000:.0f} ms)")
+    print("goal: p95 <= 0.3 s answered by the server")
+    return 0
 
 
 def main() -> int:
@@ -266,11 +341,16 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--breakdown", action="store_true",
                     help="where each query's time goes, by DuckDB's profiler, instead of the latency figures")
+    ap.add_argument("--server", action="store_true",
+                    help="`torchtalk query` processes answered by a warm `torchtalk watch`, beside computed ones")
     args = ap.parse_args()
     from torchtalk import api
 
     db = api.resolve_db(source=args.source, db=args.db)
     print(reference_line())
+    if args.server:
+        print(f"fact DB: {db}")
+        return served(db, args.repeat)
     if args.breakdown:
         print(f"fact DB: {db}\nwhere the time goes (in-process, one run after a warm one):")
         breakdown(db)
