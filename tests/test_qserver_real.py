@@ -239,3 +239,33 @@ def test_a_terminal_gets_the_same_table(served):
     here = _query_on_a_terminal(args, _env(run, TORCHTALK_SERVER="0"))
     assert here[2] == 0 and here[0] != _query(args, _env(run, TORCHTALK_SERVER="0"))[0].encode()  # not the TSV
     assert _query_on_a_terminal(args, _env(run)) == here
+
+
+def test_served_answers_follow_each_update(tree, tmp_path):
+    """After each update of the watched tree the served answer has the new
+    rows, and each update is in place: the pool closes while the index runs
+    in the same process (Note [One process, one instance per file])."""
+    from tests.test_mcp_server import _mini_tree
+
+    src = _mini_tree(tree, tmp_path / "mini")
+    db = tmp_path / "db" / "mini.duckdb"
+    run = tmp_path / "run"
+    run.mkdir(mode=0o700)
+    env = _env(run, TORCHTALK_CACHE_DIR=str(tmp_path / "cache"))
+    watch = Proc(["watch", "--source", str(src), "--db", str(db), "--layers", "ops"], env)
+    try:
+        watch.line_with("serving `torchtalk query`")
+        yaml = src / "aten/src/ATen/native/native_functions.yaml"
+        for names in (("tt_first", "tt_second"), ("tt_third",)):  # two updates with no query between them
+            for name in names:
+                yaml.write_text(yaml.read_text() + f"\n- func: {name}(Tensor self) -> Tensor\n")
+                assert "updated (ops ran)" in watch.line_with("native_functions.yaml: ")
+            with _as_client(run):
+                before = qserver.ping(db)["served"]
+            out, err, code = _query(["search(tt_)", "--db", str(db)], env)
+            assert code == 0 and all(f"{name}\t" in out for name in names), (out, err)
+            with _as_client(run):
+                assert qserver.ping(db)["served"] == before + 1
+    finally:
+        code, err = watch.stop()
+    assert code == 0 and "Traceback" not in err, err

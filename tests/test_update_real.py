@@ -225,9 +225,10 @@ def test_watch_picks_up_edits(indexed, tmp_path):
                             stdout=subprocess.PIPE, stderr=err.open("w"),
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
-        lines = [proc.stdout.readline(), proc.stdout.readline()]
+        lines = [proc.stdout.readline(), proc.stdout.readline(), proc.stdout.readline()]
         assert lines[0].startswith("no change to the facts in "), lines
         assert lines[1] == f"watching {copy.resolve()} (Ctrl-C to stop)\n"
+        assert lines[2].startswith(f"serving `torchtalk query` for {db} at "), lines  # Note [Query server]
         for old, new in (("int m_ = m, n_ = n, k_ = k", "// moved\n  int m_ = m, n_ = n, k_ = k"),
                          ("// moved\n", "// moved\n// again\n"),
                          ("namespace at::native::cpublas {", "namespace at::native::cpublas {\nvoid tt_watched() {}")):

@@ -22,6 +22,7 @@ def register(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import contextlib
     import signal
     import sys
     import threading
@@ -54,10 +55,13 @@ def run(args: argparse.Namespace) -> int:
     memo: dict = {}  # what the layers read, kept between updates (Note [Layer memo])
 
     db: list[Path] = []  # the DB the first update wrote
+    server = None
 
     def update(files: frozenset[str] | None = None) -> None:
         t = time.perf_counter()
-        report = api.index(root, db=args.db, layers=layers, jobs=args.jobs, memo=memo)
+        # the pool answering queries closes while the DB is updated (Note [One process, one instance per file])
+        with server.facts.paused() if server is not None else contextlib.nullcontext():
+            report = api.index(root, db=args.db, layers=layers, jobs=args.jobs, memo=memo)
         db[:] = [report.db]
         ran = [lr.name for lr in report.layers if lr.action == "ran"]
         what = "no change to the facts" if report.up_to_date else f"{report.mode} ({', '.join(ran) or 'no layer'} ran)"
@@ -74,12 +78,14 @@ def run(args: argparse.Namespace) -> int:
     watcher = Watcher(root, update, quiet=QUIET_S if args.debounce is None else args.debounce, on_error=failed)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())  # `kill` stops as Ctrl-C does: the update running ends first
-    server = None
     try:  # from the watcher's start: a Ctrl-C right after "watching" still stops it cleanly
+        serving = None
+        if args.serve and qserver_enabled():  # before the watcher: no update runs while its pool opens
+            server, serving = _serve(db[0])
         watcher.start()
         say(f"watching {root} (Ctrl-C to stop)")
-        if args.serve and qserver_enabled():
-            server = _serve(db[0], say)
+        if serving:
+            say(serving)
         while not stop.wait(3600):
             pass
     except KeyboardInterrupt:
@@ -92,9 +98,10 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _serve(db: Path, say):
+def _serve(db: Path):
     """Answer `torchtalk query` for `db` from its pool (Note [Query server]
-    in torchtalk/qserver.py): the `QueryServer`, or None when it cannot."""
+    in torchtalk/qserver.py): (the `QueryServer` or None when it cannot,
+    the line that says so)."""
     from torchtalk.mcp.db import FactDB
     from torchtalk.qserver import QueryServer
 
@@ -102,8 +109,6 @@ def _serve(db: Path, say):
     server = QueryServer(facts, db)
     why = server.start()
     if why is not None:
-        say(f"not serving queries: {why}")
-        return None
+        return None, f"not serving queries: {why}"
     facts.start_warm()
-    say(f"serving `torchtalk query` for {db} at {server.path}")
-    return server
+    return server, f"serving `torchtalk query` for {db} at {server.path}"

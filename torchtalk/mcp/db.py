@@ -241,6 +241,16 @@ def _identity(path: Path) -> tuple[int, int] | None:
 # before the new one opens (DuckDB would hand back the old instance while
 # any connection of the path is open).
 POOL_SIZE = 8
+# Note [One process, one instance per file]: DuckDB keeps one database
+# instance per path in a process while any connection of it is open, and a
+# connection opened on that path gets that instance, whatever file the path
+# names now. So an index run in a process whose pool is open on the DB
+# (`torchtalk watch` answering queries, Note [Query server] in
+# torchtalk/qserver.py) would read the file the pool opened, not the one its
+# last update renamed over it: the DB's meta of the update before (then it
+# builds the DB again instead of updating it in place), and its rows. The
+# index runs inside `FactDB.paused()`: the pool closes first, and opens on
+# the new file after. (mcp-serve's index runs in a child process.)
 # The engine of the pool's queries (Note [Engine per session] in
 # torchtalk/connmemo.py); TORCHTALK_MCP_ENGINE=duckdb restores the embedded one.
 ENGINE = os.environ.get("TORCHTALK_MCP_ENGINE", "memory")
@@ -261,6 +271,7 @@ class FactDB:
         self._path: Path | None = None
         self._ident: tuple[int, int] | None = None
         self._closing = threading.Event()  # the server is closing
+        self._paused = 0  # `paused` blocks running: no connection opens
         self._halt = threading.Event()  # the running warm stops (the pool reopens, or closes)
         self._rules: tuple[Path, ...] = ()
         self._warm_cursor = None
@@ -329,6 +340,9 @@ class FactDB:
             while True:
                 if self._closing.is_set() and self._con is None and self._path is not None:
                     raise StoreError("the server is shutting down")
+                if self._paused:
+                    self._cond.wait()
+                    continue
                 path, ident = self._current()
                 if self._con is None or (path, ident) != (self._path, self._ident):
                     if self._leased:  # calls on the old file finish first
@@ -344,6 +358,26 @@ class FactDB:
                     continue
                 self._leased += 1
                 return con
+
+    @contextmanager
+    def paused(self):
+        """No connection of the pool open while the block runs (leased ones
+        are waited for; new calls wait for its end, then the pool reopens on
+        the file there is then, and warms again). Note [One process, one
+        instance per file]: what an index in this process needs."""
+        with self._cond:
+            self._paused += 1
+            while self._leased:
+                self._cond.wait(timeout=0.5)
+            if self._con is not None:
+                self._stop_warm(for_good=False)
+                self._close_all()
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._paused -= 1
+                self._cond.notify_all()
 
     def in_use(self) -> tuple[int, int]:
         """(connections leased now, connections open) of the pool."""
