@@ -284,7 +284,7 @@ def served(db: Path, repeat: int) -> int:
     import os
     import signal
 
-    from torchtalk import api, qserver
+    from torchtalk import api, qclient
 
     source = api.status(db=db)["meta"].get("source")
     run = Path(tempfile.mkdtemp(prefix="torchtalk-bench-"))  # mode 0700
@@ -294,7 +294,7 @@ def served(db: Path, repeat: int) -> int:
     watch = subprocess.Popen([*_torchtalk(), "watch", "--db", str(db), "--source", source], env=env,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        while not (qserver.ping(db) or {}).get("warm"):
+        while not (qclient.ping(db) or {}).get("warm"):
             if watch.poll() is not None or time.perf_counter() - t > 600:
                 print(f"the server did not become warm (exit {watch.poll()})")
                 return 1
@@ -307,11 +307,11 @@ def served(db: Path, repeat: int) -> int:
                 t = time.perf_counter()
                 subprocess.run([*cmd, q], capture_output=True, check=False, env={**env, "TORCHTALK_SERVER": "0"})
                 local.append(time.perf_counter() - t)
-                before = qserver.ping(db)
+                before = qclient.ping(db)
                 t = time.perf_counter()
                 subprocess.run([*cmd, q], capture_output=True, check=False, env=env)
                 proc.append(time.perf_counter() - t)
-                after = qserver.ping(db)
+                after = qclient.ping(db)
                 if after["served"] != before["served"] + 1:
                     print(f"  NOT SERVED: {q}")
                 own.append(after["busy_s"] - before["busy_s"])

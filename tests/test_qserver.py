@@ -1,4 +1,4 @@
-"""The query server (Note [Query server] in torchtalk/qserver.py) in-process,
+"""The query server (Note [Query server] in torchtalk/qclient.py) in-process,
 on the fixture DB: its socket's place and owner, a stale socket, the peer
 check, and an answer the same as the CLI's own."""
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from test_query import build_db
 
-from torchtalk import qserver
+from torchtalk import qclient, qserver
 from torchtalk.cli.query import SERVED, answer, from_request, stale_note, to_request
 
 
@@ -69,15 +69,15 @@ def _here(args) -> tuple[str, str, int]:
 
 def _served(args, db) -> tuple[str, str, int] | None:
     out, err = io.StringIO(), io.StringIO()
-    code = qserver.ask_query(to_request(args, False), db, out, err, note=lambda: stale_note(args))
+    code = qclient.ask_query(to_request(args, False), db, out, err, note=lambda: stale_note(args))
     return None if code is None else (out.getvalue(), err.getvalue(), code)
 
 
 def test_socket_dir_is_private_and_made_once(run_dir):
-    d = qserver.socket_dir(create=True)
+    d = qclient.socket_dir(create=True)
     assert d == run_dir / "torchtalk"
     assert stat.S_IMODE(d.stat().st_mode) == 0o700
-    path = qserver.socket_path(run_dir / "x.duckdb")
+    path = qclient.socket_path(run_dir / "x.duckdb")
     assert path.parent == d and path.suffix == ".sock" and len(str(path)) < 100
 
 
@@ -85,25 +85,25 @@ def test_a_dir_others_can_enter_or_a_link_is_refused(tmp_path, monkeypatch):
     shared = tmp_path / "shared"
     shared.mkdir(mode=0o755)
     shared.chmod(0o755)
-    assert not qserver.private_dir(shared)
+    assert not qclient.private_dir(shared)
     mine = tmp_path / "mine"
     mine.mkdir(mode=0o700)
     (tmp_path / "link").symlink_to(mine)
-    assert qserver.private_dir(mine) and not qserver.private_dir(tmp_path / "link")
+    assert qclient.private_dir(mine) and not qclient.private_dir(tmp_path / "link")
     # $XDG_RUNTIME_DIR/torchtalk not private: the /tmp one is taken instead
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
     (tmp_path / "torchtalk").mkdir(mode=0o777)
     (tmp_path / "torchtalk").chmod(0o777)
-    assert qserver.socket_dir(create=True) == Path(f"/tmp/torchtalk-{os.getuid()}")
+    assert qclient.socket_dir(create=True) == Path(f"/tmp/torchtalk-{os.getuid()}")
 
 
 def test_peer_check_reads_the_peer_uid(monkeypatch):
     a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     with a, b:
-        assert qserver.peer_uid(a) == os.getuid()
-        assert qserver.same_user(a)
+        assert qclient.peer_uid(a) == os.getuid()
+        assert qclient.same_user(a)
         monkeypatch.setattr(os, "getuid", lambda: os.geteuid() + 4242)  # as if another user's process asked
-        assert not qserver.same_user(a)
+        assert not qclient.same_user(a)
 
 
 def test_served_answers_are_the_cli_own(server, db):
@@ -112,24 +112,24 @@ def test_served_answers_are_the_cli_own(server, db):
                  _args(db, "callers(matmull)"),  # a QueryError: one line and exit 1
                  _args(db, "callees(at::native::matmul)", explain=True)):
         assert _served(args, db) == _here(args)
-    assert qserver.ping(db)["served"] == 4
+    assert qclient.ping(db)["served"] == 4
     assert _here(_args(db, "callers(matmull)"))[2] == 1
 
 
 def test_a_stale_socket_is_not_a_server_and_the_next_server_replaces_it(db, run_dir):
     from torchtalk.mcp.db import FactDB
 
-    path = qserver.socket_path(db, create=True)
+    path = qclient.socket_path(db, create=True)
     dead = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     dead.bind(str(path))
     dead.close()  # the file stays, nobody listens: a server killed with SIGKILL
-    assert path.exists() and qserver.ping(db) is None
+    assert path.exists() and qclient.ping(db) is None
     assert _served(_args(db, "callees(at::native::matmul)"), db) is None  # the CLI then runs it itself
     facts = FactDB(None, db)
     srv = qserver.QueryServer(facts, db)
     try:
         assert srv.start() is None
-        assert qserver.ping(db)["pid"] == os.getpid()
+        assert qclient.ping(db)["pid"] == os.getpid()
         other = qserver.QueryServer(facts, db)
         assert other.start() == f"pid {os.getpid()} serves them already"
     finally:
@@ -141,7 +141,7 @@ def test_a_stale_socket_is_not_a_server_and_the_next_server_replaces_it(db, run_
 def test_a_client_of_another_config_dir_is_declined(server, db, monkeypatch, tmp_path):
     monkeypatch.setenv("TORCHTALK_CONFIG_DIR", str(tmp_path / "other"))  # its rules/ may differ
     assert _served(_args(db, "callees(at::native::matmul)"), db) is None
-    assert qserver.ping(db)["declined"] == 1
+    assert qclient.ping(db)["declined"] == 1
 
 
 def test_request_round_trip_and_malformed_requests(db):
@@ -156,6 +156,6 @@ def test_request_round_trip_and_malformed_requests(db):
 
 def test_disabled_by_env(monkeypatch):
     monkeypatch.setenv("TORCHTALK_SERVER", "0")
-    assert not qserver.enabled()
+    assert not qclient.enabled()
     monkeypatch.setenv("TORCHTALK_SERVER", "1")
-    assert qserver.enabled()
+    assert qclient.enabled()

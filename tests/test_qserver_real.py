@@ -1,5 +1,5 @@
 """`torchtalk query` answered by a running `torchtalk watch` (Note [Query
-server] in torchtalk/qserver.py), real processes on the real tree's DB: the
+server] in torchtalk/qclient.py), real processes on the real tree's DB: the
 bytes on stdout and stderr and the exit code are those of the query run in
 its own process (TORCHTALK_SERVER=0), and the server counts it. Each module
 run has its own $XDG_RUNTIME_DIR, so its server is the only one its clients
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from torchtalk import qserver
+from torchtalk import qclient
 
 pytestmark = pytest.mark.real_tree
 
@@ -73,7 +73,7 @@ def _wait_warm(db: Path, run: Path, timeout: float = 180) -> dict:
     deadline = time.monotonic() + timeout
     with _as_client(run):
         while True:
-            status = qserver.ping(db)
+            status = qclient.ping(db)
             if status and status["warm"]:
                 return status
             assert time.monotonic() < deadline, f"not warm after {timeout} s: {status}"
@@ -120,12 +120,12 @@ CASES = [
 def test_served_answer_is_the_process_own(served, args):
     db, run, _sock = served
     with _as_client(run):
-        before = qserver.ping(db)["served"]
+        before = qclient.ping(db)["served"]
     here = _query([*args, "--db", str(db)], _env(run, TORCHTALK_SERVER="0"))
     there = _query([*args, "--db", str(db)], _env(run))
     assert there == here
     with _as_client(run):
-        assert qserver.ping(db)["served"] == before + 1
+        assert qclient.ping(db)["served"] == before + 1
     if args[0].startswith(("callers(no_such", "impact(cpublas::gemm, depth=99", "nosuch")):
         assert here[2] == 1 and here[1].startswith("torchtalk: ") and here[0] == ""
     else:
@@ -135,11 +135,11 @@ def test_served_answer_is_the_process_own(served, args):
 def test_engine_given_runs_in_the_process(served):
     db, run, _sock = served
     with _as_client(run):
-        before = qserver.ping(db)["served"]
+        before = qclient.ping(db)["served"]
     out = _query(["callees(matmul)", "--db", str(db), "--engine", "duckdb"], _env(run))
     assert out[2] == 0
     with _as_client(run):
-        assert qserver.ping(db)["served"] == before
+        assert qclient.ping(db)["served"] == before
 
 
 def test_status_names_the_server(served):
@@ -158,7 +158,7 @@ def test_a_stale_socket_is_answered_in_the_process(real_db, tmp_path):
     run = tmp_path / "run"
     run.mkdir(mode=0o700)
     with _as_client(run):
-        path = qserver.socket_path(real_db, create=True)
+        path = qclient.socket_path(real_db, create=True)
     dead = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     dead.bind(str(path))
     dead.close()
@@ -188,17 +188,17 @@ def test_mcp_serve_serves_and_the_stale_note_is_said(tree, tmp_path):
     try:
         deadline = time.monotonic() + 60
         with _as_client(run):
-            while qserver.ping(db) is None:
+            while qclient.ping(db) is None:
                 assert time.monotonic() < deadline and server.proc.poll() is None, server.proc.stderr.read()
                 time.sleep(0.2)
         with _as_client(run):
-            sock = qserver.socket_path(db)
+            sock = qclient.socket_path(db)
         args = ["search(abs)", "--db", str(db)]
         here = _query(args, {**env, "TORCHTALK_SERVER": "0"})
         there = _query(args, env)
         assert there == here and "the tree changed since it was indexed" in here[1]
         with _as_client(run):
-            assert qserver.ping(db)["served"] == 1
+            assert qclient.ping(db)["served"] == 1
     finally:
         code, _err = server.stop()
     assert code == -signal.SIGTERM  # uvicorn shuts down, then raises the signal it caught again
@@ -261,11 +261,11 @@ def test_served_answers_follow_each_update(tree, tmp_path):
                 yaml.write_text(yaml.read_text() + f"\n- func: {name}(Tensor self) -> Tensor\n")
                 assert "updated (ops ran)" in watch.line_with("native_functions.yaml: ")
             with _as_client(run):
-                before = qserver.ping(db)["served"]
+                before = qclient.ping(db)["served"]
             out, err, code = _query(["search(tt_)", "--db", str(db)], env)
             assert code == 0 and all(f"{name}\t" in out for name in names), (out, err)
             with _as_client(run):
-                assert qserver.ping(db)["served"] == before + 1
+                assert qclient.ping(db)["served"] == before + 1
     finally:
         code, err = watch.stop()
     assert code == 0 and "Traceback" not in err, err

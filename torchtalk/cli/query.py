@@ -116,9 +116,9 @@ def _served(args: argparse.Namespace) -> int | None:
     written; None when none answered (Note [Query server])."""
     if not args.query or args.list or args.rules or args.dump_passes or args.engine:
         return None
-    from torchtalk import qserver
+    from torchtalk import qclient
 
-    if not qserver.enabled():
+    if not qclient.enabled():
         return None
     import sys
 
@@ -129,7 +129,7 @@ def _served(args: argparse.Namespace) -> int | None:
         db = resolve_db(source=args.source, db=args.db)
     except TorchTalkError:  # said properly by the run here
         return None
-    return qserver.ask_query(to_request(args, sys.stdout.isatty()), db, sys.stdout, sys.stderr,
+    return qclient.ask_query(to_request(args, sys.stdout.isatty()), db, sys.stdout, sys.stderr,
                              note=lambda: stale_note(args))
 
 

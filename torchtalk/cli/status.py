@@ -24,7 +24,7 @@ def run(args: argparse.Namespace) -> int:
     st = db_status(path)
     st["stale"] = notice(path, st["meta"].get("source") or None)
     st["compiler_tier"] = tier_note(st["relations"])
-    from torchtalk.qserver import ping
+    from torchtalk.qclient import ping
 
     st["server"] = ping(path)  # the process answering `torchtalk query` for the DB (Note [Query server])
     if args.json:

@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
     from torchtalk import api, store
     from torchtalk.errors import InputError, TorchTalkError
     from torchtalk.paths import default_source
-    from torchtalk.qserver import enabled as qserver_enabled
+    from torchtalk.qclient import enabled as qserver_enabled
     from torchtalk.watch import QUIET_S, Watcher, describe
 
     if args.jobs is not None and args.jobs < 1:

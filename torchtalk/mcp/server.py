@@ -135,11 +135,12 @@ def serve_queries(facts: FactDB, db: Path | None):
     """Answer `torchtalk query` for `db` from the tools' pool too (Note [Query
     server] in torchtalk/qserver.py), unless TORCHTALK_SERVER=0: the
     `QueryServer`, or None (off, or another process serves that DB)."""
-    from torchtalk import qserver
+    from torchtalk import qclient
+    from torchtalk.qserver import QueryServer
 
-    if db is None or not qserver.enabled():
+    if db is None or not qclient.enabled():
         return None
-    server = qserver.QueryServer(facts, db)
+    server = QueryServer(facts, db)
     return server if server.start() is None else None
 
 
