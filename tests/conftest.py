@@ -22,6 +22,21 @@ def _missing(reason: str):
     pytest.skip(reason)
 
 
+@pytest.fixture
+def runtime_dir():
+    """A private directory for a test's $XDG_RUNTIME_DIR, short: a Unix
+    socket's path must fit in 107 bytes, and pytest's tmp_path under xdist
+    (/tmp/pytest-of-root/pytest-N/popen-gwK/<test name>0/...) leaves no room
+    for the query server's <dir>/torchtalk/<hash>.sock."""
+    import shutil
+    import tempfile
+
+    d = Path(tempfile.mkdtemp(prefix="tt-run-", dir="/tmp"))
+    d.chmod(0o700)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def private_runtime_dir(tmp_path_factory) -> Path:
     """$XDG_RUNTIME_DIR of the run (each worker's own): the query servers the

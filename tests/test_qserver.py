@@ -19,10 +19,9 @@ from torchtalk.cli.query import SERVED, answer, from_request, stale_note, to_req
 
 
 @pytest.fixture
-def run_dir(tmp_path, monkeypatch):
+def run_dir(tmp_path, monkeypatch, runtime_dir):
     """A private $XDG_RUNTIME_DIR: this test's sockets, no one else's server."""
-    d = tmp_path / "run"
-    d.mkdir(mode=0o700)
+    d = runtime_dir
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(d))
     monkeypatch.setenv("TORCHTALK_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("TORCHTALK_CONFIG_DIR", str(tmp_path / "config"))

@@ -152,11 +152,10 @@ def test_status_names_the_server(served):
     assert server["socket"] == str(sock) and server["warm"] is True
 
 
-def test_a_stale_socket_is_answered_in_the_process(real_db, tmp_path):
+def test_a_stale_socket_is_answered_in_the_process(real_db, tmp_path, runtime_dir):
     """A socket file nobody listens at (its server killed with SIGKILL): the
     query answers, in its own process, as without a server."""
-    run = tmp_path / "run"
-    run.mkdir(mode=0o700)
+    run = runtime_dir
     with _as_client(run):
         path = qclient.socket_path(real_db, create=True)
     dead = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -168,7 +167,7 @@ def test_a_stale_socket_is_answered_in_the_process(real_db, tmp_path):
     assert path.exists()
 
 
-def test_mcp_serve_serves_and_the_stale_note_is_said(tree, tmp_path):
+def test_mcp_serve_serves_and_the_stale_note_is_said(tree, tmp_path, runtime_dir):
     """`mcp-serve` answers `torchtalk query` too; a tree changed since its
     index is noted on stderr as by the process; SIGTERM removes the socket
     (uvicorn's shutdown runs the lifespan's end)."""
@@ -176,8 +175,7 @@ def test_mcp_serve_serves_and_the_stale_note_is_said(tree, tmp_path):
 
     src = _mini_tree(tree, tmp_path / "mini")
     db = tmp_path / "db" / "mini.duckdb"
-    run = tmp_path / "run"
-    run.mkdir(mode=0o700)
+    run = runtime_dir
     env = _env(run, TORCHTALK_CACHE_DIR=str(tmp_path / "cache"))
     assert subprocess.run([sys.executable, "-m", "torchtalk", "index", "--source", str(src), "--db", str(db),
                            "--layers", "ops"], env=env, cwd=ROOT, capture_output=True, timeout=300).returncode == 0
@@ -189,7 +187,8 @@ def test_mcp_serve_serves_and_the_stale_note_is_said(tree, tmp_path):
         deadline = time.monotonic() + 60
         with _as_client(run):
             while qclient.ping(db) is None:
-                assert time.monotonic() < deadline and server.proc.poll() is None, server.proc.stderr.read()
+                if time.monotonic() > deadline or server.proc.poll() is not None:
+                    raise AssertionError(f"no query server: {server.stop()}")  # its stderr, once stopped
                 time.sleep(0.2)
         with _as_client(run):
             sock = qclient.socket_path(db)
@@ -241,7 +240,7 @@ def test_a_terminal_gets_the_same_table(served):
     assert _query_on_a_terminal(args, _env(run)) == here
 
 
-def test_served_answers_follow_each_update(tree, tmp_path):
+def test_served_answers_follow_each_update(tree, tmp_path, runtime_dir):
     """After each update of the watched tree the served answer has the new
     rows, and each update is in place: the pool closes while the index runs
     in the same process (Note [One process, one instance per file])."""
@@ -249,8 +248,7 @@ def test_served_answers_follow_each_update(tree, tmp_path):
 
     src = _mini_tree(tree, tmp_path / "mini")
     db = tmp_path / "db" / "mini.duckdb"
-    run = tmp_path / "run"
-    run.mkdir(mode=0o700)
+    run = runtime_dir
     env = _env(run, TORCHTALK_CACHE_DIR=str(tmp_path / "cache"))
     watch = Proc(["watch", "--source", str(src), "--db", str(db), "--layers", "ops"], env)
     try:

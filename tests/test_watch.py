@@ -96,7 +96,7 @@ def test_watched_dirs_of_a_torch_tree_and_of_an_extension(tmp_path):
     assert watched_dirs(ext) == [ext]
 
 
-def test_watch_stops_cleanly_on_sigterm(tree, tmp_path):
+def test_watch_stops_cleanly_on_sigterm(tree, tmp_path, runtime_dir):
     """`kill` (SIGTERM) stops `torchtalk watch` as Ctrl-C does: exit 0, the
     index of an edit made before it in place, the socket it answered
     `torchtalk query` at removed (Note [Query server])."""
@@ -109,8 +109,7 @@ def test_watch_stops_cleanly_on_sigterm(tree, tmp_path):
 
     src = _mini_tree(tree, tmp_path / "mini")
     db = tmp_path / "db" / "mini.duckdb"
-    run = tmp_path / "run"
-    run.mkdir(mode=0o700)
+    run = runtime_dir
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "XDG_RUNTIME_DIR": str(run)}
     proc = subprocess.Popen([sys.executable, "-m", "torchtalk", "watch", "--source", str(src), "--db", str(db),
                              "--layers", "ops"], env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import re
+import threading
 from pathlib import Path
 
 from torchtalk.datalog import ast as A
@@ -29,11 +30,20 @@ GRAMMAR = Path(__file__).with_name("grammar.tx")
 # `souffle` by the engine are printed flat (no #include).
 
 
+# Building a textX metamodel is not thread-safe: two built at once in two
+# threads (a server's first calls, each parsing its first query) resolved
+# rules against each other's grammar: "Unexisting rule 'Arg'" in
+# tests/reliability/test_readers_during_swap.py under load. Both of
+# TorchTalk's grammars are built under this lock; functools.cache keeps each.
+TEXTX_LOCK = threading.Lock()
+
+
 @functools.cache
 def _metamodel():
     from textx import metamodel_from_file
 
-    return metamodel_from_file(str(GRAMMAR), autokwd=False, memoization=True, use_regexp_group=False)
+    with TEXTX_LOCK:
+        return metamodel_from_file(str(GRAMMAR), autokwd=False, memoization=True, use_regexp_group=False)
 
 
 def parse_text(text: str, file: str = "<text>", *, base: Path | None = None) -> A.Program:

@@ -70,7 +70,10 @@ class Query:
 def _metamodel():
     from textx import metamodel_from_file
 
-    return metamodel_from_file(str(GRAMMAR), autokwd=False, use_regexp_group=False)
+    from torchtalk.datalog.parser import TEXTX_LOCK
+
+    with TEXTX_LOCK:  # textX builds one metamodel at a time (see TEXTX_LOCK)
+        return metamodel_from_file(str(GRAMMAR), autokwd=False, use_regexp_group=False)
 
 
 def parse_query(text: str) -> Query:
