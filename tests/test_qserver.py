@@ -96,6 +96,14 @@ def test_a_dir_others_can_enter_or_a_link_is_refused(tmp_path, monkeypatch):
     assert qclient.socket_dir(create=True) == Path(f"/tmp/torchtalk-{os.getuid()}")
 
 
+def test_a_runtime_dir_too_long_for_a_socket_is_passed_over(tmp_path, monkeypatch):
+    long = tmp_path / ("d" * (qclient.MAX_PATH - len(str(tmp_path))))
+    long.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(long))
+    path = qclient.socket_path(tmp_path / "x.duckdb", create=True)
+    assert path.parent == Path(f"/tmp/torchtalk-{os.getuid()}") and len(str(path)) <= qclient.MAX_PATH
+
+
 def test_peer_check_reads_the_peer_uid(monkeypatch):
     a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     with a, b:

@@ -18,6 +18,10 @@ from pathlib import Path
 PROTOCOL = 1
 ENV = "TORCHTALK_SERVER"  # "0": `torchtalk query` never asks a server
 CONNECT_TIMEOUT_S = 0.5  # to connect and, for a ping, to be answered
+# the longest socket path, in bytes: sun_path holds 108 on Linux, 104 on
+# macOS, its NUL included; a longer one cannot be bound or connected to
+MAX_PATH = 100
+NAME_LEN = len("0123456789abcdef.sock")  # a socket's name: 16 hex digits of the DB's path
 
 
 # ------------------------------------------------------------------ where
@@ -26,10 +30,13 @@ CONNECT_TIMEOUT_S = 0.5  # to connect and, for a ping, to be answered
 def socket_dir(create: bool = False) -> Path | None:
     """The directory of this user's sockets: `$XDG_RUNTIME_DIR/torchtalk`, else
     `/tmp/torchtalk-<uid>`; the first that is (or, `create`, can be made) a
-    directory of this user's that no one else can enter. None when neither is."""
+    directory of this user's that no one else can enter, with room for a
+    socket's name within MAX_PATH. None when neither is."""
     base = os.environ.get("XDG_RUNTIME_DIR")
     tried = [Path(base) / "torchtalk"] if base else []
     for d in (*tried, Path(f"/tmp/torchtalk-{os.getuid()}")):
+        if len(os.fsencode(d)) + 1 + NAME_LEN > MAX_PATH:
+            continue
         if create:
             try:
                 os.mkdir(d, 0o700)
@@ -65,7 +72,7 @@ def socket_path(db: str | Path, create: bool = False) -> Path | None:
     d = socket_dir(create)
     if d is None:
         return None
-    return d / (hashlib.sha1(str(Path(db).resolve()).encode()).hexdigest()[:16] + ".sock")
+    return d / (hashlib.sha1(str(Path(db).resolve()).encode()).hexdigest()[:16] + ".sock")  # NAME_LEN long
 
 
 def peer_uid(sock: socket.socket) -> int:

@@ -109,7 +109,7 @@ class QueryServer:
             return f"pid {live.get('pid')} serves them already"
         # bound under a name of its own, then renamed over the path: a stale
         # socket (its server killed) is replaced, never unlinked under another's
-        tmp = path.with_name(f".{path.stem}.{os.getpid()}.sock")
+        tmp = path.with_name(f".{os.getpid()}.tmp")  # no longer than the socket's name (MAX_PATH)
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             tmp.unlink(missing_ok=True)

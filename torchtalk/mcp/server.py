@@ -141,7 +141,11 @@ def serve_queries(facts: FactDB, db: Path | None):
     if db is None or not qclient.enabled():
         return None
     server = QueryServer(facts, db)
-    return server if server.start() is None else None
+    why = server.start()
+    if why is not None:
+        print(f"torchtalk mcp: not answering `torchtalk query` for {db}: {why}", file=sys.stderr)
+        return None
+    return server
 
 
 class TorchTalkServer(MCPServer):
