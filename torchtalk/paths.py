@@ -12,6 +12,17 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+
+def switched_on(name: str) -> bool:
+    """Whether the on/off environment variable `name` is on: unset, or
+    anything but 0, off, no or false (any case).
+
+    Example:
+        >>> switched_on("TORCHTALK_NO_SUCH_SWITCH")
+        True
+    """
+    return os.environ.get(name, "1").strip().lower() not in ("0", "off", "no", "false")
+
 PYTORCH_VERSION = "2.6.0"
 PYTORCH_DEB_VERSION = "2.6.0+dfsg-7"
 

@@ -15,6 +15,8 @@ import socket
 import struct
 from pathlib import Path
 
+from torchtalk.paths import switched_on
+
 PROTOCOL = 1
 ENV = "TORCHTALK_SERVER"  # "0": `torchtalk query` never asks a server
 CONNECT_TIMEOUT_S = 0.5  # to connect and, for a ping, to be answered
@@ -94,7 +96,7 @@ def same_user(sock: socket.socket) -> bool:
 
 def enabled() -> bool:
     """Whether `torchtalk query` asks a server ($TORCHTALK_SERVER, default on)."""
-    return os.environ.get(ENV, "1").strip().lower() not in ("0", "off", "no", "false")
+    return switched_on(ENV)
 
 
 def call(db: str | Path, message: dict, timeout: float | None = None, meanwhile=None) -> dict | None:

@@ -34,6 +34,8 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
+from torchtalk.paths import switched_on
+
 CACHE_SIZE = 256  # answers kept (each within its token budget: a few kB)
 SLOW_TOOLS = frozenset({"affected", "impact", "query", "coverage"})
 UNCACHED_TOOLS = frozenset({"get_status"})
@@ -47,7 +49,7 @@ def slow_lane_size() -> int:
 
 def enabled() -> bool:
     """Whether answers are kept ($TORCHTALK_MCP_CACHE=0 turns it off)."""
-    return os.environ.get("TORCHTALK_MCP_CACHE", "1").strip() not in ("0", "off", "no", "false")
+    return switched_on("TORCHTALK_MCP_CACHE")
 
 
 class AnswerCache:
