@@ -43,6 +43,7 @@ from typing import Any
 import anyio
 
 from torchtalk.mcp.cache import SLOW_TOOLS
+from torchtalk.paths import switched_on
 
 ENV = "TORCHTALK_MCP_SLOW_PROCESS"
 # the tools whose calls the child answers (Note [Slow lane process])
@@ -52,7 +53,7 @@ POLL_S = 1.0  # how often to look for a DB to serve while none exists
 
 def wanted() -> bool:
     """Whether an HTTP server runs its slow lane in a process ($TORCHTALK_MCP_SLOW_PROCESS)."""
-    return os.environ.get(ENV, "1").strip().lower() not in ("0", "off", "no", "false")
+    return switched_on(ENV)
 
 
 class SlowProcess:
@@ -66,7 +67,7 @@ class SlowProcess:
         self._db_path = db_path  # () -> the DB file, or None while none exists
         self._rules = rules
         self.client: Any = None
-        self.state = "starting"  # "serving", "not started (...)", "stopped (...)"
+        self.state = "starting"  # then "waiting for the index", "serving" or "stopped (why)"
         self.pid: int | None = None
 
     @property
@@ -94,7 +95,7 @@ class SlowProcess:
         try:
             async with Client(params) as client:
                 self.client, self.state = client, "serving"
-                self.pid = _child_pid()
+                self.pid = _child_pid(command)
                 await anyio.sleep_forever()
         except anyio.get_cancelled_exc_class():
             raise
@@ -125,10 +126,18 @@ class SlowProcess:
         return f"{line}; its connections: {used}" if used else line
 
 
-def _child_pid() -> int | None:
-    """The newest child process of this one (the stdio server just started), if the OS says."""
+def _child_pid(command: list[str]) -> int | None:
+    """The pid of this process's child running `command` (the stdio server
+    just started; the server may have others, a background index), if the
+    OS says."""
     try:
         kids = Path(f"/proc/self/task/{os.getpid()}/children").read_text().split()
     except OSError:
         return None
-    return int(kids[-1]) if kids else None
+    for kid in reversed(kids):  # newest first
+        try:
+            if Path(f"/proc/{kid}/cmdline").read_bytes().split(b"\0")[:-1] == [os.fsencode(a) for a in command]:
+                return int(kid)
+        except OSError:
+            continue
+    return None
