@@ -108,7 +108,10 @@ def bind(q: Query, program, resolver: Resolver, *, all_matches: bool = False) ->
         if not q.args:
             raise _err(q, None, f"{q.name} needs an argument: a {sig.arg.column}",
                        hint=f"e.g. {q.name}(NAME)")
-        facts[sig.arg.relation] = [(i,) for v in q.args for i in resolve(v, sig.arg.column)]
+        seeds = [i for v in q.args for i in resolve(v, sig.arg.column)]
+        if f"{sig.name}_member" in program.inputs:
+            seeds, facts[f"{sig.name}_member"] = grouped_seeds(seeds)
+        facts[sig.arg.relation] = [(i,) for i in seeds]
         _bind_like(program, sig, facts, resolver.con)
     elif sig.src is not None and q.path is None:
         v = q.args[0] if q.args else None
@@ -120,6 +123,28 @@ def bind(q: Query, program, resolver: Resolver, *, all_matches: bool = False) ->
         _bind_path(q, sig, resolve, facts)
     _bind_options(q, sig, resolve, facts, filters)
     return Bound(q, sig, facts, tuple(filters), tuple(resolutions))
+
+
+# Note [Grouped seeds]: a query that declares `<query>_member` (impact,
+# affected) walks once from each C++ name its arguments give, not once per
+# overload (Note [One walk per name] in rules/graph.dl): the overload ids of
+# one name become one seed, the name, and `<query>_member` pairs it with
+# each. An id alone of its name stays itself; so does a quoted argument.
+def grouped_seeds(ids: list) -> tuple[list, list[tuple[str, str]]]:
+    """(the seeds, (seed, member) pairs) of resolved `ids`, grouped by name."""
+    from extractors.cpp.names import split_sig
+
+    by_name: dict[str, list[str]] = {}
+    for i in dict.fromkeys(ids):
+        by_name.setdefault(split_sig(i)[0] if isinstance(i, str) else i, []).append(i)
+    seeds, members = [], []
+    for name, group in by_name.items():
+        if len(group) == 1:
+            seeds.append(group[0])
+        else:
+            seeds.append(name)
+            members += [(name, i) for i in group]
+    return seeds, members
 
 
 def _bind_like(program, sig: Signature, facts, con) -> None:
