@@ -38,6 +38,21 @@ def runtime_dir():
 
 
 @pytest.fixture(scope="session", autouse=True)
+def no_warm_history():
+    """The servers the tests start neither keep their queries beside the
+    shared real DB nor replay the ones kept there (Note [Warm from history]
+    in torchtalk/mcp/history.py): a test's server warms as a fresh one.
+    tests/test_history.py turns it on for its own DBs."""
+    old = os.environ.get("TORCHTALK_MCP_HISTORY")
+    os.environ["TORCHTALK_MCP_HISTORY"] = "0"
+    yield
+    if old is None:
+        os.environ.pop("TORCHTALK_MCP_HISTORY", None)
+    else:
+        os.environ["TORCHTALK_MCP_HISTORY"] = old
+
+
+@pytest.fixture(scope="session", autouse=True)
 def private_runtime_dir(tmp_path_factory) -> Path:
     """$XDG_RUNTIME_DIR of the run (each worker's own): the query servers the
     tests start (`watch`, `mcp-serve`, Note [Query server] in

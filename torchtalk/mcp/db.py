@@ -279,6 +279,11 @@ class FactDB:
         self.warmed = threading.Event()  # set when the warm of the file served now has finished
         self._warm_thread: threading.Thread | None = None
 
+    @property
+    def file(self) -> Path | None:
+        """The DB file the pool has open (None before its first lease)."""
+        return self._path
+
     def path(self) -> Path | None:
         """The DB file, or None while nothing is indexed for the source."""
         if self.explicit is not None:
@@ -432,6 +437,7 @@ class FactDB:
         ping says so, Note [Query server] in torchtalk/qserver.py)."""
         from torchtalk import api
         from torchtalk.datalog.engines.memory import read_tables
+        from torchtalk.mcp.history import recent
         from torchtalk.query.library import load_library
 
         halt = halt or self._halt
@@ -449,16 +455,22 @@ class FactDB:
             with self.lease() as con:  # held, the file is not replaced under it
                 prime(con)
                 texts = warm_queries(con)
+                kept = [t for t in recent(self._path) if t not in texts]  # Note [Warm from history]
+                texts += kept
                 # a connection of its own, not the pool's (the pool could not
                 # be closed under it when a new index replaces the file)
                 mine = self._warm_cursor = api.open_db(db=self._path, read_only=True)
                 _share_session(con, mine)
             if getattr(mine, "engine", None) == "memory":  # first: until then the pool's queries run on DuckDB
                 read_tables(mine, query_tables(mine, rules), halt.is_set)
-            for text in texts:  # ... then in memory, building the indexes the calls use
-                if halt.is_set():
+            fixed, start = len(texts) - len(kept), time.monotonic()
+            for n, text in enumerate(texts):  # ... then in memory, building the indexes the calls use
+                if halt.is_set() or (n >= fixed and time.monotonic() - start > WARM_HISTORY_S):
                     break
-                api.query(text, con=mine, rules=rules, limit=1)
+                try:
+                    api.query(text, con=mine, rules=rules, limit=1)
+                except TorchTalkError:  # a kept text the index no longer answers
+                    continue
         except Exception:  # the first tool call reports it properly (or the server is closing)
             pass
         else:
@@ -608,13 +620,15 @@ class Call:
 # ahead]: 2M rows, about 3 s; the pool's queries run on DuckDB until then),
 # then runs one query of each
 # kind the tools send, on the busiest op of the index and a function with a
-# few dozen callers, on a connection of its own: the plans and the
+# few dozen callers, then the texts earlier servers' tools evaluated on
+# this DB (Note [Warm from history] in history.py), on a connection of its own: the plans and the
 # database's blocks are shared with the tools' connection (DuckDB keeps one
 # instance per file), and it holds no connection of the pool, so a client's first call
 # never waits for a warm query. A new DB file (an index, a watcher's update)
 # is warmed again once the pool reopens on it.
 WARM_AFTER_S = 2.0  # warm after the first call, or after this long without one
 WARM_GRACE_S = 0.1  # after the first call's answer is returned, for it to be sent
+WARM_HISTORY_S = 5.0  # replaying kept texts stops after this long (Note [Warm from history])
 _WARM = ("trace({op})", "impact({fn})", "callers({fn})", "callees({fn})",
          "search({fn})", "kernels({op})", "tests({op})", "op_callees({op})")
 
