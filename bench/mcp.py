@@ -17,7 +17,11 @@ one. The workflows print both (round 1, and the rounds after it); `--no-cache`
 runs the server with TORCHTALK_MCP_CACHE=0.
 
 Usage: .venv/bin/python bench/mcp.py [--source PATH | --db FILE] [--calls 100] [--rounds 5] [--no-cache]
-                                     [--engine memory|duckdb]
+                                     [--no-history] [--engine memory|duckdb]
+
+The server warms from the queries earlier servers' tools evaluated on the DB
+(Note [Warm from history]): a second run finds the first's. --no-history
+measures a server without them (and keeps none).
 """
 
 from __future__ import annotations
@@ -70,6 +74,7 @@ def params(args: argparse.Namespace) -> StdioServerParameters:
 
     where = ["--db", str(args.db)] if args.db else ["--source", str(args.source)]
     env = {**os.environ, **({"TORCHTALK_MCP_CACHE": "0"} if args.no_cache else {}),
+           **({"TORCHTALK_MCP_HISTORY": "0"} if args.no_history else {}),
            **({"TORCHTALK_MCP_ENGINE": args.engine} if args.engine else {})}
     return StdioServerParameters(command=sys.executable, args=["-m", "torchtalk", "mcp-serve", *where], env=env)
 
@@ -157,6 +162,9 @@ def main() -> int:
     ap.add_argument("--cold-runs", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=5, help="rounds of the workflow calls")
     ap.add_argument("--no-cache", action="store_true", help="the server keeps no answers (TORCHTALK_MCP_CACHE=0)")
+    ap.add_argument("--no-history", action="store_true",
+                    help="the server neither replays nor keeps the queries of earlier servers on the DB "
+                         "(TORCHTALK_MCP_HISTORY=0, Note [Warm from history])")
     ap.add_argument("--settle", type=float, default=0,
                     help="seconds between the first call and the measured ones (the server's warm thread: "
                          "Note [Warm queries]); 0: measure from the start")
@@ -176,6 +184,11 @@ def main() -> int:
         return ru.ru_utime + ru.ru_stime
 
     print(f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; {reference_line()}")
+    if args.db:
+        from torchtalk.mcp.history import recent
+
+        kept = "off (--no-history)" if args.no_history else f"{len(recent(args.db))} texts of earlier servers"
+        print(f"warm history (Note [Warm from history]): {kept}")
     colds, cpus = [], []
     for _ in range(args.cold_runs):
         c0 = child_cpu()
