@@ -370,11 +370,12 @@ class Program:
 
     @property
     def inputs(self) -> tuple[str, ...]:
-        return _unique(d.name for d in self.directives if d.kind is IOKind.INPUT)
+        # kept: the query layer asks a library's program hundreds of times a call
+        return self.cached("inputs", lambda: _unique(d.name for d in self.directives if d.kind is IOKind.INPUT))
 
     @property
     def outputs(self) -> tuple[str, ...]:
-        return _unique(d.name for d in self.directives if d.kind is IOKind.OUTPUT)
+        return self.cached("outputs", lambda: _unique(d.name for d in self.directives if d.kind is IOKind.OUTPUT))
 
     def rules_for(self, name: str) -> tuple[Rule, ...]:
         """The rules and facts whose head is relation `name`."""
