@@ -185,7 +185,7 @@ def main() -> int:
 
     print(f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; {reference_line()}")
     if args.db:
-        from torchtalk.mcp.history import recent
+        from torchtalk.history import recent
 
         kept = "off (--no-history)" if args.no_history else f"{len(recent(args.db))} texts of earlier servers"
         print(f"warm history (Note [Warm from history]): {kept}")

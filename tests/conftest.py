@@ -41,7 +41,7 @@ def runtime_dir():
 def no_warm_history():
     """The servers the tests start neither keep their queries beside the
     shared real DB nor replay the ones kept there (Note [Warm from history]
-    in torchtalk/mcp/history.py): a test's server warms as a fresh one.
+    in torchtalk/history.py): a test's server warms as a fresh one.
     tests/test_history.py turns it on for its own DBs."""
     old = os.environ.get("TORCHTALK_MCP_HISTORY")
     os.environ["TORCHTALK_MCP_HISTORY"] = "0"

@@ -1,4 +1,4 @@
-"""Note [Warm from history] (torchtalk/mcp/history.py): the DSL texts a
+"""Note [Warm from history] (torchtalk/history.py): the DSL texts a
 server's tools evaluated are kept beside the DB, and the next server's warm
 thread runs them after its fixed queries."""
 
@@ -10,8 +10,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from torchtalk import history
 from torchtalk.errors import QueryError
-from torchtalk.mcp import history
 
 
 @pytest.fixture

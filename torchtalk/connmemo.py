@@ -34,7 +34,7 @@ class Session:
         ...     s.execute("SELECT 1").fetchone()
     """
 
-    __slots__ = ("con", "memo", "engine", "stopped", "read_ahead")
+    __slots__ = ("con", "memo", "engine", "stopped", "read_ahead", "history")
 
     def __init__(self, con: Any, engine: str = "duckdb") -> None:
         self.con = con
@@ -43,6 +43,8 @@ class Session:
         self.stopped = False  # interrupted: the in-memory engine's run stops at its next rule
         # in memory only once the tables a run reads are here (Note [Read ahead] in datalog/engines/memory.py)
         self.read_ahead = False
+        # a server's connection: the DB whose history its query texts go to (Note [Warm from history])
+        self.history = None
 
     def interrupt(self) -> None:
         """Stop the query running on this connection, whichever engine runs it

@@ -279,11 +279,6 @@ class FactDB:
         self.warmed = threading.Event()  # set when the warm of the file served now has finished
         self._warm_thread: threading.Thread | None = None
 
-    @property
-    def file(self) -> Path | None:
-        """The DB file the pool has open (None before its first lease)."""
-        return self._path
-
     def path(self) -> Path | None:
         """The DB file, or None while nothing is indexed for the source."""
         if self.explicit is not None:
@@ -401,7 +396,7 @@ class FactDB:
         from torchtalk.connmemo import Session
 
         con = Session(self._con.con.cursor(), engine=self._con.engine)
-        con.memo, con.read_ahead = self._con.memo, self._con.read_ahead
+        con.memo, con.read_ahead, con.history = self._con.memo, self._con.read_ahead, self._con.history
         self._open.append(con)
         return con
 
@@ -417,6 +412,7 @@ class FactDB:
         self._con = api.open_db(db=path, read_only=True)
         self._con.engine = ENGINE  # Note [Engine per session]: the pool answers many queries
         self._con.read_ahead = ENGINE == "memory"  # ... in memory once its tables are read (Note [Read ahead])
+        self._con.history = path  # the texts its queries evaluate are kept (Note [Warm from history])
         self._open, self._idle = [self._con], [self._con]
         reopened = self._path is not None
         self._path, self._ident = path, ident
@@ -437,7 +433,7 @@ class FactDB:
         ping says so, Note [Query server] in torchtalk/qserver.py)."""
         from torchtalk import api
         from torchtalk.datalog.engines.memory import read_tables
-        from torchtalk.mcp.history import recent
+        from torchtalk.history import recent
         from torchtalk.query.library import load_library
 
         halt = halt or self._halt
@@ -621,7 +617,7 @@ class Call:
 # then runs one query of each
 # kind the tools send, on the busiest op of the index and a function with a
 # few dozen callers, then the texts earlier servers' tools evaluated on
-# this DB (Note [Warm from history] in history.py), on a connection of its own: the plans and the
+# this DB (Note [Warm from history] in torchtalk/history.py), on a connection of its own: the plans and the
 # database's blocks are shared with the tools' connection (DuckDB keeps one
 # instance per file), and it holds no connection of the pool, so a client's first call
 # never waits for a warm query. A new DB file (an index, a watcher's update)

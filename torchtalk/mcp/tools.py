@@ -83,12 +83,8 @@ def _dsl(ctx: Context, con, text: str, limit: int | None = FETCH_ROWS, pick=None
     dirs); `pick`: `chains_for` (Note [Chains for the rows read]); `per`:
     the first rows of each section only (Note [Rows per section])."""
     from torchtalk import api
-    from torchtalk.mcp.history import record
-
-    app = ctx.request_context.lifespan_context
-    result = api.query(text, con=con, limit=limit, rules=app.rules, chains_for=pick, per_section=per)
-    record(app.db.file, text)  # Note [Warm from history]
-    return _table(result, text)
+    rules = ctx.request_context.lifespan_context.rules
+    return _table(api.query(text, con=con, limit=limit, rules=rules, chains_for=pick, per_section=per), text)
 
 
 def _fitted(budget: int, name: str | None = None):

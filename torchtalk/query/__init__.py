@@ -82,6 +82,10 @@ def query(
     result = Result(b.sig.name, (*b.sig.columns, *extra), (*b.sig.types, *extra), tuple(shown),
                     shown.total, b.resolutions, (*left_out, *routed, *_notes(b), *_tier_notes(con, program, b)),
                     counts=getattr(shown, "counts", None), one_value=getattr(shown, "one_value", None))
+    if getattr(con, "history", None) is not None:  # a server's connection (Note [Warm from history])
+        from torchtalk.history import record
+
+        record(con.history, text)
     if explain:
         from torchtalk.query.explain import explain as _explain
         from torchtalk.query.run import prune

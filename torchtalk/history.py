@@ -7,9 +7,11 @@ build on the tables (Note [Frozen tables] in memory.py): impact(gemm,
 depth=4) 135 ms the first time against 40 after, called_by(mm) 150 against
 5 (58 ms planning and 71 ms of indexes). Warming the few query kinds of
 Note [Warm queries] covers those kinds on one op; an agent's own questions
-have other shapes. So each server writes the DSL texts its tools evaluated
-(the last KEPT distinct ones, most recent last) next to the DB, and the
-next server on that DB runs them in its warm thread, after the fixed ones:
+have other shapes. So each server writes the DSL texts evaluated on its
+pooled connections (`Session.history`: the MCP tools', and a `torchtalk
+query` it serves, Note [Query server] in torchtalk/qserver.py; the last
+KEPT distinct ones, most recent last) next to the DB, and the next server
+on that DB runs them in its warm thread, after the fixed ones:
 a question asked in an earlier session finds its plans and indexes ready.
 Nothing of the answers is kept (the answer cache is per process, Note
 [Answer cache]); a text that fails is only dropped.
@@ -56,7 +58,7 @@ def recent(db: Path) -> list[str]:
 
 
 def record(db: Path | None, text: str) -> None:
-    """Keep `text`, a DSL text a tool evaluated on `db`: the file is written
+    """Keep `text`, a DSL text a server evaluated on `db`: the file is written
     again only when the text is new here or not the most recent already."""
     if db is None or not enabled() or "\n" in text or len(text) > MAX_TEXT:
         return
