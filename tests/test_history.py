@@ -159,10 +159,14 @@ def test_a_tool_call_keeps_its_text_and_the_next_server_warms_it(real_db, tmp_pa
 
     async def one_call():
         async with Client(build_server(None, db, watch=False)) as client:
+            res = await client.call_tool("test_file_info", {"path": "test_linalg.py"})
+            assert not res.is_error
             res = await client.call_tool("impact", {"name": "at::native::cpublas::gemm", "depth": 2})
             assert not res.is_error
 
     anyio.run(one_call)
-    assert history.recent(db) == [text]
+    # impact's text, and the queries test_file_info runs itself (on the server's connection), each once
+    assert history.recent(db) == [text, 'test_file_subjects("test/test_linalg.py")',
+                                  'test_file_uses("test/test_linalg.py")', 'test(file="test/test_linalg.py")']
     assert _plans_made_after_warm(db, text, on=True) == 0
     assert _plans_made_after_warm(db, text, on=False) > 0
