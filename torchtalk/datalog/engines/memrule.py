@@ -54,8 +54,13 @@ class Relation:
         """How many values column `col` holds (for plans; kept once counted)."""
         got = self._distinct.get(col)
         if got is None:
-            got = self._distinct[col] = len({r[col] for r in self.rows}) or 1
+            got = self._distinct[col] = len(set(map(itemgetter(col), self.rows))) or 1  # C's loop
         return got
+
+    def know_distinct(self, counts: dict[int, int]) -> None:
+        """Take these counts of distinct values per column (Note [Distinct
+        counts from DuckDB] in memory.py)."""
+        self._distinct.update(counts)
 
     def index(self, cols: tuple[int, ...]) -> dict:
         got = self._indexes.get(cols)
@@ -440,16 +445,21 @@ class _Source:
             return atoms  # as written
         start = (0.0, 1.0, (), frozenset(self.closure(body, pending, bound)))
         best = {frozenset(): start}
+        seen: dict = {}  # (atom, variables bound, first): its estimates, the same whichever atoms bound them
         for _ in atoms:
             nxt: dict = {}
             for placed, (cost, card, seq, have) in best.items():
                 for i in atoms:
                     if i in placed:
                         continue
-                    fetched, kept, have2 = self.step(body, body[i], pending, have)
+                    first = outer and not placed
+                    got = seen.get((i, have, first))
+                    if got is None:
+                        got = seen[(i, have, first)] = (self.step(body, body[i], pending, have),
+                                                         self.hashing(body[i], have, first))
+                    (fetched, kept, have2), (whole, built) = got
                     c2 = card * kept
                     key = placed | {i}
-                    whole, built = self.hashing(body[i], have, outer and not placed)
                     if whole:
                         fetched = len(self.env[body[i].name].rows)
                     entry = (cost + card + card * fetched + built, c2, (*seq, i), have2)
