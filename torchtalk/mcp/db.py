@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -626,7 +627,11 @@ WARM_AFTER_S = 2.0  # warm after the first call, or after this long without one
 WARM_GRACE_S = 0.1  # after the first call's answer is returned, for it to be sent
 WARM_HISTORY_S = 5.0  # replaying kept texts stops after this long (Note [Warm from history])
 _WARM = ("trace({op})", "impact({fn})", "callers({fn})", "callees({fn})",
-         "search({fn})", "kernels({op})", "tests({op})", "op_callees({op})")
+         "search({fn})", "kernels({op})", "tests({op})", "op_callees({op})", "op_callers({op})",
+         "impact({name})", "trace_module({cls})", 'test(file="{file}")', 'test_file_uses("{file}")',
+         'test_file_subjects("{file}")')
+# a C++ name typed as people type it (unquoted: one walk from all its overloads, Note [One walk per name])
+_PLAIN_NAME = r"^[A-Za-z_][A-Za-z0-9_]*(::[A-Za-z_][A-Za-z0-9_]*)+$"
 
 
 def _share_session(pooled, other) -> None:
@@ -688,10 +693,16 @@ def warm_queries(con) -> list[str]:
     op = con.execute("SELECT op FROM dispatch GROUP BY op ORDER BY count(*) DESC, op LIMIT 1").fetchone()
     fn = con.execute("SELECT callee FROM calls WHERE callee IN (SELECT caller FROM calls) GROUP BY callee "
                      "ORDER BY count(*) <= 50 DESC, count(*) DESC, callee LIMIT 1").fetchone()
+    name = con.execute("SELECT base FROM overload WHERE regexp_matches(base, ?) GROUP BY base "
+                       "ORDER BY count(*) <= 4 DESC, count(*) DESC, base LIMIT 1", [_PLAIN_NAME]).fetchone()
+    cls = con.execute("SELECT cls FROM module_class ORDER BY cls LIMIT 1").fetchone()
+    file = con.execute("SELECT file FROM test GROUP BY file ORDER BY count(*) DESC, file LIMIT 1").fetchone()
     if op is None or fn is None:
         return []
     # quoted: taken as the exact id (the DSL reads a quoted value as written, no escapes)
-    return [t.format(op=f'"{op[0]}"', fn=f'"{fn[0]}"') for t in _WARM]
+    names = dict(op=f'"{op[0]}"', fn=f'"{fn[0]}"', name=name[0] if name else None,
+                 cls=f'"{cls[0]}"' if cls else None, file=file[0] if file else None)
+    return [t.format(**names) for t in _WARM if all(names[k] is not None for k in re.findall(r"{(\w+)}", t))]
 
 
 def default_log(source: Path | None) -> Path:
