@@ -91,13 +91,28 @@ def test_warm_runs_the_kept_texts_after_its_own(tmp_path, kept, monkeypatch):
     monkeypatch.setattr("torchtalk.query.library.load_library", lambda *a, **k: None)
     monkeypatch.setattr(api, "open_db", lambda **k: con)
     monkeypatch.setattr(api, "query", query)
+    assert facts.warm_note() == "warm-up: reading the tables (after the first call)"
     facts.answered.set()
     facts.start_warm()
     facts._warm_thread.join(timeout=5)
     # the fixed ones, then the kept ones most recent first, each once; a
     # kept text that fails does not stop the warm-up
     assert events == ["trace(x)", "impact(y)", "gone(z)", "callers(mm)"]
-    assert facts.warmed.is_set()
+    assert facts.warmed.is_set() and facts.warm_note() == "warm-up: done"
+
+
+def test_get_status_says_how_far_the_warm_up_is(monkeypatch):
+    from torchtalk.mcp import db as mcp_db
+
+    facts = mcp_db.FactDB(None, Path("unused.duckdb"))
+    facts.warm_progress = (3, 14)
+    assert facts.warm_note() == "warm-up: 3 of 14 queries run"
+    monkeypatch.setattr(facts, "lease", lambda: (_ for _ in ()).throw(RuntimeError("no DB")))
+    facts.answered.set()
+    facts.start_warm()
+    facts._warm_thread.join(timeout=5)
+    assert not facts.warmed.is_set()
+    assert facts.warm_note() == "warm-up: stopped (a query's first call reads what it needs)"
 
 
 # run in a process of its own: a library's programs keep their plans for the process

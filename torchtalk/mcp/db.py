@@ -277,6 +277,7 @@ class FactDB:
         self._rules: tuple[Path, ...] = ()
         self._warm_cursor = None
         self.answered = threading.Event()  # set when the first tool call is answered
+        self.warm_progress: tuple[int, int] | None = None  # (warm queries run, of how many); None before they start
         self.warmed = threading.Event()  # set when the warm of the file served now has finished
         self._warm_thread: threading.Thread | None = None
 
@@ -461,15 +462,17 @@ class FactDB:
             if getattr(mine, "engine", None) == "memory":  # first: until then the pool's queries run on DuckDB
                 read_tables(mine, query_tables(mine, rules), halt.is_set)
             fixed, start = len(texts) - len(kept), time.monotonic()
+            self.warm_progress = (0, len(texts))
             for n, text in enumerate(texts):  # ... then in memory, building the indexes the calls use
                 if halt.is_set() or (n >= fixed and time.monotonic() - start > WARM_HISTORY_S):
                     break
+                self.warm_progress = (n, len(texts))
                 try:
                     api.query(text, con=mine, rules=rules, limit=1)
                 except TorchTalkError:  # a kept text the index no longer answers
                     continue
         except Exception:  # the first tool call reports it properly (or the server is closing)
-            pass
+            self.warm_progress = (-1, -1)
         else:
             if not halt.is_set():
                 self.warmed.set()
@@ -478,6 +481,17 @@ class FactDB:
                 self._warm_cursor = None
             if mine is not None:
                 mine.close()
+
+    def warm_note(self) -> str:
+        """What the warm-up has done (get_status; Note [Warm queries])."""
+        if self.warmed.is_set():
+            return "warm-up: done"
+        if self.warm_progress is None:
+            return "warm-up: reading the tables (after the first call)"
+        run, total = self.warm_progress
+        if total < 0:
+            return "warm-up: stopped (a query's first call reads what it needs)"
+        return f"warm-up: {run} of {total} queries run"
 
     def interrupt(self, con) -> None:
         """Abort the statement running on `con`, a leased connection (from another thread)."""
@@ -489,6 +503,7 @@ class FactDB:
         new DB file the pool opens."""
         self._rules, self._halt = tuple(rules), threading.Event()
         self.warmed.clear()
+        self.warm_progress = None
         self._warm_thread = threading.Thread(target=self.warm, args=(rules, self._halt), name="torchtalk-warm",
                                              daemon=True)
         self._warm_thread.start()

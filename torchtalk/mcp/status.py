@@ -73,6 +73,8 @@ def status_table(app: Any, con) -> Table:
 
         leased, open_ = app.db.in_use()
         notes.append(f"connections: {leased} in use (this call's included), {open_} open, at most {POOL_SIZE}")
+    if hasattr(app.db, "warm_note"):
+        notes.append(app.db.warm_note())
     if getattr(app, "slow", None) is not None:
         notes.append(app.slow.note())
     cols = ("layer", "state", "rows", "relations")
