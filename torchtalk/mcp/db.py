@@ -462,7 +462,6 @@ class FactDB:
             if getattr(mine, "engine", None) == "memory":  # first: until then the pool's queries run on DuckDB
                 read_tables(mine, query_tables(mine, rules), halt.is_set)
             fixed, start = len(texts) - len(kept), time.monotonic()
-            self.warm_progress = (0, len(texts))
             for n, text in enumerate(texts):  # ... then in memory, building the indexes the calls use
                 if halt.is_set() or (n >= fixed and time.monotonic() - start > WARM_HISTORY_S):
                     break

@@ -83,6 +83,7 @@ def _dsl(ctx: Context, con, text: str, limit: int | None = FETCH_ROWS, pick=None
     dirs); `pick`: `chains_for` (Note [Chains for the rows read]); `per`:
     the first rows of each section only (Note [Rows per section])."""
     from torchtalk import api
+
     rules = ctx.request_context.lifespan_context.rules
     return _table(api.query(text, con=con, limit=limit, rules=rules, chains_for=pick, per_section=per), text)
 

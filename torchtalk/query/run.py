@@ -129,7 +129,8 @@ def bind(q: Query, program, resolver: Resolver, *, all_matches: bool = False) ->
 # affected) walks once from each C++ name its arguments give, not once per
 # overload (Note [One walk per name] in rules/graph.dl): the overload ids of
 # one name become one seed, the name, and `<query>_member` pairs it with
-# each. An id alone of its name stays itself; so does a quoted argument.
+# each. An id alone of its name among the arguments stays itself (so one
+# quoted overload walks from that overload alone).
 def grouped_seeds(ids: list) -> tuple[list, list[tuple[str, str]]]:
     """(the seeds, (seed, member) pairs) of resolved `ids`, grouped by name."""
     from extractors.cpp.names import split_sig

@@ -236,13 +236,10 @@ def _distinct_counts(con: Any, table: str) -> dict[int, int]:
     from torchtalk.datalog.duck import duckdb as lean_duckdb
 
     try:
-        cols = [d[0] for d in con.execute(f"SELECT * FROM {table} LIMIT 0").description]
-        if not cols:
-            return {}
-        row = con.execute("SELECT " + ", ".join(f'count(DISTINCT "{c}")' for c in cols) + f" FROM {table}").fetchone()
+        row = con.execute(f"SELECT count(DISTINCT COLUMNS(*)) FROM {table}").fetchone()  # one per column
     except lean_duckdb().Error:
         return {}
-    return {i: n for i, n in enumerate(row) if n}
+    return {i: n for i, n in enumerate(row or ()) if n}
 
 
 def _read(con: Any, table: str) -> set:
