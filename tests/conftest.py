@@ -43,13 +43,9 @@ def no_warm_history():
     shared real DB nor replay the ones kept there (Note [Warm from history]
     in torchtalk/history.py): a test's server warms as a fresh one.
     tests/test_history.py turns it on for its own DBs."""
-    old = os.environ.get("TORCHTALK_MCP_HISTORY")
-    os.environ["TORCHTALK_MCP_HISTORY"] = "0"
-    yield
-    if old is None:
-        os.environ.pop("TORCHTALK_MCP_HISTORY", None)
-    else:
-        os.environ["TORCHTALK_MCP_HISTORY"] = old
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TORCHTALK_MCP_HISTORY", "0")
+        yield
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -60,13 +56,9 @@ def private_runtime_dir(tmp_path_factory) -> Path:
     subprocesses ask there, never a server of the developer's."""
     run = tmp_path_factory.mktemp("run")
     run.chmod(0o700)
-    old = os.environ.get("XDG_RUNTIME_DIR")
-    os.environ["XDG_RUNTIME_DIR"] = str(run)
-    yield run
-    if old is None:
-        os.environ.pop("XDG_RUNTIME_DIR", None)
-    else:
-        os.environ["XDG_RUNTIME_DIR"] = old
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("XDG_RUNTIME_DIR", str(run))
+        yield run
 
 
 @pytest.fixture(scope="session")
