@@ -263,19 +263,23 @@ def _share(part: float, whole: float) -> str:
     return f"{100 * part / whole:.0f}%" if whole else "-"
 
 
-def as_process(db: Path, repeat: int, failed: set[str], env: dict | None = None) -> list[float]:
-    """`torchtalk query` processes, in this process's environment with
-    TORCHTALK_SERVER=0 (each computes its answer) unless `env` says otherwise."""
+def as_process(db: Path, repeat: int, failed: set[str]) -> list[float]:
+    """`torchtalk query` processes with TORCHTALK_SERVER=0: each computes its answer."""
     import os
 
-    env = env or {**os.environ, "TORCHTALK_SERVER": "0"}
-    return _timed(lambda q: subprocess.run([*_torchtalk(), "query", q, "--db", str(db), "--json", "--limit", "50",
-                                            "--all"], capture_output=True, check=False, env=env), repeat, failed)
+    env = {**os.environ, "TORCHTALK_SERVER": "0"}
+    return _timed(lambda q: subprocess.run([*_query_cmd(db), q], capture_output=True, check=False, env=env),
+                  repeat, failed)
 
 
 def _torchtalk() -> list[str]:
     exe = Path(sys.executable).with_name("torchtalk")
     return [str(exe)] if exe.exists() else [sys.executable, "-m", "torchtalk"]
+
+
+def _query_cmd(db: Path) -> list[str]:
+    """`torchtalk query` on `db` as both timings run it (the query text to append)."""
+    return [*_torchtalk(), "query", "--db", str(db), "--json", "--limit", "50", "--all"]
 
 
 def served(db: Path, repeat: int) -> int:
@@ -301,7 +305,7 @@ def served(db: Path, repeat: int) -> int:
             time.sleep(0.2)
         print(f"server: `torchtalk watch` pid {watch.pid}, warm {time.perf_counter() - t:.1f} s after its start")
         local, proc, own = [], [], []
-        cmd = [*_torchtalk(), "query", "--db", str(db), "--json", "--limit", "50", "--all"]
+        cmd = _query_cmd(db)
         for q in QUERIES:
             for _ in range(repeat):  # by turns, so that both see the machine alike
                 t = time.perf_counter()
