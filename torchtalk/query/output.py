@@ -130,8 +130,18 @@ def group_overloads(columns: tuple[str, ...], rows) -> tuple[tuple, ...]:
         merged.setdefault(r[:i] + r[i + 1:], []).append(r[i])
     if len(merged) == len(rows):
         return tuple(rows)
-    return tuple(key[:i] + (join_ops(ops) if len(ops) > 1 else ops[0],) + key[i:]
-                 for key, ops in merged.items())
+    joined: dict[tuple, str] = {}  # many rows share their ops (a trace's tests: every overload's)
+
+    def cell(ops: list[str]) -> str:
+        if len(ops) == 1:
+            return ops[0]
+        k = tuple(ops)
+        text = joined.get(k)
+        if text is None:
+            text = joined[k] = join_ops(ops)
+        return text
+
+    return tuple(key[:i] + (cell(ops),) + key[i:] for key, ops in merged.items())
 
 
 def constant_columns(columns: tuple[str, ...], rows) -> dict:
