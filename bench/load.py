@@ -190,8 +190,9 @@ def start_server(args) -> tuple[subprocess.Popen, str, object]:
         port = s.getsockname()[1]
     where = ["--db", str(args.db)] if args.db else ["--source", str(args.source)]
     log = tempfile.TemporaryFile("w+")
+    # no compiler tier: its background libclang run would share the CPUs with the clients measured
     proc = subprocess.Popen([sys.executable, "-m", "torchtalk", "mcp-serve", *where, "--transport", "http",
-                             "--port", str(port)], stdout=subprocess.DEVNULL, stderr=log,
+                             "--port", str(port), "--no-compiler-tier"], stdout=subprocess.DEVNULL, stderr=log,
                             env={**os.environ, "PYTHONPATH": str(ROOT),
                                  **({"TORCHTALK_MCP_CACHE": "0"} if args.no_cache else {}),
                                  **({"TORCHTALK_MCP_ENGINE": args.engine} if args.engine else {})})

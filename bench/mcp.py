@@ -19,9 +19,10 @@ runs the server with TORCHTALK_MCP_CACHE=0.
 Usage: .venv/bin/python bench/mcp.py [--source PATH | --db FILE] [--calls 100] [--rounds 5] [--no-cache]
                                      [--no-history] [--engine memory|duckdb]
 
-The server warms from the queries earlier servers' tools evaluated on the DB
-(Note [Warm from history]): a second run finds the first's. --no-history
-measures a server without them (and keeps none).
+The server runs without its background compiler tier (--no-compiler-tier),
+so the calls are measured alone. It warms from the queries earlier servers'
+tools evaluated on the DB (Note [Warm from history]): a second run finds the
+first's. --no-history measures a server without them (and keeps none).
 """
 
 from __future__ import annotations
@@ -76,7 +77,11 @@ def params(args: argparse.Namespace) -> StdioServerParameters:
     env = {**os.environ, **({"TORCHTALK_MCP_CACHE": "0"} if args.no_cache else {}),
            **({"TORCHTALK_MCP_HISTORY": "0"} if args.no_history else {}),
            **({"TORCHTALK_MCP_ENGINE": args.engine} if args.engine else {})}
-    return StdioServerParameters(command=sys.executable, args=["-m", "torchtalk", "mcp-serve", *where], env=env)
+    # no compiler tier: a DB whose libclang tier is missing or behind would
+    # have every server start one in the background, its minutes of CPU
+    # beside the calls measured (it doubled this machine's workflow p95)
+    return StdioServerParameters(command=sys.executable, args=["-m", "torchtalk", "mcp-serve", *where,
+                                                               "--no-compiler-tier"], env=env)
 
 
 async def cold_start(p: StdioServerParameters) -> float:
