@@ -117,11 +117,18 @@ def test_engine_matches_pydatalog(text, edb):
 
     pyDatalog misreads a negated atom with an unbound variable (`!e(_, 0)`:
     "no e row ends in 0"), so those programs are left to the naive oracle.
+    It can also read a negated relation before its table is complete, when
+    that relation is mutually recursive with another (r and p in `r(0) :-
+    p(x, x). p(0, x) :- r(x), f(_), p(x, y). t(0) :- f(x), !r(x).`: it
+    derived t(0), which the naive oracle and the strata do not): a program
+    on which the two oracles disagree is left to the naive one too.
     """
     pytest.importorskip("pyDatalog")
     assume(not re.search(r"![a-z]+\([^)]*\b_\b", text))
     want = _pydatalog(text, edb)
     assume(want is not None)  # pyDatalog did not finish in PYD_TIMEOUT s
+    naive = naive_eval(parse_text(text), edb)
+    assume(all(naive[rel] == rows for rel, rows in want.items()))  # a pyDatalog misreading
     got = _engine(text, edb, via_db=True)
     for rel, rows in want.items():
         assert got[rel] == rows, f"relation {rel} differs\n{text}\nfacts: {edb}"
