@@ -17,7 +17,11 @@ one. The workflows print both (round 1, and the rounds after it); `--no-cache`
 runs the server with TORCHTALK_MCP_CACHE=0.
 
 Usage: .venv/bin/python bench/mcp.py [--source PATH | --db FILE] [--calls 100] [--rounds 5] [--no-cache]
-                                     [--no-history] [--engine memory|duckdb]
+                                     [--no-history] [--engine memory|duckdb] [--code DIR]
+
+--code DIR runs the server from another checkout (an older commit, by
+`git worktree add DIR COMMIT`), on an index that code made (--db), so two
+commits can be measured by turns on one machine.
 
 The server runs without its background compiler tier (--no-compiler-tier),
 so the calls are measured alone. It warms from the queries earlier servers'
@@ -80,8 +84,14 @@ def params(args: argparse.Namespace) -> StdioServerParameters:
     # no compiler tier: a DB whose libclang tier is missing or behind would
     # have every server start one in the background, its minutes of CPU
     # beside the calls measured (it doubled this machine's workflow p95)
-    return StdioServerParameters(command=sys.executable, args=["-m", "torchtalk", "mcp-serve", *where,
-                                                               "--no-compiler-tier"], env=env)
+    tier = ["--no-compiler-tier"]
+    cwd = None
+    if args.code:  # the server runs that checkout's torchtalk: `-m` looks in the cwd first
+        env["PYTHONPATH"] = cwd = str(args.code)
+        if "--no-compiler-tier" not in (args.code / "torchtalk/cli/mcp.py").read_text():
+            tier = []  # older than the flag
+    return StdioServerParameters(command=sys.executable, args=["-m", "torchtalk", "mcp-serve", *where, *tier],
+                                 env=env, cwd=cwd)
 
 
 async def cold_start(p: StdioServerParameters) -> float:
@@ -182,7 +192,13 @@ def main() -> int:
                          "Note [Warm queries]); 0: measure from the start")
     ap.add_argument("--engine", choices=("memory", "duckdb"),
                     help="the server's engine (TORCHTALK_MCP_ENGINE; default: the server's, in memory)")
+    ap.add_argument("--code", type=Path, metavar="DIR",
+                    help="run the server from this checkout of TorchTalk (a `git worktree add DIR COMMIT`), "
+                         "to measure an older commit beside this one; give it --db, an index that code made")
     args = ap.parse_args()
+    if args.code and not (args.code / "torchtalk/__init__.py").is_file():
+        print(f"bench/mcp.py: --code {args.code}: no torchtalk package there (a TorchTalk checkout?)", file=sys.stderr)
+        return 2
     if not args.db:
         from torchtalk.paths import default_source
 
@@ -196,6 +212,12 @@ def main() -> int:
         return ru.ru_utime + ru.ru_stime
 
     print(f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; {reference_line()}")
+    if args.code:
+        import subprocess
+
+        rev = subprocess.run(["git", "-C", str(args.code), "log", "-1", "--format=%h %s"], capture_output=True,
+                             text=True).stdout.strip()
+        print(f"server code: {args.code} ({rev or 'not a git checkout'})")
     if args.db:
         from torchtalk.history import recent
 
