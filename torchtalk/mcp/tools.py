@@ -318,9 +318,9 @@ def _focus_rows(con, table: Table, focus: str) -> tuple[tuple, str]:
 def _traced(ctx: Context, con, name: str, focus: str | None) -> Table:
     """trace(name), kept to the part `focus` names (Note [Trace focus])."""
     text = f"trace({_name(name)})"
-    if not focus:  # the first rows of each section, as shown, with every section's count
-        return _dsl(ctx, con, text, per=PER_SECTION)
-    table = _dsl(ctx, con, text)
+    table = _dsl(ctx, con, text)  # read whole: its rows group overloads (Note [Rows per section])
+    if not focus:
+        return table
     rows, note = _focus_rows(con, table, focus)
     return Table(f"{table.title} focus={focus.strip()}", table.columns, rows, len(rows), (*table.notes, note))
 

@@ -371,7 +371,6 @@ class _Budget:
             raise _Large
 
 
-
 def _kept_rows(relation: Relation, keep: tuple[tuple[int, frozenset], ...]) -> set:
     """The rows of a Session's table that may pass `keep`: those its index
     on the filter with the fewest values gives (kept with the table), not a
@@ -380,6 +379,7 @@ def _kept_rows(relation: Relation, keep: tuple[tuple[int, frozenset], ...]) -> s
     col, allowed = min(keep, key=lambda k: len(k[1]))
     index = relation.index((col,))
     return {r for v in allowed for r in index.get(v, ())}
+
 
 def _inputs(program: A.Program) -> frozenset[str]:
     return program.cached("input-set", lambda: frozenset(program.inputs))
