@@ -123,6 +123,27 @@ def test_served_answers_are_the_cli_own(server, db):
     assert _here(_args(db, "callers(matmull)"))[2] == 1
 
 
+def test_a_query_the_closing_server_interrupts_is_left_to_its_client(server, db, monkeypatch):
+    """The pool's close interrupts a served query (a DuckDB INTERRUPT): that
+    is no answer of the query's, so the client computes it itself."""
+    import threading
+    import time
+
+    from torchtalk.cli import query as cli_query
+    from torchtalk.errors import EngineError
+
+    def closed_under_it(args, out, err, con=None, note=True):
+        threading.Thread(target=server.facts.close, daemon=True).start()  # waits for this lease
+        deadline = time.monotonic() + 5
+        while not server.facts.closing and time.monotonic() < deadline:
+            time.sleep(0.01)
+        raise EngineError("DuckDB failed: INTERRUPT Error: Interrupted!")
+
+    monkeypatch.setattr(cli_query, "answer", closed_under_it)
+    assert _served(_args(db, "callees(at::native::matmul)"), db) is None
+    assert server.declined == 1 and server.served == 0
+
+
 def test_a_stale_socket_is_not_a_server_and_the_next_server_replaces_it(db, run_dir):
     from torchtalk.mcp.db import FactDB
 

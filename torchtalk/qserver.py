@@ -33,6 +33,8 @@ other's uid (SO_PEERCRED). A request whose client leaves (Ctrl-C closes the
 connection) or that runs past `call_timeout()` (30 s) is stopped as an MCP
 call is (Note [Stopped calls] in torchtalk/mcp/db.py); an overrun is
 declined, and its client computes it itself: the CLI has no time limit.
+So is a request whose server closes under it (its pool interrupts the
+connections leased): the interrupt is not the query's answer.
 The server removes its socket when it stops; one nobody listens at (its
 server killed) is replaced by the next server. While `torchtalk watch`
 updates the DB in its own process the pool is closed, and calls wait for
@@ -218,6 +220,8 @@ class QueryServer:
                 except TorchTalkError as exc:
                     if work.stopped:
                         return {"declined": stopped[0] if stopped else "stopped"}
+                    if self.facts.closing:  # interrupted by the pool's close: not the query's own error
+                        return {"declined": "the server is closing"}
                     from torchtalk.cli import report_error
 
                     code = report_error(exc, err)

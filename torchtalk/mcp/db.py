@@ -281,6 +281,11 @@ class FactDB:
         self.warmed = threading.Event()  # set when the warm of the file served now has finished
         self._warm_thread: threading.Thread | None = None
 
+    @property
+    def closing(self) -> bool:
+        """The server closes: `close` interrupts the connections leased."""
+        return self._closing.is_set()
+
     def path(self) -> Path | None:
         """The DB file, or None while nothing is indexed for the source."""
         if self.explicit is not None:
