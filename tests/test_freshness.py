@@ -87,3 +87,21 @@ def test_quick_stats_are_the_layers_own(mini):
     code = freshness._read(layer)[0]
     assert freshness.quick_stats(layer, code) == input_stats(ops, src)
     assert freshness.quick_stats(layer, "another code digest") is None
+
+
+def test_a_failing_stale_note_comes_after_the_answer(mini, monkeypatch, capsys):
+    """The note is computed while the query runs (Note [Stale note
+    meanwhile]); an error in it is raised once the answer is written."""
+    from torchtalk.cli import query as cli_query
+    from torchtalk.errors import StoreError
+
+    _src, db = mini
+
+    def broken(_args):
+        raise StoreError("cannot read the inputs record")
+
+    monkeypatch.setattr(cli_query, "stale_note", broken)
+    assert main(["query", "--db", str(db), "--json", "search(relu)"]) == 1
+    out, err = capsys.readouterr()
+    assert '"columns"' in out
+    assert err == "torchtalk: store error: cannot read the inputs record\n"

@@ -73,7 +73,6 @@ def answer(args: argparse.Namespace, out, err, con=None, note: bool = True) -> i
     server's client says it, Note [Query server]); the exit code (a
     TorchTalkError is raised). `con`: a connection to the DB to read (a
     query server's), else the DB of --source / --db is opened."""
-    from torchtalk import api
     from torchtalk.errors import InputError
 
     if args.limit is not None and args.limit < 0:
@@ -82,6 +81,22 @@ def answer(args: argparse.Namespace, out, err, con=None, note: bool = True) -> i
         return _list(args, out)
     if not args.query:
         raise InputError("no query given", hint='e.g. torchtalk query "impact(gemm)"')
+    stale = _Meanwhile(lambda: stale_note(args)) if note else None  # Note [Stale note meanwhile]
+    try:
+        _write_answer(args, out, err, con)
+    except BaseException:
+        if stale is not None:
+            stale.join()  # not said after an error; joined, so the process leaves by the quick exit
+        raise
+    said = stale.result() if stale is not None else None
+    if said:
+        err.write(said)
+    return 0
+
+
+def _write_answer(args: argparse.Namespace, out, err, con) -> None:
+    """The answer to `args`' query, as a table or JSON, on `out` (its notes on `err`)."""
+    from torchtalk import api
     from torchtalk.query import output
 
     # Note [Sized answers]: a table groups every row, so it fetches them all;
@@ -100,10 +115,51 @@ def answer(args: argparse.Namespace, out, err, con=None, note: bool = True) -> i
         print(output.to_json(result, cap), file=out)
     else:
         output.print_table(result, file=out, cap=cap, text=args.query.strip(), err=err)
-    said = stale_note(args) if note else None
-    if said:
-        err.write(said)
-    return 0
+
+
+# Note [Stale note meanwhile]: the stale-index note (Note [Stale index] in
+# torchtalk/freshness.py) stats the ~7,400 files the index read: 30-40 ms of
+# a 250 ms `torchtalk query` process. The stats wait on the kernel, not on
+# the interpreter, and most of the query's own time is DuckDB's, which
+# releases the GIL. So the note is computed in a thread while the query runs
+# (as a query server's client computes it while the server answers,
+# torchtalk/qclient.py) and said after the answer, as before. An error in it
+# is raised after the answer is written, where it came before.
+
+
+class _Meanwhile:
+    """`fn()` run in a thread from now on; `result()` joins it and gives its
+    value or raises its exception. When no thread can be started, `result()`
+    calls `fn` itself."""
+
+    def __init__(self, fn) -> None:
+        import threading
+
+        self._fn, self._out = fn, []
+        self._thread = threading.Thread(target=self._run, name="torchtalk-stale-note", daemon=True)
+        try:
+            self._thread.start()
+        except RuntimeError:
+            self._thread = None
+
+    def _run(self) -> None:
+        try:
+            self._out.append((self._fn(), None))
+        except BaseException as exc:  # noqa: BLE001 - raised again by result(), in the caller's thread
+            self._out.append((None, exc))
+
+    def join(self) -> None:
+        if self._thread is not None:
+            self._thread.join()
+
+    def result(self):
+        if self._thread is None:
+            return self._fn()
+        self._thread.join()
+        value, exc = self._out[0]
+        if exc is not None:
+            raise exc
+        return value
 
 
 # what a query server needs of the arguments besides the DB (Note [Query server])
