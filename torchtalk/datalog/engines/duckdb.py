@@ -20,6 +20,7 @@ from torchtalk.datalog.compile import SQL_TYPES, Exec, Plan, compile_program, q
 from torchtalk.datalog.duck import duckdb as lean_duckdb
 from torchtalk.datalog.engines.base import Fetch, Page, check_row, needed_for, sort_key
 from torchtalk.datalog.io import copy_rows
+from torchtalk.datalog.transform.loop_inputs import LOOP_INPUT_ROWS, cut_loop_inputs, loop_inputs
 from torchtalk.datalog.transform.nullary_as_unary import nullary_as_unary
 from torchtalk.errors import EngineError, InputError
 
@@ -70,6 +71,9 @@ class DuckDBEngine:
         try:
             needed = needed_for(program, outputs)
             sources = self._sources(program, con, needed, facts, tables, prefix, created)
+            if into is None:  # Note [Loop inputs cut first]
+                program = _cut_loops(program, con, sources)
+                needed = needed_for(program, outputs)
             if into is None:
                 plan = _query_plan(program, outputs, sources, prefix)
             else:
@@ -116,6 +120,33 @@ class DuckDBEngine:
             created.append(f"temp.main.{q(table)}")
             sources.setdefault(rel, []).append(f"temp.main.{q(table)}")
         return sources
+
+
+def _cut_loops(program: A.Program, con, sources: dict[str, list[str]]) -> A.Program:
+    """`program` with its recursive rules' large inputs cut first (Note
+    [Loop inputs cut first]): those of `loop_inputs` whose sources hold at
+    least LOOP_INPUT_ROWS rows."""
+    candidates = program.cached("loop_inputs", lambda: loop_inputs(program))
+    large = frozenset(rel for rel in candidates if rel in sources
+                      and sum(_rows(con, ref) for ref in sources[rel]) >= LOOP_INPUT_ROWS)
+    if not large:
+        return program
+    return program.cached(("cut_loops", large), lambda: cut_loop_inputs(program, large))
+
+
+def _rows(con, ref: str) -> int:
+    """The rows of source `ref`: a table's count (kept per read-only
+    connection, Note [DB info cache]; a run's temp table counted each time),
+    or 0 for facts inlined as VALUES (at most INLINE_ROWS)."""
+    if ref.startswith("(SELECT"):
+        return 0
+    cache = None if ref.startswith(_TEMP) else session_memo(con, "rows")
+    if cache is not None and ref in cache:
+        return cache[ref]
+    n = con.execute(f"SELECT count(*) FROM {ref}").fetchone()[0]
+    if cache is not None:
+        cache[ref] = n
+    return n
 
 
 def drop_tables(con, tables) -> None:
@@ -268,9 +299,14 @@ def db_tables(con, names: list[str]) -> dict[str, list[tuple[str, str]]]:
 def _probe_cache(con) -> dict | None:
     """The probe results of read-only `con` (Note [DB info cache] in
     torchtalk/connmemo.py); None for a writable connection, whose tables may change."""
-    from torchtalk.connmemo import session_memo
-
     return session_memo(con, "probed")  # {table reference: columns or None}
+
+
+def session_memo(con, key: str) -> dict | None:
+    """torchtalk.connmemo.session_memo, imported when first needed."""
+    from torchtalk.connmemo import session_memo as memo
+
+    return memo(con, key)
 
 
 _COMPATIBLE = {A.ColType.SYMBOL: {"VARCHAR"}, A.ColType.NUMBER: {"BIGINT", "INTEGER", "HUGEINT", "SMALLINT", "TINYINT", "UBIGINT", "UINTEGER"}}
