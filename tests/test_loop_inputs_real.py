@@ -53,7 +53,7 @@ def test_cut_steps_give_the_answers_of_the_whole_steps(real_db, text, monkeypatc
 
     rows, total, sql = _answer(real_db, text)
     assert "_step_pair_cut0" in sql and "_step_dev_cut0" in sql  # the chain walks read the cut steps
-    monkeypatch.setattr(engine, "_cut_loops", lambda program, con, sources: program)
+    monkeypatch.setattr(engine, "_cut_loops", lambda program, *_: program)
     whole_rows, whole_total, whole_sql = _answer(real_db, text)
     assert "_cut0" not in whole_sql
     assert rows and total == whole_total and rows == whole_rows

@@ -72,7 +72,7 @@ class DuckDBEngine:
             needed = needed_for(program, outputs)
             sources = self._sources(program, con, needed, facts, tables, prefix, created)
             if into is None:  # Note [Loop inputs cut first]
-                program = _cut_loops(program, con, sources)
+                program = _cut_loops(program, con, sources, needed)
                 needed = needed_for(program, outputs)
             if into is None:
                 plan = _query_plan(program, outputs, sources, prefix)
@@ -122,16 +122,16 @@ class DuckDBEngine:
         return sources
 
 
-def _cut_loops(program: A.Program, con, sources: dict[str, list[str]]) -> A.Program:
-    """`program` with its recursive rules' large inputs cut first (Note
-    [Loop inputs cut first]): those of `loop_inputs` whose sources hold at
-    least LOOP_INPUT_ROWS rows."""
-    candidates = program.cached("loop_inputs", lambda: loop_inputs(program))
+def _cut_loops(program: A.Program, con, sources: dict[str, list[str]], needed: frozenset) -> A.Program:
+    """`program` with the large inputs of the recursive rules of `needed`
+    cut first (Note [Loop inputs cut first]): those of `loop_inputs` whose
+    sources hold at least LOOP_INPUT_ROWS rows."""
+    candidates = program.cached(("loop_inputs", needed), lambda: loop_inputs(program, needed))
     large = frozenset(rel for rel in candidates if rel in sources
                       and sum(_rows(con, ref) for ref in sources[rel]) >= LOOP_INPUT_ROWS)
     if not large:
         return program
-    return program.cached(("cut_loops", large), lambda: cut_loop_inputs(program, large))
+    return program.cached(("cut_loops", large, needed), lambda: cut_loop_inputs(program, large, needed))
 
 
 def _rows(con, ref: str) -> int:

@@ -47,18 +47,21 @@ from torchtalk.datalog.analysis.strata import strata
 LOOP_INPUT_ROWS = 10_000
 
 
-def loop_inputs(program: A.Program) -> frozenset[str]:
-    """The input relations some recursive rule of `program` reads beside a
-    relation computed before its loop, sharing a variable with it: those
-    `cut_loop_inputs` may cut (the engine counts only their rows)."""
-    return frozenset(a.name for _rule, _i, a, _keys in _cuts(program, None))
+def loop_inputs(program: A.Program, relations: frozenset[str] | None = None) -> frozenset[str]:
+    """The input relations some recursive rule of `program` (of `relations`,
+    default all) reads beside a relation computed before its loop, sharing a
+    variable with it: those `cut_loop_inputs` may cut (the engine counts only
+    their rows)."""
+    return frozenset(a.name for _rule, _i, a, _keys in _cuts(program, None, relations))
 
 
-def cut_loop_inputs(program: A.Program, large: frozenset[str]) -> A.Program:
-    """`program` with each input of `large` that a recursive rule reads beside
-    relations computed before its loop read there through a relation of only
-    the rows that can join them (Note [Loop inputs cut first])."""
-    cuts = list(_cuts(program, large))
+def cut_loop_inputs(program: A.Program, large: frozenset[str],
+                    relations: frozenset[str] | None = None) -> A.Program:
+    """`program` with each input of `large` that a recursive rule (of
+    `relations`, default all) reads beside relations computed before its
+    loop read there through a relation of only the rows that can join them
+    (Note [Loop inputs cut first])."""
+    cuts = list(_cuts(program, large, relations))
     if not cuts:
         return program
     decls = dict(program.decls)
@@ -101,12 +104,13 @@ def cut_loop_inputs(program: A.Program, large: frozenset[str]) -> A.Program:
     return dataclasses.replace(program, decls=decls, rules=(*rules, *new_rules))
 
 
-def _cuts(program: A.Program, large: frozenset[str] | None):
+def _cuts(program: A.Program, large: frozenset[str] | None, relations: frozenset[str] | None):
     """(rule, body index, input atom, [(other atom, [(var, its column in other)])]):
-    each input atom of a recursive rule (of `large`, or any) that shares
-    variables with positive atoms of relations computed before the loop."""
+    each input atom of a recursive rule of `relations` (of `large`, or any)
+    that shares variables with positive atoms of relations computed before
+    the loop."""
     inputs = program.inputs
-    for st in strata(program):
+    for st in strata(program, relations):
         if not st.recursive:
             continue
         members = set(st.relations)
