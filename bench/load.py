@@ -6,7 +6,9 @@ the SDK's streamable-HTTP client) runs a call mix: trace, impact, called_by,
 search, cuda_kernels, and one unknown name (answered with a tool error and
 its candidates: counted as answered, not as an error). Prints per level the
 calls, throughput, p50/p95/max latency and errors (an exception, or a tool
-error where an answer was expected). Then, with `--slow`, p50/p95 of
+error where an answer was expected), and the CPU time a call took in the
+server's process (when this bench started it) and in this one (the
+clients, on the same 2 cores: what bounds the throughput). Then, with `--slow`, p50/p95 of
 `called_by` calls while another client keeps `affected` calls running.
 
 Issue 18 goals (on 2 cores): >= 150 calls/s at 8 clients with p95 <= 100 ms,
@@ -218,19 +220,53 @@ def memory(pid: int) -> str:
         except (OSError, StopIteration):
             return None
         return int(line.split()[1]) / 2**20  # kB -> GB
-    try:
-        kids = [int(k) for k in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    except OSError:
-        kids = []
-    parts = [f"server {peak(pid) or 0:.2f} GB"] + [f"child {k} {peak(k) or 0:.2f} GB" for k in kids]
+    parts = [f"server {peak(pid) or 0:.2f} GB"] + [f"child {k} {peak(k) or 0:.2f} GB" for k in children(pid)]
     return "peak memory: " + ", ".join(parts)
+
+
+def cpu_seconds(pid: int | None) -> float:
+    """CPU seconds (user + system) used so far by process `pid` and its
+    live children (the slow lane's process), or by this process when None,
+    from /proc."""
+    if pid is None:
+        t = os.times()
+        return t.user + t.system
+
+    def own(p: int) -> float:
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+    return own(pid) + sum(own(k) for k in children(pid))
+
+
+def children(pid: int) -> list[int]:
+    try:
+        return [int(k) for k in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def measured(url: str, token: str | None, clients: int, calls: int, server: int | None) -> dict:
+    """A level's figures, with the CPU the server (its process, `server`,
+    and the slow lane's, when this bench started it) and this process (the
+    clients) used."""
+    before = cpu_seconds(server) if server else None, cpu_seconds(None)
+    out = anyio.run(level, url, token, clients, calls)
+    out["cpu"] = (None if server is None else cpu_seconds(server) - before[0], cpu_seconds(None) - before[1])
+    return out
 
 
 def report(clients: int, out: dict) -> None:
     ms, ok = out["ms"], out["calls"] - len(out["errors"])
+    server, here = out.get("cpu", (None, None))
+    n = max(out["calls"], 1)
+    them = "?" if server is None else f"{server / n * 1000:.1f}"
+    cpu = "" if here is None else f" | CPU a call: server {them} ms, clients {here / n * 1000:.1f} ms"
     print(f"{clients:7d} | {out['calls']:5d} | {ok / out['wall']:7.1f} calls/s | "
           f"p50 {pct(ms, 0.5):6.1f} ms | p95 {pct(ms, 0.95):6.1f} ms | max {max(ms, default=0):7.1f} ms | "
-          f"{len(out['errors'])} errors")
+          f"{len(out['errors'])} errors{cpu}")
     for e in sorted(set(out["errors"]))[:5]:
         print(f"          error: {e}")
 
@@ -273,7 +309,7 @@ def main() -> int:
             time.sleep(args.settle)
         print("clients | calls | throughput      | latency")
         for clients, n in zip(levels, calls, strict=True):
-            report(clients, anyio.run(level, url, args.token, clients, n))
+            report(clients, measured(url, args.token, clients, n, proc.pid if proc is not None else None))
         if args.profile and args.db:
             if args.no_cache:
                 os.environ["TORCHTALK_MCP_CACHE"] = "0"  # this process's server too
