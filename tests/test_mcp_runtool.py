@@ -224,3 +224,38 @@ def test_warming_waits_for_the_first_answer(monkeypatch):
     facts.answered.set()
     facts._warm_thread.join(timeout=5)
     assert events == ["prime", "trace(x)", "impact(y)"]
+
+
+def test_a_whole_answer_tool_goes_where_fewer_calls_run():
+    """Note [Either process]: trace/trace_module/cuda_kernels go to the slow
+    lane's process unless it runs more calls than this one; slow tools
+    always go there, quick ones never; without a ready child, nothing does."""
+    app = App(FakeDB(), None, slow=SimpleNamespace(ready=True, running=0))
+    assert [app.in_child(t) for t in ("trace", "cuda_kernels", "impact", "called_by")] == [True, True, True, False]
+    app.slow.running = 2
+    app.running = 1
+    assert [app.in_child(t) for t in ("trace", "trace_module", "affected", "search")] == [False, False, True, False]
+    app.running = 2
+    assert app.in_child("trace_module")
+    app.slow.ready = False
+    assert not any(app.in_child(t) for t in ("trace", "impact"))
+
+
+def test_the_calls_running_here_are_counted_until_each_ends():
+    """App.running counts a call while it computes, and after it ends, by
+    an answer or an error, not any more."""
+    seen = []
+    db = FakeDB("con")
+    ctx = ctx_for(db)
+
+    def work(con):
+        seen.append(ctx.request_context.lifespan_context.running)
+        return Table("q", ("a",), (("x",),), 1)
+
+    def failing(con):
+        raise QueryError("no function named 'x'")
+
+    anyio.run(lambda: run_tool(ctx, "t", work))
+    with pytest.raises(ToolError):
+        anyio.run(lambda: run_tool(ctx, "t", failing))
+    assert seen == [1] and ctx.request_context.lifespan_context.running == 0

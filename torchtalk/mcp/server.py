@@ -48,7 +48,7 @@ from torchtalk.mcp.db import (
     compiler_available,
     default_log,
 )
-from torchtalk.mcp.slowlane import CHILD_TOOLS, SlowProcess
+from torchtalk.mcp.slowlane import CHILD_TOOLS, EITHER_TOOLS, SlowProcess
 from torchtalk.paths import source_db
 
 CHILD_GRACE_S = 2.0  # how much longer than its own limit a call in the slow lane's process may take
@@ -75,14 +75,19 @@ class App:
     lanes: dict[str, anyio.CapacityLimiter] = field(default_factory=dict)  # "fast"/"slow"
     library: LibraryKey | None = None  # the rule library's key, for the cache
     slow: SlowProcess | None = None  # the slow lane's own process (Note [Slow lane process]), HTTP only
+    running: int = 0  # calls computing in this process (Note [Either process])
 
     def __post_init__(self) -> None:
         if self.library is None:
             self.library = LibraryKey(self.rules)
 
     def in_child(self, tool: str) -> bool:
-        """Whether `tool`'s calls go to the slow lane's process (Note [Slow lane process])."""
-        return self.slow is not None and self.slow.ready and tool in CHILD_TOOLS
+        """Whether a call of `tool` goes to the slow lane's process (Note
+        [Slow lane process]): a slow tool's always, one of EITHER_TOOLS when
+        no more calls run there than here (Note [Either process])."""
+        if self.slow is None or not self.slow.ready:
+            return False
+        return tool in CHILD_TOOLS or (tool in EITHER_TOOLS and self.slow.running <= self.running)
 
     def lane(self, tool: str) -> anyio.CapacityLimiter | None:
         """The lane `tool`'s calls run in (None: anyio's default threads)."""
@@ -259,6 +264,7 @@ async def run_tool(
     if app.in_child(name) and args is not None:
         return await _in_child(app, name, args, key, limit)
     call = Call(app.db, limit)
+    app.running += 1
     try:
         with anyio.fail_after(limit):
             result = await anyio.to_thread.run_sync(_pooled, app, work, optional_db, call, budget, more,
@@ -284,6 +290,8 @@ async def run_tool(
             raise ToolError(_error_text(bad_db)) from None
         print(f"torchtalk mcp: {name} failed: {err!r}", file=sys.stderr)
         raise ToolError(f"{name}: internal error: {type(err).__name__}: {err}") from err
+    finally:
+        app.running -= 1
     _keep(app, key, call.generation, result)
     return result
 

@@ -13,10 +13,8 @@ reached through the SDK's stdio client. A slow call is checked and looked
 up in the answers kept here, as every call (Note [Answer cache]), then
 sent there; its answer or tool error comes back as the child gave it.
 The tools that build a whole answer from several queries (`trace`,
-`trace_module`, `cuda_kernels`: 20-70 ms each) go there too (CHILD_TOOLS),
-in the child's other lane: the two processes then share the cores, where
-one GIL ran every call (bench/load.py --no-cache, 8 clients, loaded
-machine: 41-44 -> 50-54 calls/s).
+`trace_module`, `cuda_kernels`) go to whichever process has fewer calls
+running (Note [Either process]).
 
 - Cancelled here (the client cancelled or left, Note [Disconnect cancels]),
   the stdio client sends the child `notifications/cancelled`, and the
@@ -47,8 +45,23 @@ from torchtalk.paths import switched_on
 
 ENV = "TORCHTALK_MCP_SLOW_PROCESS"
 # the tools whose calls the child answers (Note [Slow lane process])
-CHILD_TOOLS = SLOW_TOOLS | {"trace", "trace_module", "cuda_kernels"}
+CHILD_TOOLS = SLOW_TOOLS
+# the tools whose calls go to whichever process has fewer calls running (Note [Either process])
+EITHER_TOOLS = frozenset({"trace", "trace_module", "cuda_kernels"})
 POLL_S = 1.0  # how often to look for a DB to serve while none exists
+
+# Note [Either process]: `trace`, `trace_module` and `cuda_kernels` build a
+# whole answer from several queries: 2-45 ms of Python each, between the
+# quick lookups (1-6 ms) and the slow tools. All sent to the child, they
+# left its GIL the busier one whenever the slow tools were idle, and each
+# paid the second hop (the stdio client here, the server there: the
+# server's CPU a call, 9.9 ms, against 7.6-8.0 ms with them here); all kept
+# here, this process's GIL, which also runs every call's HTTP transport,
+# was the busy one. So each such call goes where fewer calls are running
+# (`SlowProcess.running` there, `App.running` here), the child on a tie (this
+# process has the transport besides): the two GILs share the load as it
+# comes, whatever the mix. The slow tools always go there, so a quick call
+# never waits behind one (bench/load.py --slow).
 
 
 def wanted() -> bool:
@@ -69,6 +82,7 @@ class SlowProcess:
         self.client: Any = None
         self.state = "starting"  # then "waiting for the index", "serving" or "stopped (why)"
         self.pid: int | None = None
+        self.running = 0  # calls sent and not yet answered (Note [Either process])
 
     @property
     def ready(self) -> bool:
@@ -107,14 +121,19 @@ class SlowProcess:
 
     async def call(self, name: str, args: dict):
         """`name(**args)` in the child -> its CallToolResult (an error one for a tool error)."""
-        return await self.client.call_tool(name, {k: v for k, v in args.items() if v is not None})
+        self.running += 1
+        try:
+            return await self.client.call_tool(name, {k: v for k, v in args.items() if v is not None})
+        finally:
+            self.running -= 1
 
     def note(self) -> str:
         """One line for get_status (called in a worker thread of the event
         loop's): where the slow lane runs and, when it serves, its own
         connections in use (a leak there would show, as in Note [Stopped calls])."""
         where = f" (pid {self.pid})" if self.pid and self.ready else ""
-        line = f"slow lane ({', '.join(sorted(CHILD_TOOLS))}): in its own process{where}: {self.state}"
+        line = (f"slow lane ({', '.join(sorted(CHILD_TOOLS))}; and {', '.join(sorted(EITHER_TOOLS))} when it runs "
+                f"fewer calls): in its own process{where}: {self.state}")
         if not self.ready:
             return line
         try:
