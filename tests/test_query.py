@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from torchtalk.errors import ParseError, QueryError
+from torchtalk.errors import InputError, ParseError, QueryError
 from torchtalk.query import query
 from torchtalk.query.dsl import parse_query
 from torchtalk.query.resolve import Ambiguous, Resolver
@@ -635,3 +635,26 @@ def test_the_passes_can_be_shown_between_them(con, tmp_path):
     sizes = [len(parse_file(tmp_path / "p" / f).rules) for f in files]
     assert sizes[0] > sizes[1] >= sizes[2] >= sizes[3]
     assert (tmp_path / "p/03-presolve.dl").read_text().splitlines()[0].startswith("// after pass 'presolve': ")
+
+
+def test_the_library_files_are_looked_at_once_a_second(tmp_path, monkeypatch):
+    """Note [Library files looked at once a second]: an edited rule file is
+    read by the queries asked KEY_CHECK_S after the last look; a missing
+    --rules dir is an error at every call."""
+    from torchtalk.query import library
+
+    d = tmp_path / "mine"
+    d.mkdir()
+    rule = d / "mine.dl"
+    rule.write_text(".decl mine_a(x: symbol)\nmine_a(\"one\").\n")
+    monkeypatch.setattr(library, "KEY_CHECK_S", 60.0)  # the library's first parse may take a second
+    first, _ = library.load_library_notes((d,), user=False)
+    rule.write_text(".decl mine_b(x: symbol)\nmine_b(\"two\").\n")
+    again, _ = library.load_library_notes((d,), user=False)
+    assert again is first and "mine_b" not in again.decls  # looked at less than KEY_CHECK_S ago
+    monkeypatch.setattr(library, "KEY_CHECK_S", 0.0)
+    edited, _ = library.load_library_notes((d,), user=False)
+    assert "mine_b" in edited.decls and "mine_a" not in edited.decls
+    for _ in range(2):
+        with pytest.raises(InputError, match="rules directory not found"):
+            library.load_library_notes((tmp_path / "gone",), user=False)

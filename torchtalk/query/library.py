@@ -114,12 +114,48 @@ def load_library(extra_dirs: tuple[Path, ...] = (), *, user: bool = True):
 
 def load_library_notes(extra_dirs: tuple[Path, ...] = (), *, user: bool = True):
     """(program, notes): notes name the built-in files left out (Note [Library conflicts])."""
-    files = rule_files(tuple(Path(d) for d in extra_dirs), user=user)
-    key = _cache_key(files)
+    files, key = _files_and_key(tuple(Path(d) for d in extra_dirs), user)
     if key in _MEMO:
         return _MEMO[key]
     with _LOADING:  # the textX parser is not thread-safe (the MCP server warms in a thread)
         return _MEMO[key] if key in _MEMO else _load(files, key)
+
+
+# Note [Library files looked at once a second]: every query asks for the
+# library, and finding its key lists the rule dirs and stats every .dl file
+# (pathlib's glob and resolve: 0.3-0.5 ms a query, a tenth of a server's
+# quick call, more under its threads' contention). A process that answers
+# many queries (a server) takes the files and key again at most every
+# KEY_CHECK_S for the same dirs (the built-in one, --rules, the config dir
+# as now set), as the MCP answer cache takes the library's key (Note
+# [Answer cache]): an edited rule file is read by the queries asked a
+# second after it was saved. A missing --rules dir is an error at once, as
+# before (nothing is kept for it). `library_key` always looks.
+KEY_CHECK_S = 1.0
+_KEYS: dict[tuple, tuple[float, tuple[Path, ...], str]] = {}
+
+
+def _files_and_key(extra_dirs: tuple[Path, ...], user: bool) -> tuple[tuple[Path, ...], str]:
+    """The library's files and cache key, taken again at most every KEY_CHECK_S."""
+    import time
+
+    ident = (RULES_DIR, extra_dirs, user and _config_rules())
+    now = time.monotonic()
+    kept = _KEYS.get(ident)
+    if kept is not None and now - kept[0] < KEY_CHECK_S:
+        return kept[1], kept[2]
+    files = rule_files(extra_dirs, user=user)
+    key = _cache_key(files)
+    if len(_KEYS) >= 64:
+        _KEYS.clear()
+    _KEYS[ident] = (now, files, key)
+    return files, key
+
+
+def _config_rules() -> Path:
+    from torchtalk.paths import config_dir
+
+    return config_dir() / "rules"
 
 
 def library_key(extra_dirs: tuple[Path, ...] = (), *, user: bool = True) -> str:
