@@ -251,6 +251,18 @@ class Rule:
     def is_fact(self) -> bool:
         return not self.body
 
+    @functools.cached_property
+    def reads(self) -> tuple[tuple[str, bool], ...]:
+        """(relation, strict) of each atom the body reads, in order, as
+        `literal_atoms` gives them: kept with the rule, which the programs
+        a query's passes make from the library share (Note [Rule reads])."""
+        return tuple((atom.name, strict) for lit in self.body for atom, strict in literal_atoms(lit))
+
+    @functools.cached_property
+    def positives(self) -> tuple[str, ...]:
+        """The relations of the body's positive atoms (kept as `reads` is)."""
+        return tuple(lit.name for lit in self.body if isinstance(lit, Atom))
+
     def __str__(self) -> str:
         if not self.body:
             return f"{self.head}."

@@ -12,7 +12,6 @@ Example:
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -44,15 +43,9 @@ class Stratum:
 
 
 def dependency_edges(program: A.Program) -> list[Edge]:
-    """Every (head relation, body relation) edge, with its strictness."""
-    cached = _EDGES.get(program)
-    if cached is None:
-        cached = _EDGES[program] = _edges(program)
-    return cached
-
-
-# A parsed library is evaluated many times (one query each): its edges once.
-_EDGES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+    """Every (head relation, body relation) edge, with its strictness and
+    where it is read (once per program)."""
+    return program.cached("dependency_edges", lambda: _edges(program))
 
 
 def _edges(program: A.Program) -> list[Edge]:
@@ -62,6 +55,23 @@ def _edges(program: A.Program) -> list[Edge]:
             for atom, strict in A.literal_atoms(lit):
                 edges.append(Edge(rule.head.name, atom.name, strict, atom.loc))
     return edges
+
+
+# Note [Rule reads]: a query runs several programs made from the library
+# (pruned, with stored relations as inputs, presolved, ...; and the chains'
+# run's), and each needs its dependency map and strata. Built from every
+# atom of every rule, as Edge objects, they cost 4-5 ms a program, 27 ms of
+# a 350 ms `torchtalk query` process; keyed by the program's structural
+# hash, hashing it cost as much again. The relations each rule reads are
+# now kept with the rule (`Rule.reads`), which those programs share, and the
+# maps with the program (`Program.cached`); the Edges, with where each atom
+# is read, are made only for an error's message and for derived.py.
+
+
+def _name_edges(program: A.Program) -> list[tuple[str, str, bool]]:
+    """(head, body, strict) of every relation a rule reads, once per program (Note [Rule reads])."""
+    return program.cached("name_edges", lambda: [(rule.head.name, body, strict)
+                                                 for rule in program.rules for body, strict in rule.reads])
 
 
 def needed_relations(program: A.Program, outputs: Iterable[str]) -> set[str]:
@@ -80,8 +90,8 @@ def needed_relations(program: A.Program, outputs: Iterable[str]) -> set[str]:
 def _dependency_map(program: A.Program) -> dict[str, set[str]]:
     """Head relation -> the relations its rules read."""
     deps: dict[str, set[str]] = {}
-    for e in dependency_edges(program):
-        deps.setdefault(e.head, set()).add(e.body)
+    for head, body, _strict in _name_edges(program):
+        deps.setdefault(head, set()).add(body)
     return deps
 
 
@@ -92,17 +102,19 @@ def strata(program: A.Program, relations: Iterable[str] | None = None) -> list[S
     aggregate sits on a cycle.
     """
     wanted = set(program.decls) if relations is None else set(relations)
-    edges = [e for e in dependency_edges(program) if e.head in wanted and e.body in wanted]
+    edges = [e for e in _name_edges(program) if e[0] in wanted and e[1] in wanted]
     succ: dict[str, list[str]] = {r: [] for r in wanted}
-    for e in edges:
-        succ[e.head].append(e.body)
+    for head, body, _strict in edges:
+        succ[head].append(body)
     order = [r for r in program.decls if r in wanted] + sorted(wanted - set(program.decls))
     comps = strongly_connected(order, succ)
     comp_of = {r: i for i, comp in enumerate(comps) for r in comp}
-    for e in edges:
-        if e.strict and comp_of[e.head] == comp_of[e.body]:
-            raise _unstratifiable(e, comps[comp_of[e.head]], edges)
-    self_loops = {e.head for e in edges if e.head == e.body}
+    for head, body, strict in edges:
+        if strict and comp_of[head] == comp_of[body]:
+            located = [e for e in dependency_edges(program) if e.head in wanted and e.body in wanted]
+            first = next(e for e in located if e.strict and (e.head, e.body) == (head, body))
+            raise _unstratifiable(first, comps[comp_of[head]], located)
+    self_loops = {head for head, body, _strict in edges if head == body}
     return [_stratum(program, comp, self_loops) for comp in comps]
 
 

@@ -31,7 +31,8 @@ def nullary_as_unary(program: A.Program) -> A.Program:
         return program
     decls = {name: dataclasses.replace(d, columns=(UNIT,)) if name in nullary else d
              for name, d in program.decls.items()}
-    rules = tuple(_rule(r, nullary) for r in program.rules)
+    rules = tuple(_rule(r, nullary) if r.head.name in nullary or any(b in nullary for b, _ in r.reads) else r
+                  for r in program.rules)  # a rule without a nullary atom stays as it is (Note [Rule reads])
     return dataclasses.replace(program, decls=decls, rules=rules)
 
 

@@ -29,12 +29,8 @@ def prune(program: A.Program, empty: frozenset[str], sources: frozenset[str] | N
     while changed:
         changed = False
         for rule in program.rules:
-            if rule.head.name not in live and all(n in live for n in _positives(rule)):
+            if rule.head.name not in live and all(n in live for n in rule.positives):
                 live.add(rule.head.name)
                 changed = True
-    keep = tuple(r for r in program.rules if all(n in live for n in _positives(r)))
+    keep = tuple(r for r in program.rules if all(n in live for n in r.positives))
     return dataclasses.replace(program, rules=keep)
-
-
-def _positives(rule: A.Rule) -> list[str]:
-    return [lit.name for lit in rule.body if isinstance(lit, A.Atom)]
