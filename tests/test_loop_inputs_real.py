@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.datalog.test_loop_inputs import _Logged
+
 pytestmark = pytest.mark.real_tree
 
 QUERIES = (
@@ -17,20 +19,6 @@ QUERIES = (
     "paths(torch.softmax -> cuda)",
     "paths(vectorized_layer_norm_kernel -> python)",
 )
-
-
-class _Logged:
-    """A connection that keeps the SQL it is given."""
-
-    def __init__(self, con) -> None:
-        self.con, self.sql = con, []
-
-    def __getattr__(self, name):
-        return getattr(self.con, name)
-
-    def execute(self, sql, *args):
-        self.sql.append(sql)
-        return self.con.execute(sql, *args)
 
 
 def _answer(real_db, text):
