@@ -105,3 +105,29 @@ def test_a_failing_stale_note_comes_after_the_answer(mini, monkeypatch, capsys):
     out, err = capsys.readouterr()
     assert '"columns"' in out
     assert err == "torchtalk: store error: cannot read the inputs record\n"
+
+
+def test_the_stale_note_imports_nothing_once_its_modules_are(mini):
+    """Note [Stale note meanwhile]: after `note_imports`, the note (run in a
+    thread beside the query's own imports) imports no module, in a new
+    process (a module two threads import at once can reach one of them
+    half made); for a --db and for a --source."""
+    import subprocess
+    import sys
+
+    src, db = mini
+    code = (
+        "import sys, argparse\n"
+        "from torchtalk.cli import query as q\n"
+        "from torchtalk.errors import StoreError\n"
+        "q.note_imports()\n"
+        "before = set(sys.modules)\n"
+        f"for db, source in (({str(db)!r}, None), (None, {str(src)!r})):\n"
+        "    try:\n"
+        "        q.stale_note(argparse.Namespace(db=db, source=source))\n"
+        "    except StoreError:\n"  # that tree is indexed elsewhere: resolve_db says so
+        "        pass\n"
+        "print(sorted(set(sys.modules) - before))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False,
+                         env={**os.environ, "TORCHTALK_CACHE_DIR": str(db.parent.parent / "cache")})
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr[-2000:]

@@ -81,7 +81,9 @@ def answer(args: argparse.Namespace, out, err, con=None, note: bool = True) -> i
         return _list(args, out)
     if not args.query:
         raise InputError("no query given", hint='e.g. torchtalk query "impact(gemm)"')
-    stale = _Meanwhile(lambda: stale_note(args)) if note else None  # Note [Stale note meanwhile]
+    if note:
+        note_imports()  # Note [Stale note meanwhile]
+    stale = _Meanwhile(lambda: stale_note(args)) if note else None
     try:
         _write_answer(args, out, err, con)
     except BaseException:
@@ -124,7 +126,25 @@ def _write_answer(args: argparse.Namespace, out, err, con) -> None:
 # releases the GIL. So the note is computed in a thread while the query runs
 # (as a query server's client computes it while the server answers,
 # torchtalk/qclient.py) and said after the answer, as before. An error in it
-# is raised after the answer is written, where it came before.
+# is raised after the answer is written, where it came before. Every module
+# it reads is imported first, in the main thread (`note_imports`): two
+# threads importing one package at once (platformdirs, which both resolve
+# paths with) can each hold a module's lock the other waits for, and
+# Python then hands one of them the partly initialized module, an
+# ImportError (seen once in 1,308 tests).
+
+
+def note_imports() -> None:
+    """Import what `stale_note` reads, so that its thread imports nothing
+    (Note [Stale note meanwhile])."""
+    import hashlib  # noqa: F401 - torchtalk.paths' digest of a tree's path
+
+    import platformdirs  # noqa: F401
+
+    import torchtalk.errors  # noqa: F401
+    import torchtalk.freshness  # noqa: F401
+    import torchtalk.paths  # noqa: F401
+    import torchtalk.watch  # noqa: F401
 
 
 class _Meanwhile:
