@@ -113,9 +113,9 @@ def test_an_unknown_name_is_kept_a_timeout_or_missing_db_is_not(monkeypatch):
 
 
 def test_an_edited_rule_file_drops_the_kept_answers(tmp_path, monkeypatch):
-    from torchtalk.mcp import cache
+    from torchtalk.query import library
 
-    monkeypatch.setattr(cache, "LIBRARY_CHECK_S", 0.0)  # the library's key taken at each call
+    monkeypatch.setattr(library, "KEY_CHECK_S", 0.0)  # the library's key taken at each call
     rules = tmp_path / "rules"
     rules.mkdir()
     rule = rules / "mine.dl"
@@ -131,14 +131,15 @@ def test_an_edited_rule_file_drops_the_kept_answers(tmp_path, monkeypatch):
 
 def test_the_library_key_is_taken_again_after_the_check_interval(tmp_path, monkeypatch):
     from torchtalk.mcp import cache
+    from torchtalk.query import library
 
     rule = tmp_path / "mine.dl"
     rule.write_text("a(x) :- op(x, _, _, _).\n")
     key = cache.LibraryKey((tmp_path,))
     first = key.get()
     rule.write_text("a(x) :- op(x, _, _, _), x != \"add\".\n")
-    assert key.get() == first  # within LIBRARY_CHECK_S: not looked at again
-    monkeypatch.setattr(cache, "LIBRARY_CHECK_S", 0.0)
+    assert key.get() == first  # within KEY_CHECK_S: not looked at again
+    monkeypatch.setattr(library, "KEY_CHECK_S", 0.0)
     assert key.get() != first
 
 

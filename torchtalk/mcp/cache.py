@@ -39,7 +39,6 @@ from torchtalk.paths import switched_on
 CACHE_SIZE = 256  # answers kept (each within its token budget: a few kB)
 SLOW_TOOLS = frozenset({"affected", "impact", "query", "coverage"})
 UNCACHED_TOOLS = frozenset({"get_status"})
-LIBRARY_CHECK_S = 1.0  # how stale the rule library's key may be (Note [Answer cache])
 
 
 def slow_lane_size() -> int:
@@ -84,23 +83,17 @@ class AnswerCache:
 
 
 class LibraryKey:
-    """The rule library's key (torchtalk/query/library.py), taken again at
-    most every LIBRARY_CHECK_S (Note [Answer cache])."""
+    """The rule library's key (torchtalk/query/library.py) for the answers
+    of a server given `rules`: the key of the library its queries load,
+    looked at as they look (Note [Library files looked at once a second])."""
 
     def __init__(self, rules: tuple = ()) -> None:
         self.rules = tuple(rules)
-        self._key: str | None = None
-        self._at = 0.0
 
     def get(self) -> str:
-        import time
+        from torchtalk.query.library import current_key
 
-        from torchtalk.query.library import library_key
-
-        now = time.monotonic()
-        if self._key is None or now - self._at >= LIBRARY_CHECK_S:
-            self._key, self._at = library_key(self.rules), now
-        return self._key
+        return current_key(self.rules)
 
 
 def freeze(value: Any) -> Any:

@@ -127,10 +127,12 @@ def load_library_notes(extra_dirs: tuple[Path, ...] = (), *, user: bool = True):
 # quick call, more under its threads' contention). A process that answers
 # many queries (a server) takes the files and key again at most every
 # KEY_CHECK_S for the same dirs (the built-in one, --rules, the config dir
-# as now set), as the MCP answer cache takes the library's key (Note
-# [Answer cache]): an edited rule file is read by the queries asked a
-# second after it was saved. A missing --rules dir is an error at once, as
-# before (nothing is kept for it). `library_key` always looks.
+# as now set): an edited rule file is read by the queries asked a second
+# after it was saved. The MCP answer cache keys its answers by the same
+# look (`current_key`, Note [Answer cache]): with a clock of its own, it
+# could take a new key while the queries still got the old library, and
+# keep their answers under the new key. A missing --rules dir is an error
+# at once, as before (nothing is kept for it). `library_key` always looks.
 KEY_CHECK_S = 1.0
 _KEYS: dict[tuple, tuple[float, tuple[Path, ...], str]] = {}
 
@@ -150,6 +152,12 @@ def _files_and_key(extra_dirs: tuple[Path, ...], user: bool) -> tuple[tuple[Path
         _KEYS.clear()
     _KEYS[ident] = (now, files, key)
     return files, key
+
+
+def current_key(extra_dirs: tuple[Path, ...] = (), *, user: bool = True) -> str:
+    """The key of the library `load_library_notes` gives now (looked at as
+    it looks, Note [Library files looked at once a second])."""
+    return _files_and_key(tuple(Path(d) for d in extra_dirs), user)[1]
 
 
 def _config_rules() -> Path:
