@@ -81,9 +81,10 @@ def answer(args: argparse.Namespace, out, err, con=None, note: bool = True) -> i
         return _list(args, out)
     if not args.query:
         raise InputError("no query given", hint='e.g. torchtalk query "impact(gemm)"')
-    if note:
-        note_imports()  # Note [Stale note meanwhile]
-    stale = _Meanwhile(lambda: stale_note(args)) if note else None
+    stale = None
+    if note:  # Note [Stale note meanwhile]
+        note_imports()
+        stale = _Meanwhile(lambda: stale_note(args))
     try:
         _write_answer(args, out, err, con)
     except BaseException:

@@ -138,6 +138,8 @@ def _rows(con, ref: str) -> int:
     """The rows of source `ref`: a table's count (kept per read-only
     connection, Note [DB info cache]; a run's temp table counted each time),
     or 0 for facts inlined as VALUES (at most INLINE_ROWS)."""
+    from torchtalk.connmemo import session_memo
+
     if ref.startswith("(SELECT"):
         return 0
     cache = None if ref.startswith(_TEMP) else session_memo(con, "rows")
@@ -299,14 +301,9 @@ def db_tables(con, names: list[str]) -> dict[str, list[tuple[str, str]]]:
 def _probe_cache(con) -> dict | None:
     """The probe results of read-only `con` (Note [DB info cache] in
     torchtalk/connmemo.py); None for a writable connection, whose tables may change."""
+    from torchtalk.connmemo import session_memo
+
     return session_memo(con, "probed")  # {table reference: columns or None}
-
-
-def session_memo(con, key: str) -> dict | None:
-    """torchtalk.connmemo.session_memo, imported when first needed."""
-    from torchtalk.connmemo import session_memo as memo
-
-    return memo(con, key)
 
 
 _COMPATIBLE = {A.ColType.SYMBOL: {"VARCHAR"}, A.ColType.NUMBER: {"BIGINT", "INTEGER", "HUGEINT", "SMALLINT", "TINYINT", "UBIGINT", "UINTEGER"}}
