@@ -125,6 +125,20 @@ def test_views_are_not_stored():
     assert derived.argument_free(program) == ["j"]
 
 
+def test_the_rows_shown_are_an_argument():
+    # a relation joining a page of shown rows with a fact table is computed
+    # per answer, never stored (it would be read back empty)
+    program = parse_text(
+        ".decl e(a: symbol, b: symbol)\n.input e\n"
+        ".decl q(a: symbol)\n.decl q_shown(a: symbol)\n.input q_shown\n"
+        ".decl chain_all_shown()\n.input chain_all_shown\n"
+        ".decl p(a: symbol, b: symbol)\np(a, b) :- q_shown(a), e(a, b).\n"
+        ".decl r(a: symbol, b: symbol)\nr(a, b) :- chain_all_shown(), e(a, b).\n"
+        ".decl j(a: symbol, c: symbol)\nj(a, c) :- e(a, b), e(b, c).\n"
+    )
+    assert derived.argument_free(program) == ["j"]
+
+
 def test_index_refreshes_stored_relations_when_only_rules_changed(small, cache):  # noqa: F811
     first = api.index(small, layers=["ops"])
     good = rows(first.db, f"SELECT relation, fingerprint FROM {derived.CATALOG} ORDER BY 1")

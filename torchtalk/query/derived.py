@@ -398,8 +398,15 @@ def use_derived(program: A.Program, con: Any, library: A.Program | None = None) 
 
 
 def is_argument(program, rel: str) -> bool:
-    """`rel` is a seed or option input of some named query (Note [Named queries])."""
-    for suffix in ("_arg", "_from", "_to", "_like", "_like_probe"):
+    """`rel` is a seed or option input of some named query (Note [Named
+    queries]), or one the query layer gives per answer: the rows shown
+    (`<query>_shown`) and whether they are all of them (Note [Chains for
+    the page] in rules/chains.dl)."""
+    from torchtalk.query.run import ALL_SHOWN
+
+    if rel == ALL_SHOWN:
+        return True
+    for suffix in ("_arg", "_from", "_to", "_like", "_like_probe", "_shown"):
         if rel.endswith(suffix) and rel[: -len(suffix)] in program.decls:
             return True
     head, _, _ = rel.rpartition("_")
