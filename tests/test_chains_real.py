@@ -269,6 +269,34 @@ def test_a_page_walks_once_and_leaves_no_table(con, monkeypatch, text, walk):
     assert con.execute("SELECT count(*) FROM duckdb_tables() WHERE temporary").fetchone()[0] == 0
 
 
+@pytest.mark.parametrize("text,closure", [("impact(host_softmax, depth=4)", False),
+                                          ("affected(at::native::layer_norm_cpu)", True)])
+def test_op_rows_chain_by_the_kind_their_query_gives(con, monkeypatch, text, closure):
+    """Note [Chain kind given with the op] (rules/chains.dl): impact gives
+    its op and API rows' ops as up_dag_op, so its chains' run computes no
+    up_chain_at closure; affected gives up_chain_op and does. The op and
+    API rows' chains are those of the whole answer's one run."""
+    from torchtalk import api
+    from torchtalk.datalog.engines import duckdb as engine
+
+    whole = api.query(text, con=con, limit=None, all_matches=True)
+    kinds = whole.columns.index("kind")
+    ops = [i for i, r in enumerate(whole.rows) if r[kinds] in ("op", "python")]
+    assert len(ops) >= 3
+    runs = []
+    real = engine._execute
+
+    def recording(c, plan, *args, **kw):
+        runs.append(" ".join(getattr(s, "sql", "") for s in plan.steps) + " ".join(plan.fetch.values()))
+        return real(c, plan, *args, **kw)
+
+    monkeypatch.setattr(engine, "_execute", recording)
+    picked = api.query(text, con=con, all_matches=True, chains_for=lambda cols, rows: ops)
+    assert [picked.rows[i][-1] for i in ops] == [whole.rows[i][-1] for i in ops]
+    assert all(picked.rows[i][-1] for i in ops)
+    assert any('up_chain_at_rec"' in sql for sql in runs) is closure
+
+
 # ------------------------------------------------- chains for the rows read
 # Note [Chains for the rows read] (torchtalk/query/run.py): a table or an MCP
 # answer reads every row but computes the chains of the rows it shows only.
