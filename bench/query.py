@@ -192,7 +192,8 @@ class Profiled:
         wall = time.perf_counter() - t
         self._con.execute("PRAGMA disable_profiling")
         prof = json.loads(self._out.read_text())
-        plan = sum(prof[k]["total_time"] for k in ("planner", "physical_planner", "optimizer"))
+        # a statement DuckDB answers without a plan (a table's count(*)) has no planner timings
+        plan = sum(prof.get(k, {}).get("total_time", 0.0) for k in ("planner", "physical_planner", "optimizer"))
         self.stats.append((wall, plan, _recursive(prof.get("operator", []))))
         return _Rows(rows, desc)
 
