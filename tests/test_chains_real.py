@@ -297,6 +297,37 @@ def test_op_rows_chain_by_the_kind_their_query_gives(con, monkeypatch, text, clo
     assert any('up_chain_at_rec"' in sql for sql in runs) is closure
 
 
+@pytest.mark.parametrize("text,closure", [("impact(host_softmax, depth=4)", False),
+                                          ("impact(cpublas::gemm)", False),
+                                          ("impact(TensorIterator, depth=5)", True)])
+def test_a_small_answer_s_page_takes_every_edge(con, monkeypatch, text, closure):
+    """Note [Every edge of a small answer] (torchtalk/query/run.py): on
+    DuckDB, the chains of a page of an answer of at most ALL_EDGES_ROWS rows
+    come from the steps out of every reached node, with no up_dag_at
+    closure; a longer answer's from the closure. Its rows' chains are those
+    the closure gives."""
+    from torchtalk import api
+    from torchtalk.datalog.engines import duckdb as engine
+    from torchtalk.query import run
+
+    runs = []
+    real = engine._execute
+
+    def recording(c, plan, *args, **kw):
+        runs.append(" ".join(getattr(s, "sql", "") for s in plan.steps) + " ".join(plan.fetch.values()))
+        return real(c, plan, *args, **kw)
+
+    monkeypatch.setattr(engine, "_execute", recording)
+    page = api.query(text, con=con, limit=50, all_matches=True)
+    assert (page.total > run.ALL_EDGES_ROWS) is closure
+    assert any('up_dag_at_rec"' in sql for sql in runs) is closure
+    monkeypatch.setattr(run, "ALL_EDGES_ROWS", -1)  # every answer by the closure
+    runs.clear()
+    by_closure = api.query(text, con=con, limit=50, all_matches=True)
+    assert any('up_dag_at_rec"' in sql for sql in runs)
+    assert page.records() == by_closure.records() and all(r["chain"] for r in page.records())
+
+
 # ------------------------------------------------- chains for the rows read
 # Note [Chains for the rows read] (torchtalk/query/run.py): a table or an MCP
 # answer reads every row but computes the chains of the rows it shows only.

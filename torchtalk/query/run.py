@@ -286,7 +286,8 @@ def evaluate_bound(b: Bound, program, con, *, engine: str = "duckdb",
         chosen = sorted(set(pick(page))) if picked else range(len(page))
         rows = [page[i] for i in chosen]
         if paged:
-            edges = _page_chains(b, program, con, engine, tables, dump, rows, walks or {}) if rows else ()
+            every = engine == "duckdb" and page.total <= ALL_EDGES_ROWS  # Note [Every edge of a small answer]
+            edges = _page_chains(b, program, con, engine, tables, dump, rows, walks or {}, every) if rows else ()
         else:
             edges = out.get(CHAIN, ())
     finally:
@@ -312,14 +313,18 @@ def _fetch_spec(b: Bound, limit: int | None, per: int | None):
     return Fetch(sort_order(b.sig), b.filters, per=(column, per))
 
 
-def _page_chains(b: Bound, program, con, engine, tables, dump, rows, walks: dict[str, str]):
+def _page_chains(b: Bound, program, con, engine, tables, dump, rows, walks: dict[str, str], every: bool = False):
     """The chain edges of `rows` (Note [Chains for the page]): a second run
     given them as `<query>_shown`, reading the first run's `walks` where
-    they are the same (Note [One walk per answer])."""
+    they are the same (Note [One walk per answer]); `every`: the edges out
+    of every reached node, not only those the rows' chains can pass (Note
+    [Every edge of a small answer])."""
     from torchtalk.query.chains import CHAIN
 
     shown = f"{b.sig.name}_shown"
     facts = {**b.facts, shown: [tuple(r) for r in rows]}
+    if every and ALL_SHOWN in program.decls:
+        facts[ALL_SHOWN] = [()]
     later = None if dump is None else (lambda n, st: dump(f"chain-{n}", st))
     reuse = _same_walks(program, walks, b.facts, facts)
     return _evaluate(b, program, con, engine, tables, later, facts, [CHAIN], CHAIN, {}, reuse=reuse)[CHAIN]
@@ -345,6 +350,21 @@ def _page_chains(b: Bound, program, con, engine, tables, dump, rows, walks: dict
 PAGE_ROWS = 1000
 # given then: every row is shown (rules/chains.dl)
 ALL_SHOWN = "chain_all_shown"
+
+# Note [Every edge of a small answer]: the paged second run (Note [Chains
+# for the page]) finds the nodes a shown row's chain can pass (up_dag_at, a
+# closure from the rows) and takes the steps out of those. Given
+# `chain_all_shown` as well, it takes the steps out of every reached node
+# instead (up_dag from up_out, no closure); the steps the rows' chains take
+# are among them, so the chains are the same. On DuckDB, which pays a few
+# tens of ms for each statement of a walk whatever its rows, that skips the
+# closure's statement: impact(host_softmax, depth=4) (330 rows) 140 -> 106
+# ms, impact(cpublas::gemm) (2,329) 164 -> 143 ms in-process. It costs more
+# than it saves past about 6,000 rows (impact(TensorIterator, depth=5),
+# 10,031 rows: 192 -> 208 ms), and always on the in-memory engine, which
+# pays per row (impact(cpublas::gemm) 29 -> 45 ms): so DuckDB only, up to
+# ALL_EDGES_ROWS rows.
+ALL_EDGES_ROWS = 5000
 
 
 def _all_shown(program, name: str, shown: str):
@@ -411,7 +431,9 @@ def query_passes(b: Bound, library, con, engine: str, tables: frozenset | None, 
     from torchtalk.query.derived import use_derived
 
     def pruned(s):
-        return replace(s, program=prune(s.program, frozenset(s.facts), tables))
+        true = frozenset(rel for rel, rows in s.facts.items()
+                         if rows and rel in s.program.decls and s.program.decls[rel].arity == 0)
+        return replace(s, program=prune(s.program, frozenset(s.facts), tables, true))
 
     def stored(s):
         program, found = use_derived(s.program, con, library)
@@ -473,10 +495,11 @@ def _notes(b: Bound) -> tuple[str, ...]:
 # dropped, and so, in turn, are the rules over relations left without rules.
 # Such a rule derives nothing, so the answer is the same; fewer relations are
 # computed. The pruned program is cached per (library, given relations).
-def prune(program, given: frozenset, tables: frozenset | None = None):
+def prune(program, given: frozenset, tables: frozenset | None = None, true: frozenset = frozenset()):
     """`program` without the rules that cannot fire for a query filling
     `given`: an input with no facts is empty when it is another query's
-    argument, or (when `tables` is known) has no table in the fact DB."""
+    argument, or (when `tables` is known) has no table in the fact DB; a
+    rule negating a nullary input given a row (`true`) cannot fire either."""
     from torchtalk.datalog.transform.prune import prune as prune_empty
     from torchtalk.query.derived import is_argument
 
@@ -485,9 +508,9 @@ def prune(program, given: frozenset, tables: frozenset | None = None):
             n for n in program.inputs
             if n not in given and (is_argument(program, n) or (tables is not None and n not in tables))
         )
-        return prune_empty(program, empty)
+        return prune_empty(program, empty, true=true)
 
-    return program.cached(("pruned", given, tables), pruned)
+    return program.cached(("pruned", given, tables, true), pruned)
 
 
 # Note [Presolve]: after pruning, some derived relations read only the
