@@ -472,3 +472,51 @@ def test_compiled_souffle_gives_the_same_rows_and_compiles_once(db, souffle_comp
     assert len(list((tmp_path / "cache/souffle").glob("program-*"))) == 1
     evaluate(prog, con, facts={"seed": [("a",)], "enabled": []}, engine="souffle-compiled")  # other facts, same program
     assert len(list((tmp_path / "cache/souffle").glob("program-*"))) == 1
+
+
+# Note [Given rows as read] (engines/duckdb.py): given rows as the rules read them
+AS_READ = """
+.decl shown(s: symbol, kind: symbol, name: symbol, note: symbol, n: number)
+.input shown
+.decl e(a: symbol, b: symbol)
+.input e
+.decl fn_need(s: symbol, x: symbol)
+fn_need(s, x) :- shown(s, "function", x, _, _).
+.decl py_need(s: symbol, y: symbol)
+py_need(s, y) :- shown(s, "python", x, _, _), e(x, y).
+.decl gone(s: symbol)
+gone(s) :- shown(s, "function", _, _, _), !shown(s, "python", _, _, _).
+.decl rows(s: symbol, c: number)
+rows(s, c) :- shown(s, _, _, _, _), c = count : { shown(s, _, _, _, _) }.
+.decl out(s: symbol, x: symbol)
+out(s, x) :- fn_need(s, x).
+out(s, y) :- py_need(s, y).
+out(s, "gone") :- gone(s).
+"""
+SHOWN = [("a", "function", "f1", "long note " * 20, 1), ("a", "function", "f2", "other note", 2),
+         ("a", "op", "o1", "n", 3), ("a", "python", "p1", "n", 4), ("b", "function", "f3", "n", 5),
+         ("c", "op", "o2", "n", 6)]
+
+
+def test_given_rows_are_cut_to_what_the_rules_read():
+    from torchtalk.datalog.engines.duckdb import as_read
+
+    program = parse_text(AS_READ)
+    read = as_read(program, "shown", SHOWN, frozenset({"out", "fn_need", "py_need", "gone"}))
+    # the op rows no rule reads are gone; the note and n no rule reads take one value
+    assert read == [("a", "function", "f1", "", 0), ("a", "function", "f2", "", 0),
+                    ("a", "python", "p1", "", 0), ("b", "function", "f3", "", 0)]
+    facts = {"shown": SHOWN, "e": [("p1", "y1"), ("o1", "y2")]}
+    want = evaluate(program, None, outputs=["out"], facts=facts, engine="memory")["out"]
+    assert sorted(want) == [("a", "f1"), ("a", "f2"), ("a", "y1"), ("b", "f3"), ("b", "gone")]
+    assert sorted(evaluate(program, duckdb.connect(), outputs=["out"], facts=facts)["out"]) == sorted(want)
+
+
+def test_given_rows_a_count_reads_are_kept_apart():
+    # rows differing only in columns the rules leave `_` are still counted apart
+    from torchtalk.datalog.engines.duckdb import as_read
+
+    program = parse_text(AS_READ)
+    assert as_read(program, "shown", SHOWN, frozenset({"rows"})) == SHOWN
+    got = evaluate(program, duckdb.connect(), outputs=["rows"], facts={"shown": SHOWN})["rows"]
+    assert sorted(got) == [("a", 4), ("b", 1), ("c", 1)]

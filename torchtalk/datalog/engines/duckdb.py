@@ -70,7 +70,7 @@ class DuckDBEngine:
         created: list[str] = []
         try:
             needed = needed_for(program, outputs)
-            sources = self._sources(program, con, needed, facts, tables, prefix, created)
+            sources = self._sources(program, con, needed, facts, tables, prefix, created, frozenset(outputs))
             if into is None:  # Note [Loop inputs cut first]
                 program = _cut_loops(program, con, sources, needed)
                 needed = needed_for(program, outputs)
@@ -90,9 +90,11 @@ class DuckDBEngine:
         finally:
             drop_tables(con, created)
 
-    def _sources(self, program, con, needed, facts, tables, prefix, created) -> dict[str, list[str]]:
+    def _sources(self, program, con, needed, facts, tables, prefix, created,
+                 outputs: frozenset = frozenset()) -> dict[str, list[str]]:
         """Where each needed input relation's external rows are: DB table
-        (`tables[rel]`, else the table named `rel`), given facts."""
+        (`tables[rel]`, else the table named `rel`), given facts (as the
+        rules read them, Note [Given rows as read])."""
         sources: dict[str, list[str]] = {}
         inputs = [rel for rel in program.inputs if rel in needed]
         names = {rel: tables.get(rel) or q(rel) for rel in inputs}
@@ -110,6 +112,8 @@ class DuckDBEngine:
             if rel not in needed:
                 continue
             checked = [check_row(decl, i, row) for i, row in enumerate(rows, 1)]
+            if checked and rel not in outputs:
+                checked = as_read(program, rel, checked, needed)
             if not checked:
                 continue
             if len(checked) <= INLINE_ROWS:
@@ -323,6 +327,58 @@ def check_table(decl: A.Decl, columns: list[tuple[str, str]]) -> None:
             f"{decl.loc} says ({', '.join(str(c) for c in decl.columns)})",
             hint="re-index the tree, or fix the .decl",
         )
+
+
+def as_read(program: A.Program, rel: str, rows: list[tuple], needed: frozenset) -> list[tuple]:
+    """Given `rows` of input `rel` as the rules of the `needed` relations
+    read them (Note [Given rows as read]): the rows none can match dropped,
+    and the columns none reads set to one value."""
+    use = program.cached(("read_as", rel, needed), lambda: _read_as(program, rel, needed))
+    if use is None:
+        return rows
+    consts, blank = use
+    out = dict.fromkeys(
+        tuple(blank[i] if i in blank else v for i, v in enumerate(row)) for row in rows
+        if all(row[i] in vals for i, vals in consts.items()))
+    return list(out)
+
+
+def _read_as(program: A.Program, rel: str, needed: frozenset):
+    """({column: the constants every reading atom has there}, {column never
+    read: its one value}) for input `rel` read by the rules of `needed`, or
+    None when it is also derived (its rules' rows are whole)."""
+    if program.rules_for(rel):
+        return None
+    atoms = [a for r in program.rules if r.head.name in needed
+             for lit in r.body for a, _ in A.literal_atoms(lit) if a.name == rel]
+    counted = any(a.name == rel and in_aggregate for r in program.rules if r.head.name in needed  # (nested too)
+                  for lit in r.body if not isinstance(lit, A.Negation)
+                  for a, in_aggregate in A.literal_atoms(lit))
+    decl = program.decls[rel]
+    consts: dict[int, frozenset] = {}
+    blank: dict[int, object] = {}
+    for i, col in enumerate(decl.columns):
+        terms = [a.args[i] for a in atoms]
+        if terms and all(isinstance(t, (A.Str, A.Num)) for t in terms):
+            consts[i] = frozenset(t.value for t in terms)
+        elif not counted and all(isinstance(t, A.Wildcard) for t in terms):  # a sum or count reads every row
+            blank[i] = "" if col.type is A.ColType.SYMBOL else 0
+    return (consts, blank) if consts or blank else None
+
+
+# Note [Given rows as read]: a walk answer's page is given to its chains'
+# run (Note [Chains for the page] in rules/chains.dl) as 50 rows of 9-11
+# columns, long names and paths mostly, inlined as VALUES in each statement
+# that reads them (41 KB of SQL for impact(cpublas::gemm)'s). The rules read
+# few of those columns, and some only for a kind (`impact_shown(s,
+# "python", a, o, _, f, l, _, _, _, _)`). So the rows no reading atom can
+# match (a column every atom gives a constant, and the row another) are
+# dropped, and a column every atom leaves `_` takes one value (the empty
+# symbol, or 0): the relation then holds fewer, shorter rows, and every
+# rule derives what it did from the rows it did. An input that also has
+# rules, or that the run outputs, is given whole. DuckDB only: it parses
+# and binds the literals once per statement; the in-memory engine reads the
+# rows as they are.
 
 
 # Given facts up to this many rows are inlined in the SQL as VALUES (no temp table).
