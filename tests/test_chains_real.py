@@ -275,9 +275,13 @@ def test_op_rows_chain_by_the_kind_their_query_gives(con, monkeypatch, text, clo
     """Note [Chain kind given with the op] (rules/chains.dl): impact gives
     its op and API rows' ops as up_dag_op, so its chains' run computes no
     up_chain_at closure; affected gives up_chain_op and does. The op and
-    API rows' chains are those of the whole answer's one run."""
+    API rows' chains are those of the whole answer's one run. (Both by
+    closures: Note [Every edge of a small answer] takes none.)"""
     from torchtalk import api
     from torchtalk.datalog.engines import duckdb as engine
+    from torchtalk.query import run
+
+    monkeypatch.setattr(run, "ALL_EDGES_WALK", -1)
 
     whole = api.query(text, con=con, limit=None, all_matches=True)
     kinds = whole.columns.index("kind")
@@ -297,34 +301,43 @@ def test_op_rows_chain_by_the_kind_their_query_gives(con, monkeypatch, text, clo
     assert any('up_chain_at_rec"' in sql for sql in runs) is closure
 
 
-@pytest.mark.parametrize("text,closure", [("impact(host_softmax, depth=4)", False),
-                                          ("impact(cpublas::gemm)", False),
-                                          ("impact(TensorIterator, depth=5)", True)])
-def test_a_small_answer_s_page_takes_every_edge(con, monkeypatch, text, closure):
+@pytest.mark.parametrize("text,closure,walk", [
+    ("impact(host_softmax, depth=4)", False, "up_dag_at"),
+    ("impact(cpublas::gemm)", False, "up_dag_at"),
+    ("impact(TensorIterator, depth=5)", True, "up_dag_at"),
+    ("affected(cpublas::gemm)", False, "up_chain_at"),
+    ("affected(TensorIterator, depth=5)", True, "up_chain_at"),
+])
+def test_a_small_walk_s_page_takes_every_edge(con, monkeypatch, text, closure, walk):
     """Note [Every edge of a small answer] (torchtalk/query/run.py): on
-    DuckDB, the chains of a page of an answer of at most ALL_EDGES_ROWS rows
-    come from the steps out of every reached node, with no up_dag_at
-    closure; a longer answer's from the closure. Its rows' chains are those
-    the closure gives."""
+    DuckDB, the chains of a page whose walk kept at most ALL_EDGES_WALK rows
+    come from the steps between every two reached nodes, with no closure
+    from the rows; a longer walk's from the closure. Its rows' chains are
+    those the closure gives."""
     from torchtalk import api
     from torchtalk.datalog.engines import duckdb as engine
     from torchtalk.query import run
 
-    runs = []
-    real = engine._execute
+    runs, sizes = [], []
+    real, small = engine._execute, run._small_walks
 
     def recording(c, plan, *args, **kw):
         runs.append(" ".join(getattr(s, "sql", "") for s in plan.steps) + " ".join(plan.fetch.values()))
         return real(c, plan, *args, **kw)
 
+    def sizing(c, eng, walks):
+        sizes.append(sum(engine.table_rows(c, t) for t in walks.values()))
+        return small(c, eng, walks)
+
     monkeypatch.setattr(engine, "_execute", recording)
+    monkeypatch.setattr(run, "_small_walks", sizing)
     page = api.query(text, con=con, limit=50, all_matches=True)
-    assert (page.total > run.ALL_EDGES_ROWS) is closure
-    assert any('up_dag_at_rec"' in sql for sql in runs) is closure
-    monkeypatch.setattr(run, "ALL_EDGES_ROWS", -1)  # every answer by the closure
+    assert len(sizes) == 1 and (sizes[0] > run.ALL_EDGES_WALK) is closure
+    assert any(f'{walk}_rec"' in sql for sql in runs) is closure
+    monkeypatch.setattr(run, "ALL_EDGES_WALK", -1)  # every walk by the closure
     runs.clear()
     by_closure = api.query(text, con=con, limit=50, all_matches=True)
-    assert any('up_dag_at_rec"' in sql for sql in runs)
+    assert any(f'{walk}_rec"' in sql for sql in runs)
     assert page.records() == by_closure.records() and all(r["chain"] for r in page.records())
 
 

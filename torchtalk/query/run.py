@@ -286,7 +286,7 @@ def evaluate_bound(b: Bound, program, con, *, engine: str = "duckdb",
         chosen = sorted(set(pick(page))) if picked else range(len(page))
         rows = [page[i] for i in chosen]
         if paged:
-            every = engine == "duckdb" and page.total <= ALL_EDGES_ROWS  # Note [Every edge of a small answer]
+            every = bool(rows) and _small_walks(con, engine, walks)  # Note [Every edge of a small answer]
             edges = _page_chains(b, program, con, engine, tables, dump, rows, walks or {}, every) if rows else ()
         else:
             edges = out.get(CHAIN, ())
@@ -352,19 +352,30 @@ PAGE_ROWS = 1000
 ALL_SHOWN = "chain_all_shown"
 
 # Note [Every edge of a small answer]: the paged second run (Note [Chains
-# for the page]) finds the nodes a shown row's chain can pass (up_dag_at, a
-# closure from the rows) and takes the steps out of those. Given
-# `chain_all_shown` as well, it takes the steps out of every reached node
-# instead (up_dag from up_out, no closure); the steps the rows' chains take
-# are among them, so the chains are the same. On DuckDB, which pays a few
-# tens of ms for each statement of a walk whatever its rows, that skips the
-# closure's statement: impact(host_softmax, depth=4) (330 rows) 140 -> 106
-# ms, impact(cpublas::gemm) (2,329) 164 -> 143 ms in-process. It costs more
-# than it saves past about 6,000 rows (impact(TensorIterator, depth=5),
-# 10,031 rows: 192 -> 208 ms), and always on the in-memory engine, which
-# pays per row (impact(cpublas::gemm) 29 -> 45 ms): so DuckDB only, up to
-# ALL_EDGES_ROWS rows.
-ALL_EDGES_ROWS = 5000
+# for the page]) finds the nodes a shown row's chain can pass (up_dag_at,
+# up_chain_at: closures from the rows) and takes the steps out of those.
+# Given `chain_all_shown` as well, it takes the steps between every two
+# nodes the walk reached at distances d and d - 1 instead (no closure); the
+# steps the rows' chains take are among them, so the chains are the same.
+# On DuckDB, which pays a few tens of ms for each statement of a walk
+# whatever its rows, that skips the closure's statement: in-process,
+# impact(host_softmax, depth=4) (a walk of 113 rows) 140 -> 106 ms,
+# impact(cpublas::gemm) (1,234) 164 -> 143 ms. Past a few thousand walk
+# rows it costs more than it saves (impact(TensorIterator, depth=5), 6,473:
+# 192 -> 208 ms), and on the in-memory engine always, which pays per row
+# (impact(cpublas::gemm) 29 -> 45 ms): so on DuckDB, for kept walks of up
+# to ALL_EDGES_WALK rows in all.
+ALL_EDGES_WALK = 3000
+
+
+def _small_walks(con, engine: str, walks: dict[str, str] | None) -> bool:
+    """The walks the rows' run kept (Note [One walk per answer]) hold at
+    most ALL_EDGES_WALK rows in all, on DuckDB."""
+    if engine != "duckdb" or not walks:
+        return False
+    from torchtalk.datalog.engines.duckdb import table_rows
+
+    return sum(table_rows(con, t) for t in walks.values()) <= ALL_EDGES_WALK
 
 
 def _all_shown(program, name: str, shown: str):

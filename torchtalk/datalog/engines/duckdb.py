@@ -132,13 +132,13 @@ def _cut_loops(program: A.Program, con, sources: dict[str, list[str]], needed: f
     sources hold at least LOOP_INPUT_ROWS rows."""
     candidates = program.cached(("loop_inputs", needed), lambda: loop_inputs(program, needed))
     large = frozenset(rel for rel in candidates if rel in sources
-                      and sum(_rows(con, ref) for ref in sources[rel]) >= LOOP_INPUT_ROWS)
+                      and sum(table_rows(con, ref) for ref in sources[rel]) >= LOOP_INPUT_ROWS)
     if not large:
         return program
     return program.cached(("cut_loops", large, needed), lambda: cut_loop_inputs(program, large, needed))
 
 
-def _rows(con, ref: str) -> int:
+def table_rows(con, ref: str) -> int:
     """The rows of source `ref`: a table's count (kept per read-only
     connection, Note [DB info cache]; a run's temp table counted each time),
     or 0 for facts inlined as VALUES (at most INLINE_ROWS)."""
