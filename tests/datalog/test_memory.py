@@ -203,6 +203,36 @@ def test_a_plan_counts_the_index_it_builds_on_a_derived_relation():
         assert out == want
 
 
+def test_a_membership_test_comes_before_the_steps_it_spares():
+    """Note [Probed from elsewhere]: a small relation whose every column is
+    bound (near(k, v)) is tested as soon as its key is, not after reading
+    every step out of every reached node (chains.dl's up_dag): the steps'
+    average fan-out (most nodes have one) hides that the reached ones have
+    twelve."""
+    prog = parse_text("""
+    .decl reach(k: number, v: symbol, d: number)
+    .decl step(k: number, j: number, w: symbol)
+    .decl near(k: number, v: symbol)
+    .decl out(k: number, j: number, w: symbol)
+    out(k, j, w) :- reach(k, v, d), d > 0, step(k, j, w), reach(j, v, e), e = d - 1, near(k, v).
+    """)
+    (rule,) = prog.rules
+    reach = {(k, "*ab"[k % 3], k % 7) for k in range(1200)}
+    step = ({(k, (k * 7 + i) % 1200, f"s{i}") for k in range(1200) for i in range(12)}
+            | {(k, k % 1200, "x") for k in range(2000, 40000)})
+    near = {(k, "*ab"[k % 3]) for k in range(1, 1200, 60)}
+    env = {"reach": Relation(reach), "step": Relation(step, kept=True), "near": Relation(near)}
+    plan = memrule._compile(rule, env, None)
+    slot = {name: i for i, (name, _) in enumerate(plan.slots)}
+    assert plan.source.index(f"not in s{slot['near']}") < plan.source.index(f"s{slot['step']}.get(")
+    out: set = set()
+    plan.run([env[name] for name, _ in plan.slots], out)
+    at = {k: (v, d) for k, v, d in reach}
+    assert out == {(k, j, w) for k, j, w in step
+                   if k in at and (k, at[k][0]) in near and at[k][1] > 0 and at.get(j) == (at[k][0], at[k][1] - 1)}
+    assert out
+
+
 def test_a_text_scan_by_trigram_finds_each_case_as_written():
     """Note [Text scans]: a needle of three characters or more is found among
     the rows holding its first three in that case, found once for every
