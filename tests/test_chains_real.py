@@ -242,6 +242,21 @@ def test_a_page_s_chains_are_the_whole_answer_s(con, text):
         assert all(r["chain"] for r in page.records())
 
 
+def _recorded_sql(monkeypatch) -> list[str]:
+    """The SQL of each DuckDB plan run from now on (its statements and fetches), one string a plan."""
+    from torchtalk.datalog.engines import duckdb as engine
+
+    runs: list[str] = []
+    real = engine._execute
+
+    def recording(c, plan, *args, **kw):
+        runs.append(" ".join(getattr(s, "sql", "") for s in plan.steps) + " ".join(plan.fetch.values()))
+        return real(c, plan, *args, **kw)
+
+    monkeypatch.setattr(engine, "_execute", recording)
+    return runs
+
+
 @pytest.mark.parametrize("text,walk", [("impact(cpublas::gemm)", "up_reach"),
                                        ("affected(at::native::layer_norm_cpu)", "up_reach")])
 def test_a_page_walks_once_and_leaves_no_table(con, monkeypatch, text, walk):
@@ -250,16 +265,8 @@ def test_a_page_walks_once_and_leaves_no_table(con, monkeypatch, text, walk):
     table is dropped once the answer is built; the chains are the whole
     answer's (the test above)."""
     from torchtalk import api
-    from torchtalk.datalog.engines import duckdb as engine
 
-    runs = []
-    real = engine._execute
-
-    def recording(c, plan, *args, **kw):
-        runs.append(" ".join(getattr(s, "sql", "") for s in plan.steps) + " ".join(plan.fetch.values()))
-        return real(c, plan, *args, **kw)
-
-    monkeypatch.setattr(engine, "_execute", recording)
+    runs = _recorded_sql(monkeypatch)
     page = api.query(text, con=con, limit=5, all_matches=True)
     assert all(r["chain"] for r in page.records())
     walked = [i for i, sql in enumerate(runs) if f'{walk}_rec"' in sql]
@@ -278,7 +285,6 @@ def test_op_rows_chain_by_the_kind_their_query_gives(con, monkeypatch, text, clo
     API rows' chains are those of the whole answer's one run. (Both by
     closures: Note [Every edge of a small answer] takes none.)"""
     from torchtalk import api
-    from torchtalk.datalog.engines import duckdb as engine
     from torchtalk.query import run
 
     monkeypatch.setattr(run, "ALL_EDGES_WALK", -1)
@@ -287,14 +293,7 @@ def test_op_rows_chain_by_the_kind_their_query_gives(con, monkeypatch, text, clo
     kinds = whole.columns.index("kind")
     ops = [i for i, r in enumerate(whole.rows) if r[kinds] in ("op", "python")]
     assert len(ops) >= 3
-    runs = []
-    real = engine._execute
-
-    def recording(c, plan, *args, **kw):
-        runs.append(" ".join(getattr(s, "sql", "") for s in plan.steps) + " ".join(plan.fetch.values()))
-        return real(c, plan, *args, **kw)
-
-    monkeypatch.setattr(engine, "_execute", recording)
+    runs = _recorded_sql(monkeypatch)
     picked = api.query(text, con=con, all_matches=True, chains_for=lambda cols, rows: ops)
     assert [picked.rows[i][-1] for i in ops] == [whole.rows[i][-1] for i in ops]
     assert all(picked.rows[i][-1] for i in ops)
@@ -318,18 +317,13 @@ def test_a_small_walk_s_page_takes_every_edge(con, monkeypatch, text, closure, w
     from torchtalk.datalog.engines import duckdb as engine
     from torchtalk.query import run
 
-    runs, sizes = [], []
-    real, small = engine._execute, run._small_walks
-
-    def recording(c, plan, *args, **kw):
-        runs.append(" ".join(getattr(s, "sql", "") for s in plan.steps) + " ".join(plan.fetch.values()))
-        return real(c, plan, *args, **kw)
+    runs, sizes = _recorded_sql(monkeypatch), []
+    small = run._small_walks
 
     def sizing(c, eng, walks):
         sizes.append(sum(engine.table_rows(c, t) for t in walks.values()))
         return small(c, eng, walks)
 
-    monkeypatch.setattr(engine, "_execute", recording)
     monkeypatch.setattr(run, "_small_walks", sizing)
     page = api.query(text, con=con, limit=50, all_matches=True)
     assert len(sizes) == 1 and (sizes[0] > run.ALL_EDGES_WALK) is closure
