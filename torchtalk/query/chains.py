@@ -26,6 +26,10 @@ from dataclasses import dataclass
 CHAIN_QUERIES = ("paths", "impact", "kernels", "tests", "affected", "op_callees", "op_callers")
 CHAIN = "chain"
 COLUMN = "chain"
+# given when every row of the answer is shown, or every edge of its walk
+# is wanted (rules/chains.dl; Notes [Chains for the page], [Every edge of a
+# small answer] in torchtalk/query/run.py)
+ALL_SHOWN = "chain_all_shown"
 
 
 @dataclass(frozen=True)

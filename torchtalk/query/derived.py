@@ -402,7 +402,7 @@ def is_argument(program, rel: str) -> bool:
     queries]), or one the query layer gives per answer: the rows shown
     (`<query>_shown`) and whether they are all of them (Note [Chains for
     the page] in rules/chains.dl)."""
-    from torchtalk.query.run import ALL_SHOWN
+    from torchtalk.query.chains import ALL_SHOWN
 
     if rel == ALL_SHOWN:
         return True

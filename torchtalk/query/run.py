@@ -263,7 +263,7 @@ def evaluate_bound(b: Bound, program, con, *, engine: str = "duckdb",
     counts of all, when the relation's rows can be sized so (Note [Rows per
     section] in torchtalk/query/output.py); `limit` applies otherwise."""
     from torchtalk.datalog.engines import Page
-    from torchtalk.query.chains import CHAIN, chains, wants_chain
+    from torchtalk.query.chains import ALL_SHOWN, CHAIN, chains, wants_chain
 
     name = b.sig.name
     spec = _fetch_spec(b, limit, per)
@@ -319,7 +319,7 @@ def _page_chains(b: Bound, program, con, engine, tables, dump, rows, walks: dict
     they are the same (Note [One walk per answer]); `every`: the edges out
     of every reached node, not only those the rows' chains can pass (Note
     [Every edge of a small answer])."""
-    from torchtalk.query.chains import CHAIN
+    from torchtalk.query.chains import ALL_SHOWN, CHAIN
 
     shown = f"{b.sig.name}_shown"
     facts = {**b.facts, shown: [tuple(r) for r in rows]}
@@ -348,8 +348,6 @@ def _page_chains(b: Bound, program, con, engine, tables, dump, rows, walks: dict
 # [Chains for the page]); a longer answer (every row, as a table or `--all`
 # fetches) in the same run as its rows, its `_shown` relation all of them.
 PAGE_ROWS = 1000
-# given then: every row is shown (rules/chains.dl)
-ALL_SHOWN = "chain_all_shown"
 
 # Note [Every edge of a small answer]: the paged second run (Note [Chains
 # for the page]) finds the nodes a shown row's chain can pass (up_dag_at,
@@ -360,7 +358,8 @@ ALL_SHOWN = "chain_all_shown"
 # On DuckDB, which pays a few tens of ms for each statement of a walk
 # whatever its rows, that skips the closure's statement: in-process,
 # impact(host_softmax, depth=4) (a walk of 113 rows) 140 -> 106 ms,
-# impact(cpublas::gemm) (1,234) 164 -> 143 ms. Past a few thousand walk
+# impact(cpublas::gemm) (1,234) 164 -> 143 ms, affected(cpublas::gemm)
+# (the same walk, 9,125 rows) 167 -> 144 ms. Past a few thousand walk
 # rows it costs more than it saves (impact(TensorIterator, depth=5), 6,473:
 # 192 -> 208 ms), and on the in-memory engine always, which pays per row
 # (impact(cpublas::gemm) 29 -> 45 ms): so on DuckDB, for kept walks of up
