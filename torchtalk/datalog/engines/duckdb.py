@@ -349,11 +349,11 @@ def _read_as(program: A.Program, rel: str, needed: frozenset):
     None when it is also derived (its rules' rows are whole)."""
     if program.rules_for(rel):
         return None
-    atoms = [a for r in program.rules if r.head.name in needed
-             for lit in r.body for a, _ in A.literal_atoms(lit) if a.name == rel]
-    counted = any(a.name == rel and in_aggregate for r in program.rules if r.head.name in needed  # (nested too)
-                  for lit in r.body if not isinstance(lit, A.Negation)
-                  for a, in_aggregate in A.literal_atoms(lit))
+    # each atom reading `rel`, and whether an aggregate reads it (nested too; a negation's is strict, not counted)
+    reads = [(a, strict and not isinstance(lit, A.Negation)) for r in program.rules if r.head.name in needed
+             for lit in r.body for a, strict in A.literal_atoms(lit) if a.name == rel]
+    atoms = [a for a, _ in reads]
+    counted = any(in_aggregate for _, in_aggregate in reads)
     decl = program.decls[rel]
     consts: dict[int, frozenset] = {}
     blank: dict[int, object] = {}
