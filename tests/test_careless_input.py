@@ -210,3 +210,69 @@ def test_mcp_on_a_truncated_db_says_so_in_one_line(db, tmp_path):
         assert r.text.startswith(f"Error executing tool calls: store error: cannot read the database {bad}: ")
         again = s.call("get_status")  # the server lives on: an answer, or the same one-line error
         assert not again.is_error or ("\n" not in again.text and "cannot read the database" in again.text)
+
+
+# ---------------------------------------------------------------- which error first
+# (Note [DB opened meanwhile] in torchtalk/api.py: the DB is opened in a
+# thread while the query text is parsed; the errors keep their order)
+
+
+def test_a_damaged_db_is_said_before_a_malformed_query(db, tmp_path):
+    bad = damaged(db, tmp_path, "truncated")
+    first = one_line_error(*cli("query", "impact(gemm", "--db", str(bad)))
+    assert first.startswith(f"torchtalk: store error: cannot read the database {bad}: "), first
+
+
+def test_a_missing_db_is_said_before_a_malformed_query(tmp_path):
+    first = one_line_error(*cli("query", "impact(gemm", "--db", str(tmp_path / "none.duckdb")))
+    assert first == f"torchtalk: store error: no such database: {tmp_path / 'none.duckdb'} " \
+                    "(run `torchtalk index --source PATH --db FILE`)", first
+
+
+def test_a_malformed_query_on_a_good_db_is_its_parse_error(db):
+    first = one_line_error(*cli("query", "impact(gemm", "--db", db))
+    assert first.startswith("torchtalk: <query>:1:12: parse error: unexpected end of query"), first
+
+
+def test_a_broken_user_rule_on_a_good_db_is_its_error(db, tmp_path):
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "bad.dl").write_text(".decl q(x: symbol)\nq(x) :- nowhere(x).\n")
+    first = one_line_error(*cli("query", "q(a)", "--db", db, "--rules", str(tmp_path / "r")))
+    assert f"{tmp_path / 'r' / 'bad.dl'}:2:" in first and "nowhere" in first, first
+
+
+def test_the_db_opened_meanwhile_is_closed_when_the_query_is_interrupted(db, monkeypatch):
+    import torchtalk.store as store
+    from torchtalk import api
+
+    opened, original = [], store.open_db
+
+    def open_db(path, read_only=True):
+        opened.append(original(path, read_only))
+        return opened[-1]
+
+    def interrupted(*_a):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(store, "open_db", open_db)
+    monkeypatch.setattr(api, "_ready_query", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        api.query("search(gemm)", db=db)
+    assert len(opened) == 1
+    with pytest.raises(Exception, match="closed"):
+        opened[0].execute("select 1")
+
+
+def test_the_db_s_opening_imports_nothing_once_its_modules_are(db):
+    """torchtalk/meanwhile.py: after `open_db_imports`, opening the DB (in a
+    thread beside the query's own imports) imports no module, in a new process."""
+    code = (
+        "import sys\n"
+        "from torchtalk import store\n"
+        "store.open_db_imports()\n"
+        "before = set(sys.modules)\n"
+        f"store.open_db({db!r}).close()\n"
+        "print(sorted(set(sys.modules) - before))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False,
+                         env={**os.environ, "TORCHTALK_SERVER": "0"})
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr[-2000:]

@@ -170,6 +170,14 @@ def open_db(path: str | Path, read_only: bool = True):
     return con
 
 
+def open_db_imports() -> None:
+    """Import what `open_db` reads, so that a thread calling it imports
+    nothing (torchtalk/meanwhile.py; Note [DB opened meanwhile] in
+    torchtalk/api.py)."""
+    lean_duckdb()
+    import torchtalk.connmemo  # noqa: F401
+
+
 def tune_for_queries(con) -> None:
     """Settings for answering queries (Note [One thread per query]).
 

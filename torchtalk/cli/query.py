@@ -84,7 +84,9 @@ def answer(args: argparse.Namespace, out, err, con=None, note: bool = True) -> i
     stale = None
     if note:  # Note [Stale note meanwhile]
         note_imports()
-        stale = _Meanwhile(lambda: stale_note(args))
+        from torchtalk.meanwhile import Meanwhile
+
+        stale = Meanwhile(lambda: stale_note(args), name="torchtalk-stale-note")
     try:
         _write_answer(args, out, err, con)
     except BaseException:
@@ -128,11 +130,9 @@ def _write_answer(args: argparse.Namespace, out, err, con) -> None:
 # (as a query server's client computes it while the server answers,
 # torchtalk/qclient.py) and said after the answer, as before. An error in it
 # is raised after the answer is written, where it came before. Every module
-# it reads is imported first, in the main thread (`note_imports`): two
-# threads importing one package at once (platformdirs, which both resolve
-# paths with) can each hold a module's lock the other waits for, and
-# Python then hands one of them the partly initialized module, an
-# ImportError (seen once in 1,308 tests).
+# it reads is imported first, in the main thread (`note_imports`; why, in
+# torchtalk/meanwhile.py: platformdirs, which both threads resolve paths
+# with, was the package seen imported twice at once).
 
 
 def note_imports() -> None:
@@ -146,41 +146,6 @@ def note_imports() -> None:
     import torchtalk.freshness  # noqa: F401
     import torchtalk.paths  # noqa: F401
     import torchtalk.watch  # noqa: F401
-
-
-class _Meanwhile:
-    """`fn()` run in a thread from now on; `result()` joins it and gives its
-    value or raises its exception. When no thread can be started, `result()`
-    calls `fn` itself."""
-
-    def __init__(self, fn) -> None:
-        import threading
-
-        self._fn, self._out = fn, []
-        self._thread = threading.Thread(target=self._run, name="torchtalk-stale-note", daemon=True)
-        try:
-            self._thread.start()
-        except RuntimeError:
-            self._thread = None
-
-    def _run(self) -> None:
-        try:
-            self._out.append((self._fn(), None))
-        except BaseException as exc:  # noqa: BLE001 - raised again by result(), in the caller's thread
-            self._out.append((None, exc))
-
-    def join(self) -> None:
-        if self._thread is not None:
-            self._thread.join()
-
-    def result(self):
-        if self._thread is None:
-            return self._fn()
-        self._thread.join()
-        value, exc = self._out[0]
-        if exc is not None:
-            raise exc
-        return value
 
 
 # what a query server needs of the arguments besides the DB (Note [Query server])
