@@ -250,3 +250,18 @@ def test_the_rules_documented_modules_are_resolve_s_public_api_modules():
     assert set(found) == PUBLIC_API_MODULES
     for m, members in found.items():  # the regex of the module's direct public members
         assert members.replace("\\\\", "\\") == re.escape(m) + r"\.[^._][^.]*"
+
+
+def test_every_test_link_of_every_op_has_one_rank(con):
+    """Note [Tests of every op stored]: op_test (trace's tests) reads the
+    ranked links, so every link must have a rank, and one: the links of all
+    ops and their ranks, stored by the index, are the same rows."""
+    from torchtalk import api
+
+    links = api.query("op_test_link()", con=con, limit=None, all_matches=True)
+    ranks = api.query("op_test_rank()", con=con, limit=None, all_matches=True)
+    assert links.total == ranks.total > 300_000
+    keep = ("op", "test", "how", "via", "file", "line")
+    key = {c: i for i, c in enumerate(links.columns)}
+    rkey = {c: i for i, c in enumerate(ranks.columns)}
+    assert {tuple(r[key[c]] for c in keep) for r in links.rows} == {tuple(r[rkey[c]] for c in keep) for r in ranks.rows}
