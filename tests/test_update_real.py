@@ -58,11 +58,11 @@ def _edit(root: Path, rel: str, old: str, new: str) -> int:
     return text[: text.index(old)].count("\n") + 1
 
 
-def _cold(tree_copy: Path, tmp_path: Path, name: str) -> Path:
+def _cold(tree_copy: Path, tmp_path: Path, name: str, layers: list[str] = LAYERS) -> Path:
     db = tmp_path / f"cold-{name}" / "tree.duckdb"
     db.parent.mkdir(parents=True)
     _seed_cache(db, tree_copy)
-    report = api.index(tree_copy, db, layers=LAYERS, jobs=2)
+    report = api.index(tree_copy, db, layers=layers, jobs=2)
     assert report.mode == "built"
     return db
 
@@ -88,19 +88,45 @@ def indexed(tree, tmp_path) -> tuple[Path, Path]:
     shutil.rmtree(copy, ignore_errors=True)
 
 
-def _update(copy: Path, db: Path, ran: list[str]) -> tuple[set[str], set[str]]:
+def _update(copy: Path, db: Path, ran: list[str], layers: list[str] = LAYERS) -> tuple[set[str], set[str]]:
     """Index `copy` again: an update in place that re-ran the layers `ran`;
     -> the stored relations it recomputed (Note [Derived in place]), and
     those of them it recomputed in the changed files only (Note [Rows
-    changed by file])."""
+    changed by file]), each with its count of files or ops ("step_at (1 file)")."""
     lines: list[str] = []
-    report = api.index(copy, db, layers=LAYERS, jobs=2, log=lines.append)
+    report = api.index(copy, db, layers=layers, jobs=2, log=lines.append)
     assert report.mode == "updated"
     assert [lr.name for lr in report.layers if lr.action == "ran"] == ran
     done = [ln.split(": ", 1)[1] for ln in lines if ln.startswith("stored relations recomputed in ")]
-    by_file = [ln.split(": ", 1)[1] for ln in lines if ln.startswith("… in the changed files only: ")]
-    return (set(done[0].split(", ")) if done else set(),
-            {part.split(" (")[0] for part in by_file[0].split(", ")} if by_file else set())
+    by_part = [ln.split(": ", 1)[1] for ln in lines if ln.startswith("… in the changed files or ops only: ")]
+    return (set(done[0].split(", ")) if done else set(), set(by_part[0].split(", ")) if by_part else set())
+
+
+TESTS_LAYERS = ["ops", "python", "tests"]
+
+
+@pytest.mark.real_tree
+def test_a_py_edit_updates_its_ops_tests_in_place_to_a_cold_index(tree, tmp_path):
+    """A .py body's edit changes what the tests of a few ops reach: the
+    stored test links of every op (Note [Tests of every op stored] in
+    rules/ranking.dl) are computed again at those ops only, not at the 277
+    whose APIs the edit moved a line down (Note [Rows changed by file])."""
+    copy = tmp_path / "pytorch"
+    subprocess.run(["cp", "-al", str(tree.resolve()), str(copy)], check=True)
+    db = tmp_path / "inc" / "tree.duckdb"
+    db.parent.mkdir()
+    _seed_cache(db, tree)
+    assert api.index(copy, db, layers=TESTS_LAYERS, jobs=2).mode == "built"
+    relu = "select count(*) from derived.op_test_rank where op = 'sigmoid' and via = 'torch.nn.functional.relu'"
+    assert _rows(db, relu, []) == [(0,)]
+    # relu calls sigmoid: sigmoid is reached through relu, so relu's tests now cover it
+    _edit(copy, FUNCTIONAL, "    if inplace:\n        result = torch.relu_(input)",
+          "    torch.sigmoid(input)\n    if inplace:\n        result = torch.relu_(input)")
+    recomputed, by_part = _update(copy, db, ["python", "tests"], TESTS_LAYERS)
+    assert "op_test_rank" in recomputed and "op_test_rank (2 ops)" in by_part
+    assert _rows(db, relu, [])[0][0] > 0
+    assert_same_tables(db, _cold(copy, tmp_path, "py-tests", TESTS_LAYERS))
+    shutil.rmtree(copy, ignore_errors=True)
 
 
 @pytest.mark.real_tree
@@ -115,7 +141,7 @@ def test_each_edit_updates_in_place_to_a_cold_index(indexed, tmp_path):
     # in this file's rows only (Note [Rows changed by file])
     assert "step_at" in recomputed and "search_entity" in recomputed
     assert not recomputed & {"step_pair", "step_dev", "op_stub_impl"}
-    assert {"step_at", "search_entity"} <= by_file
+    assert {"step_at (1 file)", "search_entity (1 file)"} <= by_file
     after = _rows(db, "select line from func where file = ? and line > ? order by line limit 1", [BLAS, line])
     assert after == [(before[0][0] + 1,)]
     assert_same_tables(db, _cold(copy, tmp_path, "body"))
@@ -125,7 +151,7 @@ def test_each_edit_updates_in_place_to_a_cold_index(indexed, tmp_path):
                  "namespace at::native::cpublas {\nvoid tt_probe(const Tensor& t) { t.mm(t); }")
     recomputed, by_file = _update(copy, db, ["cpp"])
     assert {"step_pair", "step_at"} <= recomputed  # a new node: numbered (Note [Node numbers]) ...
-    assert "step_at" not in by_file  # ... a node row came, and step_at reads node with no file: all again
+    assert not any(p.startswith("step_at ") for p in by_file)  # ... a node row came, and step_at reads node with no file: all again
     assert _rows(db, "select count(*) from node where name = 'at::native::cpublas::tt_probe'", []) == [(1,)]
     assert _rows(db, "select fn, line from func where name = 'tt_probe'", []) == [
         ("at::native::cpublas::tt_probe", line + 1)]

@@ -139,7 +139,7 @@ def apply(tmp_db: Path, src: store.Source, schema, deltas: Deltas, tmp_facts: Pa
         con.execute("COMMIT")
         # the copy is private until renamed: the stored relations may commit apart
         note = _refresh_derived(con, changed, lambda rel, cols: _moved(con, schema.decls[rel], *temps[rel], cols),
-                                log, lambda rel, col: _values(con, schema.decls[rel], *temps[rel], col))
+                                log, lambda rel, col, cols=None: _values(con, schema.decls[rel], *temps[rel], col, cols))
         con.execute("checkpoint")
     finally:
         con.close()
@@ -193,33 +193,45 @@ def _moved(con, decl, gone_t: str, new_t: str, cols: frozenset[int]) -> bool:
         now, gone, new = (con.execute(f'SELECT count(*) FROM {t}').fetchone()[0]
                           for t in (f'"{name}"', gone_t, new_t))
         return (now > 0) != (now - new + gone > 0)
+    return any(con.execute(f"{sql} LIMIT 1").fetchone() for sql in _projections_moved(decl, gone_t, new_t, cols))
+
+
+def _projections_moved(decl, gone_t: str, new_t: str, cols: frozenset[int], out: int | None = None) -> tuple[str, str]:
+    """The SELECTs of `decl`'s projections on `cols` that the delta in
+    `gone_t`/`new_t` took away (no row has it now) and brought (only new rows
+    have it), as the columns `cols`, or as column `out` alone."""
+    name = decl.name
     names = [store.quote(decl.columns[i].name) for i in sorted(cols)]
-    sel = ", ".join(names)
+    sel = ", ".join(f"a.{c}" for c in names) if out is None else f"a.{store.quote(decl.columns[out].name)}"
     on = " AND ".join(f"t.{c} = a.{c}" for c in names)
-    lost = con.execute(f'SELECT 1 FROM (SELECT DISTINCT {sel} FROM {gone_t}) a WHERE NOT EXISTS '
-                       f'(SELECT 1 FROM "{name}" t WHERE {on}) LIMIT 1').fetchone()
-    if lost:
-        return True
+    lost = (f'SELECT {sel} FROM (SELECT DISTINCT {", ".join(names)} FROM {gone_t}) a WHERE NOT EXISTS '
+            f'(SELECT 1 FROM "{name}" t WHERE {on})')
     on_g = " AND ".join(f"g.{c} = a.{c}" for c in names)
-    found = con.execute(
-        f"SELECT 1 FROM (SELECT {sel}, count(*) AS _n FROM {new_t} GROUP BY ALL) a "
-        f"WHERE NOT EXISTS (SELECT 1 FROM {gone_t} g WHERE {on_g}) "
-        f'AND (SELECT count(*) FROM "{name}" t WHERE {on}) <= a._n LIMIT 1').fetchone()
-    return found is not None
+    came = (f"SELECT {sel} FROM (SELECT {', '.join(names)}, count(*) AS _n FROM {new_t} GROUP BY ALL) a "
+            f"WHERE NOT EXISTS (SELECT 1 FROM {gone_t} g WHERE {on_g}) "
+            f'AND (SELECT count(*) FROM "{name}" t WHERE {on}) <= a._n')
+    return lost, came
 
 
-def _values(con, decl, gone_t: str, new_t: str, col: int) -> list:
+def _values(con, decl, gone_t: str, new_t: str, col: int, cols: frozenset[int] | None = None) -> list:
     """The values at column `col` of `decl`'s rows that went or came (Note
-    [Rows changed by file] in torchtalk/datalog/analysis/partition.py)."""
-    c = store.quote(decl.columns[col].name)
-    return [v for (v,) in con.execute(f"SELECT {c} FROM {gone_t} UNION SELECT {c} FROM {new_t}").fetchall()]
+    [Rows changed by file] in torchtalk/datalog/analysis/partition.py); of
+    those whose projection on `cols` (holding `col`), the columns a stored
+    relation reads, went or came, when given: a line moved in a module is
+    no change to what reads its APIs' names."""
+    if cols is not None and col in cols:
+        sql = " UNION ".join(_projections_moved(decl, gone_t, new_t, cols, out=col))
+    else:
+        c = store.quote(decl.columns[col].name)
+        sql = f"SELECT {c} FROM {gone_t} UNION SELECT {c} FROM {new_t}"
+    return [v for (v,) in con.execute(sql).fetchall()]
 
 
 def _refresh_derived(con, changed: frozenset[str], moved, log, values=None) -> str:
     """Recompute the stored relations that read a changed relation (Note
-    [Derived in place]), those whose rows changed in some files only there
-    (Note [Rows changed by file]); a failure leaves them out, as at a full
-    index."""
+    [Derived in place]), those whose rows changed in some files (or at some
+    ops) only there (Note [Rows changed by file]); a failure leaves them
+    out, as at a full index."""
     import duckdb
 
     from torchtalk.errors import TorchTalkError
@@ -232,8 +244,8 @@ def _refresh_derived(con, changed: frozenset[str], moved, log, values=None) -> s
     empty = frozenset(r for r, n in rows.items() if n == 0 and r not in changed)  # before and after
     con.execute("BEGIN TRANSACTION")
     try:
-        by_file: dict[str, int] = {}
-        counts = refresh(con, load_library(user=False), tables, changed, moved, empty, values, by_file)
+        by_part: dict[str, tuple[str, int]] = {}
+        counts = refresh(con, load_library(user=False), tables, changed, moved, empty, values, by_part)
     except (TorchTalkError, duckdb.Error) as exc:
         con.execute("ROLLBACK")
         what = exc.headline() if isinstance(exc, TorchTalkError) else str(exc).splitlines()[0]
@@ -245,9 +257,9 @@ def _refresh_derived(con, changed: frozenset[str], moved, log, values=None) -> s
         note = f"{total[0]} relations, {total[1]} rows, {time.perf_counter() - t:.2f} s"
         if counts:
             log(f"stored relations recomputed in {time.perf_counter() - t:.2f} s: {', '.join(sorted(counts))}")
-        if by_file:
-            log("… in the changed files only: " + ", ".join(f"{rel} ({n} file{'s' if n != 1 else ''})"
-                                                       for rel, n in sorted(by_file.items())))
+        if by_part:
+            log("… in the changed files or ops only: " + ", ".join(
+                f"{rel} ({n} {name}{'s' if n != 1 else ''})" for rel, (name, n) in sorted(by_part.items())))
     con.execute("UPDATE torchtalk_meta SET value = ? WHERE key = 'derived'", [note])
     return note
 

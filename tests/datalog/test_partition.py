@@ -111,11 +111,11 @@ def _update(con, program, rel, gone, new):
     for row in gone:
         con.execute(f"DELETE FROM {rel} WHERE " + " AND ".join(f"{c.name} = ?" for c in decl.columns), list(row))
     con.execute(f"INSERT INTO {rel} SELECT * FROM _n")
-    by_file: dict[str, int] = {}
-    counts = refresh(con, program, frozenset({"calls", "kind", "hidden"}), frozenset({rel}),
-                     lambda r, c: _moved(con, decl, "_g", "_n", c), values=lambda r, c: _values(con, decl, "_g", "_n", c),
-                     by_file=by_file)
-    return counts, by_file
+    by_part: dict[str, tuple[str, int]] = {}
+    counts = refresh(con, program, frozenset(program.inputs), frozenset({rel}),
+                     lambda r, c: _moved(con, decl, "_g", "_n", c), values=lambda r, c, cols=None: _values(con, decl, "_g", "_n", c, cols),
+                     by_part=by_part)
+    return counts, by_part
 
 
 def test_an_update_in_the_changed_files_gives_what_computing_all_gives():
@@ -126,7 +126,7 @@ def test_an_update_in_the_changed_files_gives_what_computing_all_gives():
     counts, by_file = _update(con, program, "calls", gone, new)
     # b.cpp's rows only, through step0 (computed, not stored: only step reads it);
     # reach is recursive and callee_count counts: all of them again
-    assert by_file == {"step": 1}
+    assert by_file == {"step": ("file", 1)}
     assert set(counts) == {"step", "callee_count", "reach"}
     calls = [c for c in CALLS if c not in gone] + new
     assert _stored(con, program) == _stored(_db(calls, KIND, program), program)
@@ -143,3 +143,44 @@ def test_a_change_with_no_file_computes_all_again():
     assert "step" not in by_file
     kind = [k for k in KIND if k not in gone] + new
     assert _stored(con, program) == _stored(_db(CALLS, kind, program), program)
+
+
+# a test's link to an op: through the op's API (which has no file) and the
+# test file's coverage of it (Note [Tests of every op stored] in rules/ranking.dl)
+LINKS = """
+.decl cover(t: symbol, s: symbol, file: symbol)
+.input cover
+.decl api(a: symbol, op: symbol, line: number)
+.input api
+.decl link(op: symbol, t: symbol, file: symbol)
+link(o, t, f) :- api(a, o, _), cover(t, a, f).
+"""
+COVER = [("t1", "torch.add", "test_a.py"), ("t2", "torch.mul", "test_b.py"), ("t3", "F.relu", "test_b.py")]
+API = [("torch.add", "add", 1), ("torch.mul", "mul", 2)]
+
+
+def _links_db(cover, api, program):
+    con = duckdb.connect()
+    con.execute("CREATE TABLE cover (t VARCHAR, s VARCHAR, file VARCHAR)")
+    con.execute("CREATE TABLE api (a VARCHAR, op VARCHAR, line BIGINT)")
+    con.executemany("INSERT INTO cover VALUES (?, ?, ?)", cover)
+    con.executemany("INSERT INTO api VALUES (?, ?, ?)", api)
+    materialize(con, program, frozenset({"cover", "api"}))
+    return con
+
+
+@pytest.mark.parametrize("rel, gone, new, part", [
+    # a Python module's edit gives relu an API, and moves add's a line: relu's rows come from
+    # api's op column, not from a file; add's line is not read, so its rows stay
+    ("api", [("torch.add", "add", 1)], [("torch.add", "add", 2), ("F.relu", "relu", 3)], ("op", 1)),
+    # a test file's edit: its coverage rows, by file first
+    ("cover", [("t2", "torch.mul", "test_b.py")], [("t4", "torch.mul", "test_b.py")], ("file", 1)),
+])
+def test_a_relation_is_updated_at_the_values_of_the_first_column_that_can_be(rel, gone, new, part):
+    program = parse_text(LINKS)
+    con = _links_db(COVER, API, program)
+    _counts, by_part = _update(con, program, rel, gone, new)
+    assert by_part == {"link": part}
+    cover, api = ([c for c in COVER if c not in gone] + new, API) if rel == "cover" else (
+        COVER, [a for a in API if a not in gone] + new)
+    assert _stored(con, program) == _stored(_links_db(cover, api, program), program)

@@ -133,7 +133,7 @@ def _reading(program: A.Program, tables: frozenset[str], stored: frozenset[str] 
 
 def refresh(con: Any, program: A.Program, tables: frozenset[str], changed: frozenset[str],
             moved=None, empty: frozenset[str] = frozenset(), values=None,
-            by_file: dict[str, int] | None = None) -> dict[str, int]:
+            by_part: dict[str, tuple[str, int]] | None = None) -> dict[str, int]:
     """Recompute, on the writable `con` of a DB updated in place, the stored
     relations that read (transitively) a fact relation in `changed` in a
     column whose values moved (`moved(relation, columns)`, default: any
@@ -156,11 +156,13 @@ def refresh(con: Any, program: A.Program, tables: frozenset[str], changed: froze
     (without rows before the update and after it) derives nothing either
     way, so the columns only it reads are not needed (a fast-tier DB has
     no precise_skipped rows: the line of a call it compares is not read).
-    `values(relation, column)`: the values at that column of a changed
-    fact relation's rows that went or came; given, a relation whose rows
-    changed only in some files is updated there alone (Note [Rows changed
-    by file] in torchtalk/datalog/analysis/partition.py; `by_file` gets
-    the number of files of each).
+    `values(relation, column, columns)`: the values at that column of a
+    changed fact relation's rows that went or came (whose projection on
+    `columns`, those a stored relation reads, did); given, a relation whose rows
+    changed only in some files (or at some ops, PART_COLUMNS) is updated
+    there alone (Note [Rows changed by file] in
+    torchtalk/datalog/analysis/partition.py; `by_part` gets the column and
+    the number of its values of each).
     """
     prints = fingerprints(program)
     have = _read_catalog(con)
@@ -187,13 +189,13 @@ def refresh(con: Any, program: A.Program, tables: frozenset[str], changed: froze
         return {}
     from torchtalk.datalog.engines.duckdb import DuckDBEngine
     kept = frozenset(prints) - affected
-    done: dict[str, tuple[int, int]] = {}  # updated by file: (files, rows)
+    done: dict[str, tuple[str, int, int]] = {}  # updated by part: (column, values, rows)
     if values is not None:
         same = frozenset(rel for rel in affected if have[rel] == prints[rel])  # rows of a changed rule: all again
-        done = _by_file(con, _reading(program, tables, kept), same, frozenset(changed), moves, values, kept)
-        if by_file is not None:
-            by_file.update({rel: n for rel, (n, _rows) in done.items()})
-    counts = {rel: rows for rel, (_n, rows) in done.items()}
+        done = _by_part(con, _reading(program, tables, kept), same, frozenset(changed), moves, values, kept)
+        if by_part is not None:
+            by_part.update({rel: (name, n) for rel, (name, n, _rows) in done.items()})
+    counts = {rel: rows for rel, (_name, _n, rows) in done.items()}
     whole = affected - set(done)
     for rel in sorted(whole):
         con.execute(f"DROP TABLE IF EXISTS {table_of(rel)}")
@@ -212,15 +214,18 @@ def refresh(con: Any, program: A.Program, tables: frozenset[str], changed: froze
 # the input of the values whose rows are computed again (Note [Rows changed by file])
 PART = "tt_changed_part"
 PART_TABLE = "_tt_changed_part"
-FILE_COLUMN = "file"
+# the columns a stored relation's rows may be updated by, the first that can
+# be (Note [Rows changed by file]): a test file's edit moves the rows of its
+# file, a Python module's edit the rows of the ops whose APIs it changed
+PART_COLUMNS = ("file", "op")
 
 
-def _by_file(con, live: A.Program, rels: frozenset[str], changed: frozenset[str], moves, values,
-             kept: frozenset[str]) -> dict[str, tuple[int, int]]:
+def _by_part(con, live: A.Program, rels: frozenset[str], changed: frozenset[str], moves, values,
+             kept: frozenset[str]) -> dict[str, tuple[str, int, int]]:
     """Update those of `rels` (stored relations of `live`, the library with
-    the kept ones as inputs) whose rows changed only in some files: their
-    rows of those files deleted and computed again (Note [Rows changed by
-    file]). -> relation: (files, rows now)."""
+    the kept ones as inputs) whose rows changed only at some values of one
+    of their PART_COLUMNS: their rows of those values deleted and computed
+    again (Note [Rows changed by file]). -> relation: (column, values, rows now)."""
     from torchtalk.datalog.analysis.partition import partition_sources
     from torchtalk.datalog.compile import SQL_TYPES
     from torchtalk.datalog.engines.duckdb import DuckDBEngine
@@ -229,32 +234,33 @@ def _by_file(con, live: A.Program, rels: frozenset[str], changed: frozenset[str]
     def moved(rel: str, cols: frozenset[int]) -> bool:
         return rel in changed and moves(rel, cols)
 
-    out: dict[str, tuple[int, int]] = {}
+    out: dict[str, tuple[str, int, int]] = {}
     for rel in sorted(rels):
         names = [c.name for c in live.decls[rel].columns]
-        if FILE_COLUMN not in names:
+        found = next(((name, names.index(name), sources) for name in PART_COLUMNS if name in names
+                      for sources in [partition_sources(live, rel, names.index(name), moved)]
+                      if sources is not None), None)
+        if found is None:
             continue
-        col = names.index(FILE_COLUMN)
-        sources = partition_sources(live, rel, col, moved)
-        if sources is None:
-            continue
+        name, col, sources = found
         table = table_of(rel)
         if not sources:  # no rule reads what changed, in the columns it reads: the same rows
-            out[rel] = (0, con.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+            out[rel] = (name, 0, con.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
             continue
-        files = sorted({v for src, c in sources for v in values(src, c)})
+        needs = needed_columns(live, rel)  # what changed counts as seen through what it reads
+        parts = sorted({v for src, c in sources for v in values(src, c, needs.get(src))})
         column = live.decls[rel].columns[col]
         con.execute(f"CREATE OR REPLACE TEMP TABLE {PART_TABLE} (v {SQL_TYPES[column.type]})")
-        if files:
-            con.executemany(f"INSERT INTO {PART_TABLE} VALUES (?)", [(f,) for f in files])
+        if parts:
+            con.executemany(f"INSERT INTO {PART_TABLE} VALUES (?)", [(v,) for v in parts])
         part = table_of(f"{rel}__{PART}")
         con.execute(f"DROP TABLE IF EXISTS {part}")
         DuckDBEngine().materialize(restrict(live, rel, col, PART), con, {rel: part},
                                    {**{r: table_of(r) for r in kept}, PART: f"temp.main.{PART_TABLE}"})
-        con.execute(f"DELETE FROM {table} WHERE {q(FILE_COLUMN)} IN (SELECT v FROM {PART_TABLE})")
+        con.execute(f"DELETE FROM {table} WHERE {q(name)} IN (SELECT v FROM {PART_TABLE})")
         con.execute(f"INSERT INTO {table} SELECT * FROM {part}")
         con.execute(f"DROP TABLE {part}")
-        out[rel] = (len(files), con.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+        out[rel] = (name, len(parts), con.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
     con.execute(f"DROP TABLE IF EXISTS temp.main.{PART_TABLE}")
     return out
 

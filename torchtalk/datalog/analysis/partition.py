@@ -14,6 +14,15 @@ negation or an aggregate, or without the head's variable at some column,
 or through a recursive relation, makes it None: the whole relation is
 computed again.
 
+The same holds for any column, and the update tries `file`, then `op`
+(PART_COLUMNS in torchtalk/query/derived.py): a Python module's edit
+changes py_api rows, which have no test file, so the stored test links of
+every op (Note [Tests of every op stored] in rules/ranking.dl) are computed
+again at the ops of the changed rows. Only rows whose projection on the
+columns the relation reads went or came count (update.py `_values`): a
+line added to torch/nn/functional.py moves 277 ops' API rows down, which
+the test links do not read, and changes what 2 ops are reached through.
+
 Example:
     >>> p = parse_text(".decl c(a: symbol, f: symbol)\\n.input c\\n.decl k(a: symbol)\\n.input k\\n"
     ...                ".decl s(a: symbol, f: symbol)\\ns(a, f) :- c(a, f), k(a).")
