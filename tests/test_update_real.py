@@ -75,15 +75,21 @@ def _rows(db: Path, sql: str, params: list) -> list[tuple]:
         con.close()
 
 
-@pytest.fixture
-def indexed(tree, tmp_path) -> tuple[Path, Path]:
-    """(a hard-linked copy of the tree, its fact DB of LAYERS)."""
+def _indexed(tree: Path, tmp_path: Path, layers: list[str]) -> tuple[Path, Path]:
+    """(a hard-linked copy of the tree, its fact DB of `layers`, just built)."""
     copy = tmp_path / "pytorch"
     subprocess.run(["cp", "-al", str(tree.resolve()), str(copy)], check=True)
     db = tmp_path / "inc" / "tree.duckdb"
     db.parent.mkdir()
     _seed_cache(db, tree)
-    assert api.index(copy, db, layers=LAYERS, jobs=2).mode == "built"
+    assert api.index(copy, db, layers=layers, jobs=2).mode == "built"
+    return copy, db
+
+
+@pytest.fixture
+def indexed(tree, tmp_path) -> tuple[Path, Path]:
+    """(a hard-linked copy of the tree, its fact DB of LAYERS)."""
+    copy, db = _indexed(tree, tmp_path, LAYERS)
     yield copy, db
     shutil.rmtree(copy, ignore_errors=True)
 
@@ -111,12 +117,7 @@ def test_a_py_edit_updates_its_ops_tests_in_place_to_a_cold_index(tree, tmp_path
     stored test links of every op (Note [Tests of every op stored] in
     rules/ranking.dl) are computed again at those ops only, not at the 277
     whose APIs the edit moved a line down (Note [Rows changed by file])."""
-    copy = tmp_path / "pytorch"
-    subprocess.run(["cp", "-al", str(tree.resolve()), str(copy)], check=True)
-    db = tmp_path / "inc" / "tree.duckdb"
-    db.parent.mkdir()
-    _seed_cache(db, tree)
-    assert api.index(copy, db, layers=TESTS_LAYERS, jobs=2).mode == "built"
+    copy, db = _indexed(tree, tmp_path, TESTS_LAYERS)
     relu = "select count(*) from derived.op_test_rank where op = 'sigmoid' and via = 'torch.nn.functional.relu'"
     assert _rows(db, relu, []) == [(0,)]
     # relu calls sigmoid: sigmoid is reached through relu, so relu's tests now cover it
