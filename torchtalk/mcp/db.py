@@ -466,9 +466,11 @@ class FactDB:
                 _share_session(con, mine)
             if getattr(mine, "engine", None) == "memory":  # first: until then the pool's queries run on DuckDB
                 read_tables(mine, query_tables(mine, rules), halt.is_set)
-            fixed, start = len(texts) - len(kept), time.monotonic()
+            fixed, start = len(texts) - len(kept), None
             for n, text in enumerate(texts):  # ... then in memory, building the indexes the calls use
-                if halt.is_set() or (n >= fixed and time.monotonic() - start > WARM_HISTORY_S):
+                if n == fixed:  # the kept texts' time counts from the first of them
+                    start = time.monotonic()
+                if halt.is_set() or (start is not None and time.monotonic() - start > WARM_HISTORY_S):
                     break
                 self.warm_progress = (n, len(texts))
                 try:
