@@ -226,7 +226,6 @@ def _by_part(con, live: A.Program, rels: frozenset[str], changed: frozenset[str]
     the kept ones as inputs) whose rows changed only at some values of one
     of their PART_COLUMNS: their rows of those values deleted and computed
     again (Note [Rows changed by file]). -> relation: (column, values, rows now)."""
-    from torchtalk.datalog.analysis.partition import partition_sources
     from torchtalk.datalog.compile import SQL_TYPES
     from torchtalk.datalog.engines.duckdb import DuckDBEngine
     from torchtalk.datalog.transform.restrict import restrict
@@ -236,10 +235,7 @@ def _by_part(con, live: A.Program, rels: frozenset[str], changed: frozenset[str]
 
     out: dict[str, tuple[str, int, int]] = {}
     for rel in sorted(rels):
-        names = [c.name for c in live.decls[rel].columns]
-        found = next(((name, names.index(name), sources) for name in PART_COLUMNS if name in names
-                      for sources in [partition_sources(live, rel, names.index(name), moved)]
-                      if sources is not None), None)
+        found = _part_column(live, rel, moved)
         if found is None:
             continue
         name, col, sources = found
@@ -263,6 +259,20 @@ def _by_part(con, live: A.Program, rels: frozenset[str], changed: frozenset[str]
         out[rel] = (name, len(parts), con.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
     con.execute(f"DROP TABLE IF EXISTS temp.main.{PART_TABLE}")
     return out
+
+
+def _part_column(live: A.Program, rel: str, moved) -> tuple[str, int, frozenset] | None:
+    """(name, index, sources) of the first of `rel`'s PART_COLUMNS its rows
+    can be updated by (partition_sources), or None."""
+    from torchtalk.datalog.analysis.partition import partition_sources
+
+    names = [c.name for c in live.decls[rel].columns]
+    for name in PART_COLUMNS:
+        if name in names:
+            sources = partition_sources(live, rel, names.index(name), moved)
+            if sources is not None:
+                return name, names.index(name), sources
+    return None
 
 
 def needed_columns(program: A.Program, rel: str) -> dict[str, frozenset[int]]:
