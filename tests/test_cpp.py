@@ -641,6 +641,39 @@ def test_incremental_resolution_renames_an_unchanged_files_def_that_became_overl
     assert fresh.rows == again.rows and fresh.stats == again.stats
 
 
+def test_an_aten_names_edit_resolves_again_only_the_files_that_spell_a_changed_op():
+    """Note [Incremental resolution]: a new op (an entry added to
+    native_functions.yaml) changes what `at::tt_probe_out(...)` and
+    `at::_ops::tt_probe_Tensor::call(...)` resolve to, not what `t.mm(t)`
+    does; the file calling only mm keeps its rows, and the rows equal a fresh
+    resolution. An op a C++ operator calls (`a * b`: mul) resolves every file again."""
+    from extractors.cpp.aten import AtenNames
+    from extractors.cpp.incremental import TreeFacts, resolve_tree
+
+    sources = {
+        "aten/a.cpp": b"namespace at::native {\nTensor f(const Tensor& t) { return at::tt_probe_out(t, t); }\n}\n",
+        "aten/b.cpp": b"namespace at::native {\nTensor g(const Tensor& t) { return t.mm(t); }\n}\n",
+        "aten/c.cpp": b"namespace at::native {\nvoid h(const Tensor& a) { at::_ops::tt_probe_Tensor::call(a); }\n}\n",
+    }
+    facts = [scan_file(rel, src) for rel, src in sources.items()]
+    digests = {rel: f"d-{rel}" for rel in sources}
+    before = AtenNames(frozenset({"mm"}), frozenset({"mm"}), functions=frozenset({"mm"}))
+    after = AtenNames(frozenset({"mm", "tt_probe"}), frozenset({"mm"}), functions=frozenset({"mm", "tt_probe"}))
+    _rows, _stats, state = resolve_tree(TreeFacts.of(facts), digests, None, before)
+    rows, stats, again = resolve_tree(TreeFacts.of(facts), digests, state, after)
+    assert [rel for rel in sources if again["files"][rel] is state["files"][rel]] == ["aten/b.cpp"]
+    assert sorted(rows["calls_op"]) == [
+        ("at::native::f", "tt_probe", "aten/a.cpp", 2, "qualified"),
+        ("at::native::g", "mm", "aten/b.cpp", 2, "guess"),  # no class Tensor in this tree
+        ("at::native::h", "tt_probe", "aten/c.cpp", 2, "qualified"),
+    ]
+    fresh_rows, fresh_stats, _ = resolve_tree(TreeFacts.of(facts), digests, None, after)
+    assert (rows, stats) == (fresh_rows, fresh_stats)
+    with_mul = AtenNames(after.ops | {"mul"}, after.methods, functions=after.functions)
+    _rows, _stats, third = resolve_tree(TreeFacts.of(facts), digests, again, with_mul)
+    assert not [rel for rel in sources if third["files"][rel] is again["files"][rel]]
+
+
 def test_aten_api_calls_become_calls_op():
     from extractors.cpp.aten import AtenNames
     from extractors.cpp.resolve import resolve

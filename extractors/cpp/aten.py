@@ -110,6 +110,24 @@ class AtenNames:
 EMPTY = AtenNames(frozenset(), frozenset())
 
 
+def changed_ops(old: AtenNames, new: AtenNames) -> frozenset[str] | None:
+    """The op names whose entries differ between `old` and `new` (an op
+    added or removed, its variants, returns or arities changed), for Note
+    [Incremental resolution]; None when the change reaches calls that spell
+    no op name: a structured kernel class (a kernel's own class derives
+    from it), or an op a C++ operator calls (`a + b` is add)."""
+    if old.digest == new.digest:
+        return frozenset()
+    if old.structured != new.structured:
+        return None
+    names: set[str] = set()
+    for a, b in ((old.ops, new.ops), (old.methods, new.methods), (old.tensor_returning, new.tensor_returning),
+                 (old.generated, new.generated), (old.functions, new.functions)):
+        names |= a ^ b
+    names |= {entry[0] for entry in old.arity ^ new.arity}
+    return None if names & OPERATOR_OPS else frozenset(names)
+
+
 def yaml_path(root: Path) -> Path | None:
     """The tree's native_functions.yaml (None when there is none)."""
     from extractors.ops import find_inputs
@@ -292,3 +310,7 @@ COMPOUND_OPS: dict[str, tuple[str, ...]] = {
 INDEX_OPS = ("select",)  # t[i]; t[tensor] is t[tensor.item()]
 INDEX_BY_TENSOR_OPS = ("item", "select")
 ASSIGN_OPS = {"scalar": ("fill_",), "tensor": ("copy_",)}  # `t[i] = v` (Tensor::operator= &&)
+# every op a C++ operator may call (changed_ops)
+OPERATOR_OPS = frozenset(op for table in (BINARY_OPS, UNARY_OPS, COMPOUND_OPS, ASSIGN_OPS) for v in table.values()
+                         for ops in (v if isinstance(v[0], tuple) else (v,)) for op in ops) | {
+                             *INDEX_OPS, *INDEX_BY_TENSOR_OPS}

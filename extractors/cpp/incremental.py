@@ -15,13 +15,21 @@ by the last run's digest) to see which definitions changed:
     resolved again, against the last run's Index (pickled, by the digest of
     its input) and Overloads;
   - only definitions changed (a function added, removed or retyped;
-    classes, stubs, inline namespaces and the ATen names as they were): an
+    classes, stubs, inline namespaces as they were): an
     unchanged file keeps its rows unless it mentions the short name of a
     definition that changed (the changed files' definitions before and after;
     every lookup goes through short names, so the others resolve as before),
     or defines or mentions a name whose overloads changed (its defs are
     renamed, Note [Overload ids]); the Index is built again from every file;
   - anything else: every file is resolved again.
+An edit of native_functions.yaml changes the ATen names of a few ops
+(`changed_ops`: an op added, its variants or returns changed). Resolution
+looks an op up by a name the call spells (`at::X_out`, `t.X()`,
+`at::_ops::X_overload::call`): the name itself or a part of it before a
+`_`. So a file keeps its rows (with the interface as above) unless it
+mentions a changed op's name, alone or followed by `_`. A change to the ops
+C++ operators call (`a + b`: add) or to a structured kernel's class reads
+no name a file spells: every file is resolved again.
 Helper launches, which follow call edges across files, are always redone.
 The result equals resolving the tree from scratch (tests/test_incremental.py).
 
@@ -37,14 +45,14 @@ import hashlib
 import pickle
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
-from extractors.cpp.aten import EMPTY, AtenNames
+from extractors.cpp.aten import EMPTY, AtenNames, changed_ops
 from extractors.cpp.overloads import Overloads
 from extractors.cpp.scan import FileFacts
 
-FILES_FORMAT = 7  # the per-file tuple: (digest, rows, stats, helper sites, mentions), and Parts
+FILES_FORMAT = 8  # the per-file tuple: (digest, rows, stats, helper sites, mentions); Parts; the ATen names
 
 
 @dataclass(frozen=True)
@@ -159,7 +167,7 @@ def state_to_plain(state: dict) -> dict:
     if state.get("format") != FILES_FORMAT:
         return {}
     return {**state, "parts": {r: (p.digest, p.iface, p.shape, p.index, p.visible) for r, p in state["parts"].items()},
-            "overloads": state["overloads"].table}
+            "overloads": state["overloads"].table, "aten": tuple(getattr(state["aten"], f.name) for f in fields(AtenNames))}
 
 
 def state_from_plain(plain: dict) -> dict:
@@ -167,7 +175,7 @@ def state_from_plain(plain: dict) -> dict:
     if plain.get("format") != FILES_FORMAT:
         return {}
     return {**plain, "parts": {r: Parts(*p) for r, p in plain["parts"].items()},
-            "overloads": Overloads(plain["overloads"])}
+            "overloads": Overloads(plain["overloads"]), "aten": AtenNames(*plain["aten"])}
 
 
 def _combined(salt: str, parts: Iterable[bytes]) -> str:
@@ -194,11 +202,15 @@ def _file_parts(tree: TreeFacts, digests: dict[str, str] | None, old: dict[str, 
     return parts
 
 
-def _kept_files(prev: dict, tree: TreeFacts, changes: _Changes, iface: str, shape: str, ov: Overloads) -> dict:
+def _kept_files(prev: dict, tree: TreeFacts, changes: _Changes, iface: str, shape: str, ov: Overloads,
+                aten: AtenNames) -> dict:
     """The last run's per-file results an unchanged file may keep (Note
     [Incremental resolution])."""
+    ops = changed_ops(prev["aten"], aten)
+    if ops is None:
+        return {}
     if prev.get("iface") == iface:
-        return prev["files"]
+        return _not_mentioning(prev["files"], ops)
     if prev.get("shape") != shape or not changes.known:
         return {}
     names = changes.names()
@@ -208,7 +220,18 @@ def _kept_files(prev: dict, tree: TreeFacts, changes: _Changes, iface: str, shap
     defines = set()  # the files that define a name whose overloads changed: their defs are renamed
     if moved:
         defines = {f.file for f in tree.all() if any(d[0] in moved for d in f.defs)}
-    return {k: v for k, v in prev["files"].items() if not (v[4] & names) and k not in defines}
+    kept = {k: v for k, v in prev["files"].items() if not (v[4] & names) and k not in defines}
+    return _not_mentioning(kept, ops)
+
+
+def _not_mentioning(files: dict, ops: frozenset[str]) -> dict:
+    """The per-file results of `files` that mention none of `ops`, alone or
+    followed by `_` (Note [Incremental resolution])."""
+    if not ops:
+        return files
+    heads = tuple(f"{op}_" for op in ops)
+    return {k: v for k, v in files.items()
+            if v[4].isdisjoint(ops) and not any(m.startswith(heads) for m in v[4])}
 
 
 def resolve_tree(tree: TreeFacts, digests: dict[str, str] | None = None, previous: dict | None = None,
@@ -224,9 +247,9 @@ def resolve_tree(tree: TreeFacts, digests: dict[str, str] | None = None, previou
     order = list(parts)
     changes = _Changes(tree, prev["parts"], parts) if prev else None
     ov = prev["overloads"] if changes and changes.same_overloads() else Overloads.of(tree.all())
-    iface = _combined(R.RESOLVE_VERSION + aten.digest, (parts[r].iface for r in order))
-    shape = _combined(R.RESOLVE_VERSION + aten.digest, (parts[r].shape for r in order))
-    kept = _kept_files(prev, tree, changes, iface, shape, ov) if prev else {}
+    iface = _combined(R.RESOLVE_VERSION, (parts[r].iface for r in order))
+    shape = _combined(R.RESOLVE_VERSION, (parts[r].shape for r in order))
+    kept = _kept_files(prev, tree, changes, iface, shape, ov, aten) if prev else {}
     todo = [r for r in order if not ((hit := kept.get(r)) is not None and hit[0] is not None
                                      and hit[0] == (digests or {}).get(r))]
     tree.load(todo)
@@ -265,7 +288,7 @@ def resolve_tree(tree: TreeFacts, digests: dict[str, str] | None = None, previou
         stats[rel] = len(rs)
     return dict(rows), dict(stats), {"format": FILES_FORMAT, "iface": iface, "shape": shape, "parts": parts,
                                      "overloads": ov, "overload_rows": dict(overload_rows), "files": files,
-                                     "visible": visible}
+                                     "visible": visible, "aten": aten}
 
 
 def _merged(files: dict[str, tuple]) -> tuple[dict[str, list[tuple]], dict[str, int]]:
