@@ -26,3 +26,19 @@ def reference_ms() -> float:
 
 def reference_line() -> str:
     return f"machine reference: {reference_ms():.0f} ms (a fixed Python loop, best of 3; lower = faster machine)"
+
+
+def stop(proc) -> None:
+    """Stop a `torchtalk watch` child as `kill` does (SIGTERM: it ends as on
+    Ctrl-C), killed if it has not ended within 60 s. Not SIGINT: a benchmark
+    run as a background job has SIGINT ignored, and so has its child."""
+    import signal
+    import subprocess
+
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise

@@ -42,7 +42,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _machine import reference_line
+from _machine import reference_line, stop
 
 QUERIES = (
     "callers(cpublas::gemm)",
@@ -287,7 +287,6 @@ def served(db: Path, repeat: int) -> int:
     """`torchtalk query` processes answered by a warm `torchtalk watch`,
     beside the same computed in their own process (Note [Query server])."""
     import os
-    import signal
 
     from torchtalk import api, qclient
 
@@ -321,8 +320,7 @@ def served(db: Path, repeat: int) -> int:
                     print(f"  NOT SERVED: {q}")
                 own.append(after["busy_s"] - before["busy_s"])
     finally:
-        watch.send_signal(signal.SIGINT)
-        watch.wait(timeout=60)
+        stop(watch)
         shutil.rmtree(run, ignore_errors=True)
     extra = [p - o for p, o in zip(proc, own, strict=True)]
     print(f"  {'median of ' + str(repeat):<46} {'computed':>9}  {'served':>9}  {'server':>9}")

@@ -13,7 +13,6 @@ is updated (the debounce, 0.3 s, included). The real tree is never modified.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _machine import stop  # noqa: E402
 from incremental import EDITS, arguments, edit, scratch  # noqa: E402
 
 
@@ -46,8 +46,7 @@ def main() -> None:
                 line = proc.stdout.readline()
                 rows.append((what, time.perf_counter() - t, line.strip()))
         finally:
-            proc.send_signal(signal.SIGINT)
-            proc.wait(timeout=60)
+            stop(proc)
     print(f"layers: {args.layers}")
     for what, seconds, line in rows:
         print(f"  {what:<34} {seconds:7.2f}s   {line}")
