@@ -24,6 +24,14 @@ from _machine import stop  # noqa: E402
 from incremental import EDITS, arguments, edit, scratch  # noqa: E402
 
 
+def line_of(proc: subprocess.Popen, head: str) -> str:
+    """The watcher's next line starting with `head` (it prints others: "serving ...")."""
+    while line := proc.stdout.readline():
+        if line.startswith(head):
+            return line
+    raise SystemExit(f"torchtalk watch ended (exit {proc.wait()}) before a line starting {head!r}")
+
+
 def main() -> None:
     args = arguments("ops,cpp,python")
     rows = []
@@ -32,8 +40,7 @@ def main() -> None:
                                  "--layers", args.layers, "--jobs", "2"], text=True, stdout=subprocess.PIPE,
                                 stderr=subprocess.DEVNULL, env=os.environ)
         try:
-            while not proc.stdout.readline().startswith("watching"):
-                pass
+            line_of(proc, "watching")
             cpp, py = EDITS[0][1], EDITS[2][1]
             plan = [EDITS[0], ("the same .cpp, again", cpp, "// a line more\n", "// a line more\n// and one\n"),
                     EDITS[1], EDITS[2],
@@ -43,7 +50,7 @@ def main() -> None:
                 time.sleep(1.0)
                 t = time.perf_counter()
                 edit(src / rel, old, new)
-                line = proc.stdout.readline()
+                line = line_of(proc, rel)
                 rows.append((what, time.perf_counter() - t, line.strip()))
         finally:
             stop(proc)
