@@ -407,3 +407,18 @@ def test_native_kernel_params_equal_torchgens_native_signature(tree, facts):
     assert len(got) > 3000
     assert got[("where.self", "where")] == ["const Tensor&"] * 3
     assert got[("cumsum.out", "cumsum_out")] == ["const Tensor&", "int64_t", "optional<ScalarType>", "Tensor&"]
+
+
+def test_a_yaml_is_parsed_once_per_text(tmp_path: Path) -> None:
+    """Note [One parse of a YAML per process]: the same text gives the same
+    object; an edit gives the new entries."""
+    from extractors.ops_yaml import load_yaml
+
+    path = tmp_path / "native_functions.yaml"
+    path.write_text("- func: a(Tensor self) -> Tensor\n")
+    first = load_yaml(path, "native_functions.yaml")
+    assert load_yaml(path, "native_functions.yaml") is first
+    path.write_text("- func: a(Tensor self) -> Tensor\n\n- func: b(Tensor self) -> Tensor\n")
+    edited = load_yaml(path, "native_functions.yaml")
+    assert [e["func"] for e in edited] == ["a(Tensor self) -> Tensor", "b(Tensor self) -> Tensor"]
+    assert edited[1].line == 3

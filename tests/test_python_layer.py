@@ -512,3 +512,29 @@ def test_real_registrations_made_by_helper_functions(real: ListSink) -> None:
     assert got == {"special_chebyshev_polynomial_t", "special_chebyshev_polynomial_t.out",
                    "special_chebyshev_polynomial_t.x_scalar", "special_chebyshev_polynomial_t.x_scalar_out",
                    "special_chebyshev_polynomial_t.n_scalar", "special_chebyshev_polynomial_t.n_scalar_out"}
+
+
+def test_summaries_are_kept_in_the_process_by_cache_dir_and_content(tmp_path: Path, monkeypatch) -> None:
+    """Note [Summaries kept in the process]: a second call with the same cache
+    dir reads no cached summary and parses nothing but the edited file; a
+    call with another cache dir fills that one."""
+    from extractors.python import corpus
+
+    root = tmp_path / "tree"
+    (root / "torch").mkdir(parents=True)
+    (root / "torch" / "a.py").write_text("def f():\n    g()\n")
+    (root / "torch" / "b.py").write_text("def g():\n    pass\n")
+    files = ["torch/a.py", "torch/b.py"]
+    first = corpus.summarize_tree(root, files, tmp_path / "c1")
+    loads, parsed = [], []
+    real_load, real_work = corpus._load, corpus._work
+    monkeypatch.setattr(corpus, "_load", lambda *a: loads.append(a) or real_load(*a))
+    monkeypatch.setattr(corpus, "_work", lambda a: parsed.append(a[2]) or real_work(a))
+    again = corpus.summarize_tree(root, files, tmp_path / "c1")
+    assert again == first and again[0] is first[0] and not loads and not parsed
+    (root / "torch" / "a.py").write_text("def f():\n    g()\n    h()\n")
+    edited = corpus.summarize_tree(root, files, tmp_path / "c1")
+    assert parsed == ["torch/a.py"] and edited[1] is first[1]
+    assert (first[0].lines, edited[0].lines) == (3, 4)
+    corpus.summarize_tree(root, files, tmp_path / "c2")
+    assert len(list((tmp_path / "c2").rglob("*.pkl"))) == 2

@@ -21,7 +21,7 @@ from extractors.base import ExtractContext, Sink, paused_gc
 from extractors.python.corpus import python_files, shared_cache_dir, summarize_tree
 from extractors.python.model import DECOMP_REGISTRARS, MODULE_ROOTS, REF_MAKERS, Model
 from extractors.python.names import rename
-from extractors.python.native import NATIVE_YAML, load_native
+from extractors.python.native import NATIVE_YAML, NativeOps, load_native
 from extractors.python.summary import FileSummary
 
 TOPS = ("torch",)
@@ -49,30 +49,37 @@ def load_model(ctx: ExtractContext, sink: Sink, tops: Iterable[str] = TOPS) -> t
     sink.progress(0, total=len(files), what="python files")
     summaries = summarize_tree(
         ctx.root, files, shared_cache_dir(ctx.cache_dir), ctx.jobs,
-        progress=lambda n: sink.progress(n), memo=ctx.memo,
+        progress=lambda n: sink.progress(n),
     )
     for s in summaries:
         if s.error is not None:
             sink.warn(s.file, s.error[0], f"Python file does not parse: {s.error[1]}")
     if ctx.torch_root is None:
-        return Model(summaries, _native(ctx.root, ctx.memo)), summaries
-    return (Model(summaries, _native(ctx.torch_root, ctx.memo), tuple(f"{t}/" for t in tops), extension=True),
+        return Model(summaries, _native(ctx.root)), summaries
+    return (Model(summaries, _native(ctx.torch_root), tuple(f"{t}/" for t in tops), extension=True),
             summaries)
 
 
-def _native(root: Path, memo: dict | None):
-    """`load_native(root)`, kept in `memo` by the YAML's path and content
-    (Note [Layer memo]): a watcher's update after a .py edit parses it no more."""
+# the last NativeOps of each native_functions.yaml, by its path and content:
+# the python and tests layers of one process, and a watcher's updates, share
+# it (Note [One parse of a YAML per process] in extractors/ops_yaml.py); read only
+_NATIVE: dict[str, tuple[str, NativeOps]] = {}
+
+
+def _native(root: Path):
+    """`load_native(root)`, kept by the YAML's path and content: a watcher's
+    update after a .py edit, or the tests layer after the python layer,
+    builds it no more."""
     from extractors.ops import find_inputs
 
     layout = find_inputs(root)
-    if memo is None or layout is None:
+    if layout is None:
         return load_native(root)
     path = root / layout.native
-    key = (str(path), hashlib.blake2b(path.read_bytes(), digest_size=20).hexdigest())
-    hit = memo.get("native")
-    if hit is None or hit[0] != key:
-        hit = memo["native"] = (key, load_native(root))
+    digest = hashlib.blake2b(path.read_bytes(), digest_size=20).hexdigest()
+    hit = _NATIVE.get(str(path))
+    if hit is None or hit[0] != digest:
+        hit = _NATIVE[str(path)] = (digest, load_native(root))
     return hit[1]
 
 

@@ -53,16 +53,16 @@ def python_files(root: Path, tops: Iterable[str]) -> list[str]:
 
 
 def summarize_tree(
-    root: Path, files: Sequence[str], cache_dir: Path, jobs: int = 1, progress=None, memo: dict | None = None
+    root: Path, files: Sequence[str], cache_dir: Path, jobs: int = 1, progress=None
 ) -> list[FileSummary]:
-    """Summaries of `files` (relative to `root`), from the cache where
-    unchanged; `memo` (Note [Layer memo]) keeps them by content digest for
-    the next run in this process, which then reads only the changed ones."""
+    """Summaries of `files` (relative to `root`), from this process's last
+    ones (Note [Summaries kept in the process]) or the cache where unchanged."""
     try:
         cache_dir.mkdir(parents=True, exist_ok=True)
     except OSError:
         pass  # no cache: every file is parsed, nothing is stored (see _store)
-    kept = memo.get("summaries", {}) if memo is not None else {}
+    kept = _KEPT.setdefault(str(cache_dir), {})
+    key_of = _KEY_OF.setdefault(str(cache_dir), {})
     results: dict[str, FileSummary] = {}
     keys: dict[str, str] = {}
     todo: list[tuple[str, str]] = []
@@ -80,9 +80,25 @@ def summarize_tree(
         results[rel] = summary
         if progress:
             progress(1)
-    if memo is not None:  # the current files' only
-        memo["summaries"] = {keys[rel]: results[rel] for rel in files}
+    for rel in files:  # the current version of each file only
+        old = key_of.get(rel)
+        if old != keys[rel]:
+            kept.pop(old, None)
+            key_of[rel] = keys[rel]
+            kept[keys[rel]] = results[rel]
     return [results[rel] for rel in files]
+
+
+# Note [Summaries kept in the process]: the summaries of the last calls with
+# a cache dir, by content key, for every later call in this process with
+# that cache dir (the python and tests layers share one): the tests layer
+# reads those of torch/ the python layer just read (2,000 files of 5,000),
+# and a watcher's next update reads only the changed files (Note [Layer
+# memo]). Another cache dir (another DB) reads and fills its own. One
+# summary per path: a file's older version is dropped. Summaries are
+# frozen: sharing them is safe.
+_KEPT: dict[str, dict[str, FileSummary]] = {}  # cache dir -> key -> summary
+_KEY_OF: dict[str, dict[str, str]] = {}  # cache dir -> rel -> the key of its summary
 
 
 def _run(root: Path, cache_dir: Path, todo: list[tuple[str, str]], jobs: int):
