@@ -66,6 +66,7 @@ class CoverFinder:
         self.dbs = dbs
         self.module_classes = module_classes
         self._subject: dict[str, str | None] = {}
+        self._helpers: dict[tuple[str, str, bool], list[tuple[str, str, str, int]]] = {}  # (class, method, super)
         self._op_names = model.native.by_name
 
     def covers(self, s: FileSummary, d: Def, test: str) -> Iterator[tuple[str, str, str, int]]:
@@ -122,8 +123,17 @@ class CoverFinder:
 
     def _from_helper(self, s: FileSummary, d: Def, m: str, sup: bool) -> Iterator[tuple[str, str, str, int]]:
         cls = self.model.enclosing_class(s, d)
-        hit = self.model.method(cls, m, sup) if cls else None
-        if hit is None or hit[1] != "def" or m.startswith("test"):
+        if not cls or m.startswith("test"):
+            return
+        key = (cls, m, sup)  # the tests of a class call its helpers again and again
+        rows = self._helpers.get(key)
+        if rows is None:
+            rows = self._helpers[key] = list(self._helper_rows(cls, m, sup))
+        yield from rows
+
+    def _helper_rows(self, cls: str, m: str, sup: bool) -> Iterator[tuple[str, str, str, int]]:
+        hit = self.model.method(cls, m, sup)
+        if hit is None or hit[1] != "def":
             return
         found = self.model.idx.def_of(hit[0])
         if found is not None and found[0].file.startswith("test/"):
