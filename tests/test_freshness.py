@@ -131,3 +131,27 @@ def test_the_stale_note_imports_nothing_once_its_modules_are(mini):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False,
                          env={**os.environ, "TORCHTALK_CACHE_DIR": str(db.parent.parent / "cache")})
     assert out.stdout.strip() == "[]", out.stdout + out.stderr[-2000:]
+
+
+def test_an_update_leaves_the_gc_paused_in_the_program_only(mini, monkeypatch, capsys):
+    """Note [No GC in an update]: `torchtalk index` as the program exits once
+    the update is done, so the GC is not run again over what it made; called
+    in a process that goes on (`main`, here), it is."""
+    import gc
+    import json
+
+    from torchtalk import cli
+
+    src, db = mini
+    yaml = src / YAML
+    args = ["index", "--source", str(src), "--db", str(db), "--layers", "ops", "--json"]
+    for n, program in enumerate((False, True)):
+        _later(yaml, yaml.read_text() + f"\n- func: tt_gc{n}(Tensor self) -> Tensor\n")
+        monkeypatch.setattr(cli, "AS_PROGRAM", program)
+        assert gc.isenabled()
+        try:
+            assert main(args) == 0
+            assert json.loads(capsys.readouterr().out)["mode"] == "updated"
+            assert gc.isenabled() is not program
+        finally:
+            gc.enable()

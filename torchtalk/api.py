@@ -28,10 +28,13 @@ def index(
     memo: dict | None = None,
     with_torch: str | Path | None = None,
     torch_db: str | Path | None = None,
+    exits_after: bool = False,
 ):
     """Index the tree (or installed torch) at `source`; an `IndexReport`.
     `memo`: a dict a long-running caller keeps between calls (`torchtalk
     watch`), where layers keep what they read (Note [Layer memo]).
+    `exits_after`: the caller's process ends next (`torchtalk index`): the
+    GC paused for an update is not run again (Note [No GC in an update]).
     `with_torch`: `source` is an extension, indexed beside that torch tree
     into one DB (Note [Extensions] in torchtalk/extension.py), reusing that
     tree's DB `torch_db` (default: its default DB); an extension indexed so
@@ -58,7 +61,7 @@ def index(
     from torchtalk.index import index as _index
 
     return _index(source, db, layers, precise=precise, jobs=jobs, force=force, log=log, progress=progress,
-                  memo=memo)
+                  memo=memo, exits_after=exits_after)
 
 
 def status(source: str | Path | None = None, db: str | Path | None = None) -> dict:

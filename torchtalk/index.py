@@ -259,8 +259,11 @@ def index(
     log: Log | None = None,
     progress: bool = False,
     memo: dict | None = None,
+    exits_after: bool = False,
 ) -> IndexReport:
     """Index the tree at `source` into its fact DB (see Note [Index steps]).
+    `exits_after`: the caller's process ends next; an update leaves the
+    cyclic GC paused (Note [No GC in an update] in extractors/base.py).
 
     Example:
         >>> index("/work/src/pytorch-v2.6.0", layers=["ops"]).up_to_date
@@ -279,10 +282,11 @@ def index(
         log(note)
     with _locked(db_path):
         return _index_locked(src, db_path, schema, chosen, notes, jobs, force, log, progress, t0,
-                             memo if memo is not None else {})
+                             memo if memo is not None else {}, exits_after)
 
 
-def _index_locked(src, db_path, schema, chosen, notes, jobs, force, log, progress, t0, memo) -> IndexReport:
+def _index_locked(src, db_path, schema, chosen, notes, jobs, force, log, progress, t0, memo,
+                  exits_after: bool = False) -> IndexReport:
     facts = store.facts_dir(db_path)
     _remove_stale(db_path, facts)
     prev = _previous_layers(db_path, facts, src.root)
@@ -321,7 +325,7 @@ def _index_locked(src, db_path, schema, chosen, notes, jobs, force, log, progres
     if not force and not dropped and _can_update(db_path, facts, schema, src, plans, prev, keep):
         from extractors.base import paused_gc
 
-        with paused_gc():
+        with paused_gc(resume=not exits_after):
             reports, mode = _update(src, db_path, schema, plans, prev, keep, jobs, log, progress, memo), "updated"
     else:
         reports, mode = _build(src, db_path, schema, plans, prev, keep, jobs, log, progress, memo), "built"

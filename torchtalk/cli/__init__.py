@@ -104,8 +104,15 @@ def report_error(err: TorchTalkError, file) -> int:
     return 1
 
 
+# True in the `torchtalk` program (`run`), which exits once `main` returns;
+# False when `main` is called in a process that goes on (a test)
+AS_PROGRAM = False
+
+
 def run() -> None:
     """The `torchtalk` program: `main`, then a quick exit (Note [Quick exit])."""
+    global AS_PROGRAM
+    AS_PROGRAM = True
     if _command(sys.argv[1:]) in SHORT:
         import gc
 

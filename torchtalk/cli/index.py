@@ -26,7 +26,7 @@ def register(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import sys
 
-    from torchtalk import api
+    from torchtalk import api, cli
     from torchtalk.errors import InputError
     from torchtalk.paths import default_source
 
@@ -48,6 +48,7 @@ def run(args: argparse.Namespace) -> int:
         log=log,
         progress=not args.quiet,
         with_torch=args.with_torch,
+        exits_after=cli.AS_PROGRAM,  # the program exits next: no GC over the update's objects
     )
     if args.json:
         print(json.dumps(report.to_json(), indent=2))
