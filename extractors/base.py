@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gc
 import hashlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -101,6 +101,26 @@ class ExtractContext:
     dirs: tuple[str, ...] | None = None
     torch_root: Path | None = None
     cached_only: bool = False
+    later: Callable[[Callable[[], None]], None] | None = field(default=None, compare=False, repr=False)
+
+    def write_later(self, write: Callable[[], None]) -> None:
+        """Run `write`, a write of the layer's own cache that the fact DB does
+        not wait for, once the DB is out (Note [Cache written after the
+        update]); now when the caller takes none."""
+        if self.later is None:
+            write()
+        else:
+            self.later(write)
+
+    # Note [Cache written after the update]: the C++ layer's state (its rows
+    # and per-file results, 20 MB: 0.25 s to write) is what its next run
+    # starts from, not what the fact DB is made of. It is written once the
+    # index has put the DB in place: by `torchtalk index` before it returns,
+    # by `torchtalk watch` after it says the update is out. A state that is
+    # not written (the process killed first, a write failing) leaves the
+    # last one, whose rows are of an older generation than the DB's: the
+    # next run then writes its rows in full (Note [Layer deltas]), as right
+    # as ever, if slower.
 
     # Note [Layer memo]: what a layer reads from its cache dir it may keep in
     # `memo` for its next run in the same process, keyed so that a stale
@@ -128,9 +148,10 @@ def paused_gc(resume: bool = True) -> Iterator[None]:
     every 700 new objects, it would re-scan the growing heap again and again
     (a third of the time of either). Reference counting still frees
     everything, and the GC runs again on exit, unless `resume` is False:
-    for a process that exits right after (`torchtalk index`), the first
-    collection would walk every object the update made, to free nothing
-    (0.27 s of a .py edit's 3.3 s)."""
+    its first collection walks every object the update made (0.27 s of a
+    .py edit's 3.3 s), to free nothing in a process that exits right after
+    (`torchtalk index`), and after the answers are out in `torchtalk watch`,
+    which resumes it once the update is published."""
     was = gc.isenabled()
     gc.disable()
     try:

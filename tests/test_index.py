@@ -316,3 +316,33 @@ def test_killed_index_leftovers_are_removed(small, cache):
     (db.parent / f".{store.facts_dir(db).name}.tmp-999999" / "layers").mkdir(parents=True)
     api.index(small, layers=["ops"])
     assert sorted(p.name for p in db.parent.iterdir() if p.name.startswith(".")) == []
+
+
+def test_the_cpp_state_is_written_after_the_db_and_a_lost_one_costs_nothing(small, cache, tmp_path):
+    """Note [Cache written after the update]: with `later`, the DB is in
+    place before the C++ layer's state is written; an update whose state is
+    never written (killed first) leaves the last one, and the next update
+    still equals a cold index."""
+    cpp = small / "aten/src/ATen/native/Foo.cpp"
+    cpp.write_text("namespace at::native {\nvoid g() {}\nvoid foo_impl() { g(); }\n}\n")
+    db = tmp_path / "db" / "tree.duckdb"
+    state = db.with_name(db.stem + ".cache") / "cpp" / "state.bin"
+    later: list = []
+    assert api.index(small, db, layers=["ops", "cpp"], later=later).mode == "built"
+    assert rows(db, "select caller, callee, line from calls") == [("at::native::foo_impl", "at::native::g", 3)]
+    assert not state.exists() and len(later) == 1
+    later.pop()()
+    assert state.exists()
+    written = state.stat().st_mtime_ns
+    cpp.write_text("namespace at::native {\nvoid g() {}\n// a line\nvoid foo_impl() { g(); }\n}\n")
+    assert api.index(small, db, layers=["ops", "cpp"], later=later).mode == "updated"
+    assert rows(db, "select caller, callee, line from calls") == [("at::native::foo_impl", "at::native::g", 4)]
+    later.clear()  # killed before the write: the state is the first run's
+    assert state.stat().st_mtime_ns == written
+    cpp.write_text("namespace at::native {\nvoid g() {}\n// a line\n// and one\nvoid foo_impl() { g(); g(); }\n}\n")
+    assert api.index(small, db, layers=["ops", "cpp"]).mode == "updated"
+    assert state.stat().st_mtime_ns != written  # written before `index` returned
+    from tests.test_incremental import assert_same_tables
+
+    assert rows(db, "select caller, callee, line from calls") == [("at::native::foo_impl", "at::native::g", 5)]
+    assert_same_tables(db, api.index(small, tmp_path / "cold" / "tree.duckdb", layers=["ops", "cpp"]).db)

@@ -28,13 +28,19 @@ def index(
     memo: dict | None = None,
     with_torch: str | Path | None = None,
     torch_db: str | Path | None = None,
-    exits_after: bool = False,
+    resume_gc: bool = True,
+    later: list | None = None,
 ):
     """Index the tree (or installed torch) at `source`; an `IndexReport`.
     `memo`: a dict a long-running caller keeps between calls (`torchtalk
     watch`), where layers keep what they read (Note [Layer memo]).
-    `exits_after`: the caller's process ends next (`torchtalk index`): the
-    GC paused for an update is not run again (Note [No GC in an update]).
+    `resume_gc`: False leaves the cyclic GC paused after an update (Note
+    [No GC in an update]), for a caller that exits next (`torchtalk index`)
+    or resumes it once the update is out (`torchtalk watch`). `later`: a
+    list to append the call that writes the layers' own caches to, for the
+    caller to make once it has said the update is out (Note [Cache written
+    after the update] in extractors/base.py); default: written before this
+    returns.
     `with_torch`: `source` is an extension, indexed beside that torch tree
     into one DB (Note [Extensions] in torchtalk/extension.py), reusing that
     tree's DB `torch_db` (default: its default DB); an extension indexed so
@@ -61,7 +67,7 @@ def index(
     from torchtalk.index import index as _index
 
     return _index(source, db, layers, precise=precise, jobs=jobs, force=force, log=log, progress=progress,
-                  memo=memo, exits_after=exits_after)
+                  memo=memo, resume_gc=resume_gc, later=later)
 
 
 def status(source: str | Path | None = None, db: str | Path | None = None) -> dict:

@@ -259,11 +259,15 @@ def index(
     log: Log | None = None,
     progress: bool = False,
     memo: dict | None = None,
-    exits_after: bool = False,
+    resume_gc: bool = True,
+    later: list | None = None,
 ) -> IndexReport:
     """Index the tree at `source` into its fact DB (see Note [Index steps]).
-    `exits_after`: the caller's process ends next; an update leaves the
-    cyclic GC paused (Note [No GC in an update] in extractors/base.py).
+    `resume_gc`: False leaves the cyclic GC paused after an update (Note
+    [No GC in an update] in extractors/base.py). The layers' writes of their
+    own caches run once the DB is in place (Note [Cache written after the
+    update] in extractors/base.py): before this returns, or, given a list
+    `later`, by the one call appended to it, for the caller to make.
 
     Example:
         >>> index("/work/src/pytorch-v2.6.0", layers=["ops"]).up_to_date
@@ -280,13 +284,39 @@ def index(
     chosen, notes = select_layers(src, layers, precise)
     for note in notes:
         log(note)
+    pending: list = []
     with _locked(db_path):
-        return _index_locked(src, db_path, schema, chosen, notes, jobs, force, log, progress, t0,
-                             memo if memo is not None else {}, exits_after)
+        try:
+            report = _index_locked(src, db_path, schema, chosen, notes, jobs, force, log, progress, t0,
+                                   memo if memo is not None else {}, resume_gc, pending.append)
+        except BaseException:
+            pending.clear()  # the DB is as it was: so are the layers' caches
+            raise
+        if later is None:
+            _write_caches(pending, log)
+    if later is not None and pending:
+        later.append(lambda: _write_caches_locked(db_path, pending, log))
+    return report
+
+
+def _write_caches(pending: list, log: Log) -> None:
+    """Run the layers' cache writes (Note [Cache written after the update]);
+    one that fails is said, and leaves the layer's last cache."""
+    for write in pending:
+        try:
+            write()
+        except OSError as exc:
+            log(f"a layer's cache was not written ({exc.strerror or exc}): its next run starts further back")
+    pending.clear()
+
+
+def _write_caches_locked(db_path: Path, pending: list, log: Log) -> None:
+    with _locked(db_path):  # no index of the DB reads the caches meanwhile
+        _write_caches(pending, log)
 
 
 def _index_locked(src, db_path, schema, chosen, notes, jobs, force, log, progress, t0, memo,
-                  exits_after: bool = False) -> IndexReport:
+                  resume_gc: bool = True, later=None) -> IndexReport:
     facts = store.facts_dir(db_path)
     _remove_stale(db_path, facts)
     prev = _previous_layers(db_path, facts, src.root)
@@ -325,10 +355,11 @@ def _index_locked(src, db_path, schema, chosen, notes, jobs, force, log, progres
     if not force and not dropped and _can_update(db_path, facts, schema, src, plans, prev, keep):
         from extractors.base import paused_gc
 
-        with paused_gc(resume=not exits_after):
-            reports, mode = _update(src, db_path, schema, plans, prev, keep, jobs, log, progress, memo), "updated"
+        with paused_gc(resume=resume_gc):
+            reports, mode = _update(src, db_path, schema, plans, prev, keep, jobs, log, progress, memo,
+                                    later), "updated"
     else:
-        reports, mode = _build(src, db_path, schema, plans, prev, keep, jobs, log, progress, memo), "built"
+        reports, mode = _build(src, db_path, schema, plans, prev, keep, jobs, log, progress, memo, later), "built"
     return IndexReport(db_path, src.root, src.kind, False, time.perf_counter() - t0, reports, tuple(notes), mode)
 
 
@@ -380,9 +411,10 @@ def _catching_up(name: str, schema, src, facts: Path, prev: dict):
 CACHED_ONLY = "cached-only"  # a plan's `rerun`: run the layer from its cache alone
 
 
-def _extra(rerun) -> dict | None:
-    """The ExtractContext fields a plan's `rerun` asks for."""
-    return {"cached_only": True} if rerun == CACHED_ONLY else None
+def _extra(rerun, later=None) -> dict:
+    """The ExtractContext fields a plan's `rerun` asks for, and where the
+    layer hands its cache writes (Note [Cache written after the update])."""
+    return {"cached_only": rerun == CACHED_ONLY, "later": later}
 
 
 def _can_update(db_path, facts, schema, src, plans, prev, keep) -> bool:
@@ -402,7 +434,7 @@ def _can_update(db_path, facts, schema, src, plans, prev, keep) -> bool:
         con.close()
 
 
-def _update(src, db_path, schema, plans, prev, keep, jobs, log, progress, memo) -> tuple[LayerReport, ...]:
+def _update(src, db_path, schema, plans, prev, keep, jobs, log, progress, memo, later=None) -> tuple[LayerReport, ...]:
     """Re-run the changed layers and apply what they changed to a copy of
     the DB, then swap it in (Note [Update in place])."""
     facts = store.facts_dir(db_path)
@@ -416,7 +448,7 @@ def _update(src, db_path, schema, plans, prev, keep, jobs, log, progress, memo) 
                 out, old = tmp_facts / "layers" / layer.name, facts / "layers" / layer.name
                 if rerun:
                     lr = _run_layer(src, db_path, schema, layer, mod, fp, out, jobs, bar, previous=old,
-                                    memo=memo.setdefault(layer.name, {}), ctx_extra=_extra(rerun))
+                                    memo=memo.setdefault(layer.name, {}), ctx_extra=_extra(rerun, later))
                     update.layer_deltas(lr.sink, old, out, deltas)
                     log(f"{lr.name}: {lr.rows:,} rows in {lr.seconds:.2f} s, {lr.warnings} warnings")
                 else:
@@ -584,7 +616,7 @@ def _carried(meta: dict) -> LayerReport:
                        len(meta.get("warnings", [])), dict(rels))
 
 
-def _build(src, db_path, schema, plans, prev, keep, jobs, log, progress, memo) -> tuple[LayerReport, ...]:
+def _build(src, db_path, schema, plans, prev, keep, jobs, log, progress, memo, later=None) -> tuple[LayerReport, ...]:
     """Build facts dir and DB under temporary names, then swap them in."""
     facts = store.facts_dir(db_path)
     tag = f"tmp-{os.getpid()}"
@@ -597,7 +629,7 @@ def _build(src, db_path, schema, plans, prev, keep, jobs, log, progress, memo) -
                 out = tmp_facts / "layers" / layer.name
                 if rerun:
                     lr = _run_layer(src, db_path, schema, layer, mod, fp, out, jobs, bar,
-                                    memo=memo.setdefault(layer.name, {}), ctx_extra=_extra(rerun))
+                                    memo=memo.setdefault(layer.name, {}), ctx_extra=_extra(rerun, later))
                     log(f"{lr.name}: {lr.rows:,} rows in {lr.seconds:.2f} s, {lr.warnings} warnings")
                 else:
                     link_tree(facts / "layers" / layer.name, out)

@@ -161,9 +161,10 @@ def run(ctx: ExtractContext, sink: Sink | None = None) -> Run:
     kept = (resolved[4] if len(resolved) > 4 else None, resolved[1]) if resolved else None
     if resolved and resolved[0] == combined:
         if kept[0] != ctx.previous:  # rows the DB has not: a new generation (Note [Layer deltas])
-            _write_memo(memo, cdir / STATE, (*resolved[:4], ctx.generation))
+            state = (*resolved[:4], ctx.generation)
+            ctx.write_later(lambda: _write_memo(memo, cdir / STATE, state))
         if new_index != index:
-            cache.write_atomic(cdir / "index.pkl", (cache.VERSION, new_index))
+            ctx.write_later(lambda: cache.write_atomic(cdir / "index.pkl", (cache.VERSION, new_index)))
         timings["total"] = time.perf_counter() - t0
         return Run(resolved[1], resolved[2], timings, warnings=macro_warnings, kept=kept)
     tree, loaded = _tree_facts(root, cdir, digests, ctx.jobs, sink, memo, macros)
@@ -181,11 +182,16 @@ def run(ctx: ExtractContext, sink: Sink | None = None) -> Run:
         live = set(digests.values())
         memo["facts"] = {d: f for d, f in memo["facts"].items() if d in live}
     same = kept is not None and kept[0] is not None and kept[0] == ctx.previous and rows == kept[1]
-    _write_memo(memo, cdir / STATE, (combined, rows, stats, per_file,
-                                              ctx.previous if same else ctx.generation))
-    cache.write_atomic(cdir / "index.pkl", (cache.VERSION, new_index))
-    cache.drop_unused(cdir, set(digests.values()), older_than=time.time() - (time.perf_counter() - t0) - 60)
-    (cdir / "resolved.pkl").unlink(missing_ok=True)  # the state as pickled before state.bin
+    state = (combined, rows, stats, per_file, ctx.previous if same else ctx.generation)
+    started = time.time() - (time.perf_counter() - t0)
+
+    def persist() -> None:  # Note [Cache written after the update]
+        _write_memo(memo, cdir / STATE, state)
+        cache.write_atomic(cdir / "index.pkl", (cache.VERSION, new_index))
+        cache.drop_unused(cdir, set(digests.values()), older_than=started - 60)
+        (cdir / "resolved.pkl").unlink(missing_ok=True)  # the state as pickled before state.bin
+
+    ctx.write_later(persist)
     timings["total"] = time.perf_counter() - t0
     return Run(rows, stats, timings, scanned, loaded["read"], warnings, kept)
 

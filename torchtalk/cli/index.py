@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
         log=log,
         progress=not args.quiet,
         with_torch=args.with_torch,
-        exits_after=cli.AS_PROGRAM,  # the program exits next: no GC over the update's objects
+        resume_gc=not cli.AS_PROGRAM,  # the program exits next: no GC over the update's objects
     )
     if args.json:
         print(json.dumps(report.to_json(), indent=2))

@@ -23,6 +23,7 @@ def register(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import contextlib
+    import gc
     import signal
     import sys
     import threading
@@ -59,14 +60,23 @@ def run(args: argparse.Namespace) -> int:
 
     def update(files: frozenset[str] | None = None) -> None:
         t = time.perf_counter()
-        # the pool answering queries closes while the DB is updated (Note [One process, one instance per file])
-        with server.facts.paused() if server is not None else contextlib.nullcontext():
-            report = api.index(root, db=args.db, layers=layers, jobs=args.jobs, memo=memo)
-        db[:] = [report.db]
-        ran = [lr.name for lr in report.layers if lr.action == "ran"]
-        what = "no change to the facts" if report.up_to_date else f"{report.mode} ({', '.join(ran) or 'no layer'} ran)"
-        head = f"{describe(files)}: " if files else ""
-        say(f"{head}{what} in {time.perf_counter() - t:.2f} s")
+        later: list = []
+        try:
+            # the pool answering queries closes while the DB is updated (Note [One process, one instance per file])
+            with server.facts.paused() if server is not None else contextlib.nullcontext():
+                # once the update is out: the GC, paused for it (Note [No GC in an update]), and the
+                # layers' cache writes (Note [Cache written after the update])
+                report = api.index(root, db=args.db, layers=layers, jobs=args.jobs, memo=memo, resume_gc=False,
+                                   later=later)
+            db[:] = [report.db]
+            ran = [lr.name for lr in report.layers if lr.action == "ran"]
+            what = "no change to the facts" if report.up_to_date else f"{report.mode} ({', '.join(ran) or 'no layer'} ran)"
+            head = f"{describe(files)}: " if files else ""
+            say(f"{head}{what} in {time.perf_counter() - t:.2f} s")
+            for write in later:
+                write()
+        finally:
+            gc.enable()
 
     def failed(exc: BaseException) -> None:
         if isinstance(exc, TorchTalkError):
