@@ -39,12 +39,38 @@ def emit(ctx: ExtractContext, sink: Sink, rows: dict[str, list[tuple]],
         new_rows, old_rows = rows.get(relation, []), old.get(relation, [])
         if new_rows == old_rows:
             continue
-        new_set, old_set = set(new_rows), set(old_rows)
-        removed, added = old_set - new_set, new_set - old_set
+        removed, added = _changed(old_rows, new_rows)
         if removed or added:
             sink.delta(relation, sorted(removed), sorted(added))
             changed = True
     return ctx.generation if changed else ctx.previous
+
+
+def _changed(old: list[tuple], new: list[tuple]) -> tuple[set[tuple], set[tuple]]:
+    """(rows of `old` not in `new`, rows of `new` not in `old`), each list's
+    rows distinct. An edit changes a window of a layer's rows (one file's, in
+    the files' order): the rows before and after it are equal in both lists,
+    and, the rows being distinct, in neither window; so only the windows are
+    compared, not two sets of every row."""
+    n, m = len(old), len(new)
+    head = _common(lambda i, j: old[i:j] == new[i:j], min(n, m))
+    tail = _common(lambda i, j: old[n - j:n - i] == new[m - j:m - i], min(n, m) - head)
+    old_mid, new_mid = set(old[head:n - tail]), set(new[head:m - tail])
+    return old_mid - new_mid, new_mid - old_mid
+
+
+def _common(same, most: int) -> int:
+    """The greatest k <= `most` with same(0, k), where same(i, j) says whether
+    the lists agree on their items i..j (counted from one end): a binary
+    search of slice comparisons (C loops), each over the part not yet known."""
+    lo, hi = 0, most
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if same(lo, mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 def add_rows(sink: Sink, relation: str, rows) -> None:

@@ -163,3 +163,38 @@ def test_moved_compares_projections_as_sets(tmp_path, schema):
     temps = update._apply_relation(con, decl, [], [line(("k", "g", "b.cpp", 1, "unique"))], tmp_path, "_c")
     assert update._moved(con, decl, *temps, frozenset({0}))
     assert not update._moved(con, decl, *temps, frozenset({1}))
+
+
+def test_changed_rows_are_the_set_differences_of_the_windows():
+    """emit's `_changed`: distinct rows, edited, moved, dropped and added
+    anywhere (3,000 random edits, seeded), give the two set differences."""
+    import random
+
+    from extractors.base import _changed
+
+    rng = random.Random(0)
+    for _ in range(3000):
+        old = [(f"r{x}", x) for x in rng.sample(range(40), rng.randint(0, 30))]
+        new = list(old)
+        for _ in range(rng.randint(0, 4)):
+            kind = rng.random()
+            if kind < 0.3 and new:
+                new.pop(rng.randrange(len(new)))
+            elif kind < 0.6:
+                row = (f"r{rng.randint(0, 60)}", 0)
+                if row not in new:
+                    new.insert(rng.randint(0, len(new)), row)
+            elif new:
+                new.insert(rng.randint(0, len(new) - 1), new.pop(rng.randrange(len(new))))
+        assert _changed(old, new) == (set(old) - set(new), set(new) - set(old))
+
+
+def test_without_drops_one_copy_of_each_line_and_says_a_missing_one():
+    from torchtalk.errors import ExtractError
+    from torchtalk.sink import _without
+
+    assert _without(["a\n", "b\n", "c\n"], ["b\n"], "r") == ["a\n", "c\n"]
+    assert _without(["a\n", "b\n", "b\n"], ["b\n"], "r") == ["a\n", "b\n"]  # a line there twice: one goes
+    assert _without(["a\n", "b\n", "b\n"], ["b\n", "b\n"], "r") == ["a\n"]
+    with pytest.raises(ExtractError, match="delta removes 1 rows the last run did not have"):
+        _without(["a\n", "b\n", "b\n"], ["c\n", "b\n"], "r")

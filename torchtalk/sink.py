@@ -196,6 +196,11 @@ def _without(lines: list[str], gone: list[str], what: str) -> list[str]:
     """`lines` less one occurrence of each of `gone` (all must be there)."""
     from collections import Counter
 
+    drop = set(gone)
+    if len(drop) == len(gone):  # each line gone once and there once: a filter
+        hits = [line for line in lines if line in drop]
+        if len(hits) == len(drop) == len(set(hits)):
+            return [line for line in lines if line not in drop]
     left = Counter(gone)
     out = []
     for line in lines:
