@@ -133,3 +133,31 @@ def test_watch_stops_cleanly_on_sigterm(tree, tmp_path, runtime_dir):
     assert (code, proc.stderr.read()) == (0, "")
     assert not sock.exists()
     assert _rows(db, "select name from op where name = 'tt_watched'", []) == [("tt_watched",)]
+
+
+def test_the_gc_between_updates_collects_before_it_freezes():
+    """Note [GC between updates]: cyclic garbage an update left is freed,
+    not frozen; the survivors are frozen and the GC runs again."""
+    import gc
+    import weakref
+
+    from torchtalk.cli.watch import _collect_between_updates
+
+    class Node:
+        pass
+
+    was = gc.isenabled()
+    gc.disable()  # as an update leaves it
+    try:
+        a, b = Node(), Node()
+        a.other, b.other = b, a  # a cycle: only the cyclic GC frees it
+        gone = weakref.ref(a)
+        kept = Node()
+        del a, b
+        _collect_between_updates()
+        assert gone() is None and gc.isenabled() and gc.get_freeze_count() > 0
+        assert kept is not None
+    finally:
+        gc.unfreeze()
+        if not was:
+            gc.disable()
