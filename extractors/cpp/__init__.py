@@ -173,7 +173,8 @@ def run(ctx: ExtractContext, sink: Sink | None = None) -> Run:
 
     t1 = time.perf_counter()
     previous = resolved[3] if resolved and len(resolved) > 3 else None
-    rows, stats, per_file = resolve_tree(tree, digests, previous, load_names(names_root, cdir), memo, cdir)
+    rows, stats, per_file = resolve_tree(tree, digests, previous, load_names(names_root, cdir), memo, cdir,
+                                         ctx.write_later)
     _library_rows(rows, ctx.torch_root is not None)
     timings["resolve"] = time.perf_counter() - t1 - loaded["seconds"]
     timings["scan"] = loaded["seconds"]

@@ -235,11 +235,14 @@ def _not_mentioning(files: dict, ops: frozenset[str]) -> dict:
 
 
 def resolve_tree(tree: TreeFacts, digests: dict[str, str] | None = None, previous: dict | None = None,
-                 aten: AtenNames = EMPTY, memo: dict | None = None,
-                 index_cache: Path | None = None) -> tuple[dict[str, list[tuple]], dict[str, int], dict]:
+                 aten: AtenNames = EMPTY, memo: dict | None = None, index_cache: Path | None = None,
+                 later: Callable[[Callable[[], None]], None] | None = None,
+                 ) -> tuple[dict[str, list[tuple]], dict[str, int], dict]:
     """All rows of the cpp layer (relation -> distinct rows, in the files'
     order and sorted within a file), counts for the report, and the state to
-    pass as `previous` next time (Note [Incremental resolution])."""
+    pass as `previous` next time (Note [Incremental resolution]). `later`
+    takes the write of a new Index to `index_cache` (Note [Cache written
+    after the update] in extractors/base.py); default: written now."""
     from extractors.cpp import resolve as R
 
     prev = previous if previous and previous.get("format") == FILES_FORMAT else None
@@ -253,7 +256,8 @@ def resolve_tree(tree: TreeFacts, digests: dict[str, str] | None = None, previou
     todo = [r for r in order if not ((hit := kept.get(r)) is not None and hit[0] is not None
                                      and hit[0] == (digests or {}).get(r))]
     tree.load(todo)
-    ix = _index(tree, ov, _combined(R.RESOLVE_VERSION, (parts[r].index for r in order))[:24], memo, index_cache)
+    ix = _index(tree, ov, _combined(R.RESOLVE_VERSION, (parts[r].index for r in order))[:24], memo, index_cache,
+                later)
     rv = R.Resolver(ix)
     rv.aten, rv.ov = aten, ov
     files: dict[str, tuple] = {}
@@ -302,7 +306,7 @@ def _merged(files: dict[str, tuple]) -> tuple[dict[str, list[tuple]], dict[str, 
     return rows, stats
 
 
-def _index(tree: TreeFacts, ov: Overloads, key: str, memo: dict | None, cache: Path | None):
+def _index(tree: TreeFacts, ov: Overloads, key: str, memo: dict | None, cache: Path | None, later=None):
     """The Index of the tree's renamed facts: the one in `memo` (a
     long-running caller's, Note [Layer memo]) or pickled in `cache`
     (`index-<key>.pkl`, the last one only) when built from the same input
@@ -319,7 +323,7 @@ def _index(tree: TreeFacts, ov: Overloads, key: str, memo: dict | None, cache: P
     if ix is None:
         ix = R.Index([ov.rename(f) for f in tree.all()])
         if cache is not None:
-            R._keep_index(cache, key, ix)
+            (later or (lambda write: write()))(lambda: R._keep_index(cache, key, ix))
     if memo is not None:
         memo["index"] = (key, ix)
     return ix
