@@ -58,7 +58,18 @@ _LineLoader.add_constructor("tag:yaml.org,2002:map", _construct_map)
 # of the text it parsed, and returns it while the file's text is the same
 # (read and hashed again on every call: ~3 ms). Callers must not modify
 # what it returns (none does: they read entries into their own structures).
+# The last KEPT_PARSES paths only: a process indexing many trees (a test
+# run) holds no more than one indexing a tree.
 _PARSED: dict[str, tuple[bytes, object]] = {}
+KEPT_PARSES = 4
+
+
+def keep_last(cache: dict, key, value, most: int) -> None:
+    """`cache[key] = value` as its newest entry, and no more than `most` entries (the oldest go)."""
+    cache.pop(key, None)
+    cache[key] = value
+    while len(cache) > most:
+        del cache[next(iter(cache))]
 
 
 def load_yaml(path: Path, rel: str) -> object:
@@ -77,7 +88,7 @@ def load_yaml(path: Path, rel: str) -> object:
         return hit[1]
     try:
         data = yaml.load(text, Loader=_LineLoader)
-        _PARSED[key] = (digest, data)
+        keep_last(_PARSED, key, (digest, data), KEPT_PARSES)
         return data
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark

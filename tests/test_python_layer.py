@@ -538,3 +538,18 @@ def test_summaries_are_kept_in_the_process_by_cache_dir_and_content(tmp_path: Pa
     assert (first[0].lines, edited[0].lines) == (3, 4)
     corpus.summarize_tree(root, files, tmp_path / "c2")
     assert len(list((tmp_path / "c2").rglob("*.pkl"))) == 2
+
+
+def test_summaries_are_kept_for_the_last_cache_dirs_only(tmp_path: Path) -> None:
+    """Note [Summaries kept in the process]: a process that indexes many trees
+    keeps the summaries of the last KEPT_DIRS cache dirs, not of all."""
+    from extractors.python import corpus
+
+    root = tmp_path / "tree"
+    (root / "torch").mkdir(parents=True)
+    (root / "torch" / "a.py").write_text("def f():\n    pass\n")
+    dirs = [str(tmp_path / f"c{i}") for i in range(corpus.KEPT_DIRS + 2)]
+    for d in dirs:
+        corpus.summarize_tree(root, ["torch/a.py"], Path(d))
+    assert list(corpus._KEPT)[-corpus.KEPT_DIRS:] == dirs[-corpus.KEPT_DIRS:]
+    assert not set(dirs[:2]) & set(corpus._KEPT) and len(corpus._KEPT) == corpus.KEPT_DIRS

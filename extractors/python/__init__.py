@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from extractors.base import ExtractContext, Sink, paused_gc
+from extractors.ops_yaml import KEPT_PARSES, keep_last
 from extractors.python.corpus import python_files, shared_cache_dir, summarize_tree
 from extractors.python.model import DECOMP_REGISTRARS, MODULE_ROOTS, REF_MAKERS, Model
 from extractors.python.names import rename
@@ -79,7 +80,8 @@ def _native(root: Path):
     digest = hashlib.blake2b(path.read_bytes(), digest_size=20).hexdigest()
     hit = _NATIVE.get(str(path))
     if hit is None or hit[0] != digest:
-        hit = _NATIVE[str(path)] = (digest, load_native(root))
+        hit = (digest, load_native(root))
+        keep_last(_NATIVE, str(path), hit, KEPT_PARSES)
     return hit[1]
 
 

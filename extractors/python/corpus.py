@@ -61,8 +61,7 @@ def summarize_tree(
         cache_dir.mkdir(parents=True, exist_ok=True)
     except OSError:
         pass  # no cache: every file is parsed, nothing is stored (see _store)
-    kept = _KEPT.setdefault(str(cache_dir), {})
-    key_of = _KEY_OF.setdefault(str(cache_dir), {})
+    kept, key_of = _kept(str(cache_dir))
     results: dict[str, FileSummary] = {}
     keys: dict[str, str] = {}
     todo: list[tuple[str, str]] = []
@@ -97,8 +96,20 @@ def summarize_tree(
 # memo]). Another cache dir (another DB) reads and fills its own. One
 # summary per path: a file's older version is dropped. Summaries are
 # frozen: sharing them is safe.
-_KEPT: dict[str, dict[str, FileSummary]] = {}  # cache dir -> key -> summary
-_KEY_OF: dict[str, dict[str, str]] = {}  # cache dir -> rel -> the key of its summary
+# Those of the last KEPT_DIRS cache dirs only: a process indexing many trees
+# (a test run) holds no more than a watcher.
+# cache dir -> (key -> summary, rel -> the key of its summary)
+_KEPT: dict[str, tuple[dict[str, FileSummary], dict[str, str]]] = {}
+KEPT_DIRS = 2
+
+
+def _kept(cache_dir: str) -> tuple[dict[str, FileSummary], dict[str, str]]:
+    """(key -> summary, rel -> key) kept for `cache_dir`, now the last used."""
+    from extractors.ops_yaml import keep_last
+
+    hit = _KEPT.get(cache_dir) or ({}, {})
+    keep_last(_KEPT, cache_dir, hit, KEPT_DIRS)
+    return hit
 
 
 def _run(root: Path, cache_dir: Path, todo: list[tuple[str, str]], jobs: int):
