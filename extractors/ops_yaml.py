@@ -21,6 +21,7 @@ from pathlib import Path
 
 import yaml
 
+from torchtalk.connmemo import remember
 from torchtalk.errors import ExtractError, ParseError, SrcLoc, did_you_mean, source_line
 
 
@@ -64,14 +65,6 @@ _PARSED: dict[str, tuple[bytes, object]] = {}
 KEPT_PARSES = 4
 
 
-def keep_last(cache: dict, key, value, most: int) -> None:
-    """`cache[key] = value` as its newest entry, and no more than `most` entries (the oldest go)."""
-    cache.pop(key, None)
-    cache[key] = value
-    while len(cache) > most:
-        del cache[next(iter(cache))]
-
-
 def load_yaml(path: Path, rel: str) -> object:
     """Load `path` (shown as `rel` in errors) keeping line numbers; malformed YAML
     raises ParseError at file:line:col. The same object for the same text
@@ -88,7 +81,7 @@ def load_yaml(path: Path, rel: str) -> object:
         return hit[1]
     try:
         data = yaml.load(text, Loader=_LineLoader)
-        keep_last(_PARSED, key, (digest, data), KEPT_PARSES)
+        remember(_PARSED, key, (digest, data), KEPT_PARSES)
         return data
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark

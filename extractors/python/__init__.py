@@ -18,12 +18,13 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from extractors.base import ExtractContext, Sink, paused_gc
-from extractors.ops_yaml import KEPT_PARSES, keep_last
+from extractors.ops_yaml import KEPT_PARSES
 from extractors.python.corpus import python_files, shared_cache_dir, summarize_tree
 from extractors.python.model import DECOMP_REGISTRARS, MODULE_ROOTS, REF_MAKERS, Model
 from extractors.python.names import rename
 from extractors.python.native import NATIVE_YAML, NativeOps, load_native
 from extractors.python.summary import FileSummary
+from torchtalk.connmemo import remember
 
 TOPS = ("torch",)
 _PUBLIC_LEAF_SKIP = ("torch._C._VariableFunctions.", "torch._C.TensorBase.")
@@ -80,8 +81,7 @@ def _native(root: Path):
     digest = hashlib.blake2b(path.read_bytes(), digest_size=20).hexdigest()
     hit = _NATIVE.get(str(path))
     if hit is None or hit[0] != digest:
-        hit = (digest, load_native(root))
-        keep_last(_NATIVE, str(path), hit, KEPT_PARSES)
+        hit = remember(_NATIVE, str(path), (digest, load_native(root)), KEPT_PARSES)
     return hit[1]
 
 

@@ -104,12 +104,11 @@ KEPT_DIRS = 2
 
 
 def _kept(cache_dir: str) -> tuple[dict[str, FileSummary], dict[str, str]]:
-    """(key -> summary, rel -> key) kept for `cache_dir`, now the last used."""
-    from extractors.ops_yaml import keep_last
+    """(key -> summary, rel -> key) kept for `cache_dir`."""
+    from torchtalk.connmemo import remember
 
-    hit = _KEPT.get(cache_dir) or ({}, {})
-    keep_last(_KEPT, cache_dir, hit, KEPT_DIRS)
-    return hit
+    hit = _KEPT.get(cache_dir)
+    return hit if hit is not None else remember(_KEPT, cache_dir, ({}, {}), KEPT_DIRS)
 
 
 def _run(root: Path, cache_dir: Path, todo: list[tuple[str, str]], jobs: int):
