@@ -281,3 +281,47 @@ def test_a_derived_relation_read_once_by_a_constant_is_scanned():
         out: set = set()
         plan.run([env[name] for name, _ in plan.slots], out)
         assert out == {(i,) for i in range(0, 300, 3)}
+
+
+def test_a_row_the_head_repeats_is_added_whole():
+    """Note [Rows kept whole]: a head that is a body atom as written adds
+    the rows that atom reads (an unfiltered innermost loop: one update), a
+    constant or a repeated variable among its columns kept as tests; a head
+    that moves, drops or computes a column builds its tuple."""
+    prog = parse_text("""
+    .decl need(o: symbol)
+    .decl link(o: symbol, t: symbol, p: number)
+    .decl kept(o: symbol, t: symbol, p: number)
+    kept(o, t, p) :- need(o), link(o, t, p).
+    .decl kept_cpu(o: symbol, t: symbol, p: number)
+    kept_cpu(o, "cpu", p) :- need(o), link(o, "cpu", p).
+    .decl kept_low(o: symbol, t: symbol, p: number)
+    kept_low(o, t, p) :- need(o), link(o, t, p), p < 2.
+    .decl swapped(t: symbol, o: symbol, p: number)
+    swapped(t, o, p) :- need(o), link(o, t, p).
+    .decl self_loop(o: symbol, t: symbol, p: number)
+    self_loop(o, o, p) :- link(o, o, p).
+    .decl bumped(o: symbol, t: symbol, p: number)
+    bumped(o, t, p + 1) :- need(o), link(o, t, p).
+    """)
+    link = {("mm", "cpu", 1), ("mm", "cuda", 2), ("add", "cpu", 3), ("add", "add", 0), ("sub", "cpu", 1)}
+    env = {"need": Relation({("mm",), ("add",)}), "link": Relation(link, kept=True)}
+    needed = {r for r in link if r[0] != "sub"}
+    want = {
+        "kept": (needed, "out.update("),
+        "kept_cpu": ({r for r in needed if r[1] == "cpu"}, "whole"),
+        "kept_low": ({r for r in needed if r[2] < 2}, "out.add(t"),
+        "swapped": ({(t, o, p) for o, t, p in needed}, "out.add(("),
+        "self_loop": ({("add", "add", 0)}, "out.add(t"),
+        "bumped": ({(o, t, p + 1) for o, t, p in needed}, "out.add(("),
+    }
+    for rule in prog.rules:
+        rows, emitted = want[rule.head.name]
+        plan = memrule._compile(rule, env, None)
+        out: set = set()
+        plan.run([env[name] for name, _ in plan.slots], out)
+        assert out == rows, rule.head.name
+        if emitted == "whole":  # by update or add, as the plan reads it
+            assert "out.add((" not in plan.source and "out.update(" in plan.source or "out.add(t" in plan.source
+        else:
+            assert emitted in plan.source, plan.source
