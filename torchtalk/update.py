@@ -122,7 +122,7 @@ def apply(tmp_db: Path, src: store.Source, schema, deltas: Deltas, tmp_facts: Pa
                  for i, rel in enumerate(sorted(changed))}
         nodes = None  # Note [Node numbers]: the names that came or went
         if changed & {rel for rel, _ in node_columns(schema.decls)}:
-            nodes = number_nodes(con, schema.decls, tmp_facts)
+            nodes = number_nodes(con, schema.decls, tmp_facts, temps)
         if nodes is not None:
             temps[NODES] = nodes
             changed |= {NODES}
