@@ -5,7 +5,8 @@ edits of bench/incremental.py one at a time (the .cpp body and the .py
 edits twice: the watcher's second update reads its memo, Note [Layer
 memo]), and prints, per
 edit, the seconds from the file's write to the watcher's line saying the DB
-is updated (the debounce, 0.3 s, included). The real tree is never modified.
+is updated (the debounce, 0.1 s, included: Note [Quiet window] in
+torchtalk/watch.py). The real tree is never modified.
 
     python bench/watch.py [--source TREE] [--layers ops,cpp,python] [--seed-cache]
 """

@@ -10,12 +10,14 @@ HELP = "keep a tree's fact database up to date as its files change (Ctrl-C stops
 
 
 def register(p: argparse.ArgumentParser) -> None:
+    from torchtalk.watch import QUIET_S
+
     p.add_argument("--source", type=Path, help="PyTorch tree (default: the fetched 2.6.0 tree)")
     p.add_argument("--db", type=Path, help="database file (default: in the user cache dir, keyed by the tree)")
     p.add_argument("--layers", help="comma-separated layers to keep up to date (default: those `index` runs)")
     p.add_argument("--jobs", type=int, help="worker processes for the layers that use them")
     p.add_argument("--debounce", type=float, default=None, metavar="S",
-                   help="seconds without a change before an update (default 0.3)")
+                   help=f"seconds without a change before an update (default {QUIET_S})")
     p.add_argument("--no-serve", dest="serve", action="store_false",
                    help="do not answer `torchtalk query` for the DB (by default it does, from memory: "
                         "about 0.7 GB for the PyTorch tree; TORCHTALK_SERVER=0 too)")
