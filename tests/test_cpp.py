@@ -823,3 +823,40 @@ def test_the_scanners_source_is_in_the_cache_key(tmp_path: Path) -> None:
     here = Path(cache.__file__).parent
     assert cache.VERSION.endswith(source_digest(cache.SCANNER_MODULES, here))
     assert cache.digest_of(b"int f();", "a.cpp") != cache.digest_of(b"int f();", "b.cpp")
+
+
+def test_rows_of_their_own_file_skip_the_distinct_pass(monkeypatch):
+    """Note [Rows of their own file]: with the schema's `file` columns, a
+    file whose rows all hold it there is marked so, and the tree's rows are
+    those of the pass that makes every relation distinct; a row two files
+    give that holds neither (here: added to both) is written once."""
+    from extractors.cpp import resolve as R
+    from extractors.cpp.incremental import TreeFacts, resolve_tree
+    from torchtalk.datalog import parse_file
+    from torchtalk.store import SCHEMA_PATH
+
+    decls = parse_file(SCHEMA_PATH).decls
+    columns = {rel: [c.name for c in d.columns].index("file") for rel, d in decls.items()
+               if "file" in [c.name for c in d.columns]}
+    sources = {"aten/a.cpp": b"namespace at { void f() {} }\n",
+               "aten/b.cpp": b"namespace at { void g() { f(); } }\n"}
+    facts = [scan_file(rel, src) for rel, src in sources.items()]
+    digests = {rel: f"d-{rel}" for rel in sources}
+    plain_rows, plain_stats, _ = resolve_tree(TreeFacts.of(facts), digests)
+    rows, stats, state = resolve_tree(TreeFacts.of(facts), digests, file_columns=columns)
+    assert (rows, stats) == (plain_rows, plain_stats)
+    assert [state["files"][rel][5] for rel in sources] == [True, True]
+    assert rows["calls"] == [("at::g", "at::f", "aten/b.cpp", 1, "scope")]
+
+    shared = ("at::x", "at::y", "aten/shared.h", 7, "qualified")
+    file_rows = R._file_rows
+
+    def with_shared(f, rv):
+        frows, fstats, fsites = file_rows(f, rv)
+        frows.setdefault("calls", []).append(shared)
+        return frows, fstats, fsites
+
+    monkeypatch.setattr(R, "_file_rows", with_shared)
+    rows, _stats, state = resolve_tree(TreeFacts.of(facts), digests, file_columns=columns)
+    assert [state["files"][rel][5] for rel in sources] == [False, False]
+    assert rows["calls"].count(shared) == 1

@@ -422,3 +422,16 @@ def test_qualified_calls_reach_base_class_methods(real: cpp.Run, tree: Path):
     assert where(real, "calls", c2=u, c3=1176) == [
         (f"{anon}::HelperInterpLinear::compute_indices_weights", f"{anon}::HelperInterpBase::init_indices_weights",
          u, 1176, "qualified")]
+
+
+def test_the_indexed_cpp_relations_hold_each_row_once(real_con):
+    """Note [Rows of their own file]: the index makes only the relations with
+    rows of no one file distinct; on the real tree every other row holds its
+    file, so no relation of the layer has a row twice."""
+    from extractors.layers import LAYERS
+
+    layer = next(lr for lr in LAYERS if lr.name == "cpp")
+    counted = {rel: real_con.execute(f'SELECT count(*) FROM (SELECT DISTINCT * FROM "{rel}")').fetchone()[0]
+               for rel in layer.relations}
+    total = {rel: real_con.execute(f'SELECT count(*) FROM "{rel}"').fetchone()[0] for rel in layer.relations}
+    assert counted == total and total["calls"] > 200_000

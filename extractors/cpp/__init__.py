@@ -90,6 +90,15 @@ def _scan_job(job: tuple[str, str, str, dict[str, str]]):
         return rel, "", None, f"cannot scan: {type(exc).__name__}: {exc}"
 
 
+def _file_columns(sink) -> dict[str, int] | None:
+    """Relation -> the index of its column `file`, by the schema the sink
+    checks rows against (Note [Rows of their own file]); None without one."""
+    columns = getattr(getattr(sink, "schema", None), "columns", None)
+    if columns is None:
+        return None
+    return {rel: names.index("file") for rel, cols in columns.items() if "file" in (names := [c for c, _ in cols])}
+
+
 def _library_rows(rows: dict[str, list[tuple]], extension: bool) -> None:
     """lib_op rows, and for an extension its library's `op` rows (Note [Library ops])."""
     from extractors.cpp.library import lib_op_rows, library_op_rows
@@ -174,7 +183,7 @@ def run(ctx: ExtractContext, sink: Sink | None = None) -> Run:
     t1 = time.perf_counter()
     previous = resolved[3] if resolved and len(resolved) > 3 else None
     rows, stats, per_file = resolve_tree(tree, digests, previous, load_names(names_root, cdir), memo, cdir,
-                                         ctx.write_later)
+                                         ctx.write_later, _file_columns(sink))
     _library_rows(rows, ctx.torch_root is not None)
     timings["resolve"] = time.perf_counter() - t1 - loaded["seconds"]
     timings["scan"] = loaded["seconds"]

@@ -52,7 +52,7 @@ from extractors.cpp.aten import EMPTY, AtenNames, changed_ops
 from extractors.cpp.overloads import Overloads
 from extractors.cpp.scan import FileFacts
 
-FILES_FORMAT = 8  # the per-file tuple: (digest, rows, stats, helper sites, mentions); Parts; the ATen names
+FILES_FORMAT = 9  # the per-file tuple: (digest, rows, stats, helper sites, mentions, own); Parts; the ATen names
 
 
 @dataclass(frozen=True)
@@ -237,12 +237,15 @@ def _not_mentioning(files: dict, ops: frozenset[str]) -> dict:
 def resolve_tree(tree: TreeFacts, digests: dict[str, str] | None = None, previous: dict | None = None,
                  aten: AtenNames = EMPTY, memo: dict | None = None, index_cache: Path | None = None,
                  later: Callable[[Callable[[], None]], None] | None = None,
+                 file_columns: dict[str, int] | None = None,
                  ) -> tuple[dict[str, list[tuple]], dict[str, int], dict]:
     """All rows of the cpp layer (relation -> distinct rows, in the files'
     order and sorted within a file), counts for the report, and the state to
     pass as `previous` next time (Note [Incremental resolution]). `later`
     takes the write of a new Index to `index_cache` (Note [Cache written
-    after the update] in extractors/base.py); default: written now."""
+    after the update] in extractors/base.py); default: written now.
+    `file_columns`: relation -> its column `file` (Note [Rows of their own
+    file]); without them, every relation's rows are made distinct."""
     from extractors.cpp import resolve as R
 
     prev = previous if previous and previous.get("format") == FILES_FORMAT else None
@@ -266,11 +269,12 @@ def resolve_tree(tree: TreeFacts, digests: dict[str, str] | None = None, previou
             f = ov.rename(tree.get(rel))
             frows, fstats, fsites = R._file_rows(f, rv)
             # distinct and sorted per file (a macro expanded twice on one line repeats its rows)
-            files[rel] = ((digests or {}).get(rel), {r: sorted(set(rs)) for r, rs in frows.items()}, fstats, fsites,
-                          f.mentions)
+            frows = {r: sorted(set(rs)) for r, rs in frows.items()}
+            files[rel] = ((digests or {}).get(rel), frows, fstats, fsites, f.mentions, _own(rel, frows, file_columns))
         else:
             files[rel] = kept[rel]
     rows, stats = _merged(files)
+    before = {rel: len(rs) for rel, rs in rows.items()}
     rv.use_file(None)
     R._helper_launches([s for v in files.values() for s in v[3]], rows, rv)
     if prev and ov is prev["overloads"] and "overload_rows" in prev:
@@ -280,14 +284,17 @@ def resolve_tree(tree: TreeFacts, digests: dict[str, str] | None = None, previou
         R._overload_rows(ov, overload_rows)
     for rel, rs in overload_rows.items():
         rows[rel].extend(rs)
+    extra = {rel for rel, rs in rows.items() if len(rs) != before.get(rel, 0)}  # rows not of one file
     visible = prev.get("visible") if prev else None
     if rows.get("calls_op"):
         key = _combined("", (parts[r].visible for r in order))
         if not visible or visible[0] != key:
             visible = (key, R.aten_visible(tree.all()))
         rows["calls_op"] = [r for r in rows["calls_op"] if r[2] in visible[1]]
+    own = file_columns is not None and all(v[5] for v in files.values())
     for rel in list(rows):  # distinct, in the files' order (a row of two files once): no sort of the tree's rows
-        rows[rel] = list(dict.fromkeys(rows[rel]))
+        if not own or rel in extra:
+            rows[rel] = list(dict.fromkeys(rows[rel]))
     for rel, rs in rows.items():
         stats[rel] = len(rs)
     return dict(rows), dict(stats), {"format": FILES_FORMAT, "iface": iface, "shape": shape, "parts": parts,
@@ -295,10 +302,31 @@ def resolve_tree(tree: TreeFacts, digests: dict[str, str] | None = None, previou
                                      "visible": visible, "aten": aten}
 
 
+# Note [Rows of their own file]: the tree's rows of a relation are its
+# files' rows, each file's distinct, then the rows of the helper launches
+# and the overload table; made distinct as a whole, a row two files give
+# is written once. Hashing every row for that was 55 ms of each update
+# (calls: 230,420 rows, 39 ms). But a row that holds, in its column
+# `file`, the file it came from is of that file only: two files' rows are
+# never equal then. So a file whose every row does (`_own`, checked as its
+# rows are resolved, kept with them) needs no such check, and when every
+# file's do (every file of the 2.6.0 tree), only the relations that got
+# other rows are made distinct.
+def _own(rel: str, frows: dict[str, list[tuple]], file_columns: dict[str, int] | None) -> bool:
+    """Whether every row of file `rel` (`frows`) holds `rel` in its column `file`."""
+    if file_columns is None:
+        return False
+    for r, rs in frows.items():
+        col = file_columns.get(r)
+        if col is None or any(row[col] != rel for row in rs):
+            return False
+    return True
+
+
 def _merged(files: dict[str, tuple]) -> tuple[dict[str, list[tuple]], dict[str, int]]:
     rows: dict[str, list[tuple]] = defaultdict(list)
     stats: dict[str, int] = defaultdict(int)
-    for _digest, frows, fstats, _sites, _names in files.values():
+    for _digest, frows, fstats, _sites, _names, _own_rows in files.values():
         for rel, rs in frows.items():
             rows[rel].extend(rs)
         for k, v in fstats.items():
