@@ -195,12 +195,13 @@ def fact_lines(path: Path) -> list[str]:
 def _without(lines: list[str], gone: list[str], what: str) -> list[str]:
     """`lines` less one occurrence of each of `gone` (all must be there)."""
     from collections import Counter
+    from itertools import filterfalse
 
     drop = set(gone)
-    if len(drop) == len(gone):  # each line gone once and there once: a filter
-        hits = [line for line in lines if line in drop]
+    if len(drop) == len(gone):  # each line gone once and there once: a filter (C's loops)
+        hits = list(filter(drop.__contains__, lines))
         if len(hits) == len(drop) == len(set(hits)):
-            return [line for line in lines if line not in drop]
+            return list(filterfalse(drop.__contains__, lines))
     left = Counter(gone)
     out = []
     for line in lines:
