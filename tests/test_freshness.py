@@ -89,6 +89,26 @@ def test_quick_stats_are_the_layers_own(mini):
     assert freshness.quick_stats(layer, "another code digest") is None
 
 
+def test_quick_stats_stat_a_file_once_per_run(mini, monkeypatch):
+    """Layers of one run share the files they stat (`seen`): the second
+    layer's stamp reads the first one's, and gives what its own stats would."""
+    src, db = mini
+    import extractors.ops as ops
+    from torchtalk.index import input_stats
+
+    layer = store.facts_dir(db) / "layers" / "ops"
+    code = freshness._read(layer)[0]
+    seen: dict = {}
+    first = freshness.quick_stats(layer, code, seen)
+    assert first == input_stats(ops, src) and len(seen) == len(first) >= 3
+    stat = os.stat
+    asked: list[str] = []
+    monkeypatch.setattr(os, "stat", lambda p, *a, **k: (asked.append(str(p)), stat(p, *a, **k))[1])
+    assert freshness.quick_stats(layer, code, seen) == first
+    assert [p for p in asked if p in seen] == []  # only its dirs, no file again
+    assert freshness.quick_stats(layer, code) == first and set(seen) <= set(asked)
+
+
 def test_a_failing_stale_note_comes_after_the_answer(mini, monkeypatch, capsys):
     """The note is computed while the query runs (Note [Stale note
     meanwhile]); an error in it is raised once the answer is written."""

@@ -76,12 +76,15 @@ def _read(layer_dir: Path) -> tuple[str, dict[str, tuple[int, int]], dict[str, t
     return code, files, dirs
 
 
-def quick_stats(layer_dir: Path, code: str) -> list[tuple[str, int, int]] | None:
+def quick_stats(layer_dir: Path, code: str, seen: dict[str, tuple[int, int]] | None = None,
+                ) -> list[tuple[str, int, int]] | None:
     """The layer's input_stats (torchtalk/index.py) without walking the tree:
     its recorded files stat'ed again, when the layer's code is as recorded
     and no directory down to them has other subdirs or source files than
     then (no file can have come or gone: a layer's inputs are source files
-    its walk of those directories finds). None when that cannot be known."""
+    its walk of those directories finds). None when that cannot be known.
+    `seen`: path -> (size, mtime) of files stat'ed already in this run (the
+    layers of one index share their .py files), filled as they are."""
     found = _read(layer_dir)
     if found is None or found[0] != code:
         return None
@@ -93,12 +96,16 @@ def quick_stats(layer_dir: Path, code: str) -> list[tuple[str, int, int]] | None
         except OSError:
             return None
     out = []
+    seen = {} if seen is None else seen
     for p in files:
-        try:
-            st = os.stat(p)
-        except OSError:
-            return None
-        out.append((p, st.st_size, st.st_mtime_ns))
+        got = seen.get(p)
+        if got is None:
+            try:
+                st = os.stat(p)
+            except OSError:
+                return None
+            got = seen[p] = (st.st_size, st.st_mtime_ns)
+        out.append((p, *got))
     return out
 
 

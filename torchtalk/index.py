@@ -321,9 +321,10 @@ def _index_locked(src, db_path, schema, chosen, notes, jobs, force, log, progres
     _remove_stale(db_path, facts)
     prev = _previous_layers(db_path, facts, src.root)
     plans = []
+    seen: dict[str, tuple[int, int]] = {}  # the files stat'ed for one layer's stamp, for the next's
     for layer in chosen:
         mod = importlib.import_module(layer.module)
-        fp, stats = _stamp(layer, mod, schema, src, facts, prev)
+        fp, stats = _stamp(layer, mod, schema, src, facts, prev, seen)
         old = prev.get(layer.name)
         rerun = force or old is None or old.get("input_fingerprint") != fp or _pending(old) > 0
         plans.append((layer, mod, (fp, stats), rerun))
@@ -363,11 +364,11 @@ def _index_locked(src, db_path, schema, chosen, notes, jobs, force, log, progres
     return IndexReport(db_path, src.root, src.kind, False, time.perf_counter() - t0, reports, tuple(notes), mode)
 
 
-def _stamp(layer, mod, schema, src, facts: Path, prev: dict) -> tuple[str, dict]:
-    """(input fingerprint, input stats) of `layer` now."""
+def _stamp(layer, mod, schema, src, facts: Path, prev: dict, seen: dict | None = None) -> tuple[str, dict]:
+    """(input fingerprint, input stats) of `layer` now (`seen`: quick_stats')."""
     code = code_digest(layer, schema)
     # the inputs as recorded at the layer's last run, while no dir of them moved (Note [Stale index])
-    stats = freshness.quick_stats(facts / "layers" / layer.name, code) if layer.name in prev else None
+    stats = freshness.quick_stats(facts / "layers" / layer.name, code, seen) if layer.name in prev else None
     stats = input_stats(mod, src.root) if stats is None else stats
     return _fingerprint(code, stats), stats
 

@@ -119,9 +119,10 @@ def _current_digests(root: Path, rels: list[str], index: dict, dirs: Iterable[st
 
     git = clean_blobs(root, dirs) or {}
     digests, new_index = {}, {}
+    top = str(root)
     for rel in rels:
         try:
-            st = os.stat(root / rel)
+            st = os.stat(f"{top}/{rel}")  # not root / rel: a Path per file was a third of this loop
         except OSError:
             continue
         old = index.get(rel)
