@@ -325,3 +325,37 @@ def test_a_row_the_head_repeats_is_added_whole():
             assert "out.add((" not in plan.source and "out.update(" in plan.source or "out.add(t" in plan.source
         else:
             assert emitted in plan.source, plan.source
+
+
+def test_a_run_pauses_the_gc_and_the_last_run_resumes_it(con, monkeypatch):
+    """Note [No GC in a run]: the GC is off while a run evaluates, on after;
+    of two overlapping runs, the one ending last resumes it; a GC found off
+    stays off."""
+    import gc
+
+    seen = []
+    evaluate_rows = memory.MemoryEngine.evaluate
+
+    def spy(self, *a, **k):
+        seen.append(gc.isenabled())
+        return evaluate_rows(self, *a, **k)
+
+    monkeypatch.setattr(memory.MemoryEngine, "evaluate", spy)
+    assert gc.isenabled()
+    evaluate(parse_text(GRAPH), con, facts={"seed": [("d",)]}, engine="memory")
+    assert seen == [False] and gc.isenabled()
+    outer = memory._gc_paused()
+    outer.__enter__()
+    inner = memory._gc_paused()
+    inner.__enter__()
+    outer.__exit__(None, None, None)
+    assert not gc.isenabled()  # the inner run goes on
+    inner.__exit__(None, None, None)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with memory._gc_paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
