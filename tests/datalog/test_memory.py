@@ -14,6 +14,7 @@ from torchtalk.datalog import evaluate, parse_text
 from torchtalk.datalog.engines import memory, memrule
 from torchtalk.datalog.engines.memrule import Relation
 from torchtalk.errors import EngineError
+from torchtalk.gcpause import gc_paused
 
 from .oracle import naive_eval
 from .test_engine import GRAPH, GROUPED, ORD, PROPOSITIONS, TYPED
@@ -344,9 +345,9 @@ def test_a_run_pauses_the_gc_and_the_last_run_resumes_it(con, monkeypatch):
     assert gc.isenabled()
     evaluate(parse_text(GRAPH), con, facts={"seed": [("d",)]}, engine="memory")
     assert seen == [False] and gc.isenabled()
-    outer = memory._gc_paused()
+    outer = gc_paused()
     outer.__enter__()
-    inner = memory._gc_paused()
+    inner = gc_paused()
     inner.__enter__()
     outer.__exit__(None, None, None)
     assert not gc.isenabled()  # the inner run goes on
@@ -354,7 +355,7 @@ def test_a_run_pauses_the_gc_and_the_last_run_resumes_it(con, monkeypatch):
     assert gc.isenabled()
     gc.disable()
     try:
-        with memory._gc_paused():
+        with gc_paused():
             pass
         assert not gc.isenabled()
     finally:

@@ -27,11 +27,8 @@ rule and size class, and turned into Python source once
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import itertools
 import sys
-import threading
 from typing import Any
 
 from torchtalk.connmemo import Session
@@ -40,6 +37,7 @@ from torchtalk.datalog.analysis.strata import strata
 from torchtalk.datalog.engines.base import Fetch, check_row, fetch_rows, needed_for
 from torchtalk.datalog.engines.memrule import Relation, Unsupported, freeze, run_rule
 from torchtalk.errors import EngineError
+from torchtalk.gcpause import gc_paused
 
 
 class MemoryEngine:
@@ -69,7 +67,7 @@ class MemoryEngine:
             if con.read_ahead and not all(_loaded(con, t) for t in _tables_read(program, con, outputs, tables or {})):
                 return DuckDBEngine().run(program, con, outputs, facts, tables, fetch, keep)  # Note [Read ahead]
         try:
-            with _gc_paused():  # Note [No GC in a run]
+            with gc_paused():  # Note [No GC in a run] in torchtalk/gcpause.py
                 env = self.evaluate(program, con, outputs, facts, tables or {})
         except (Unsupported, _Large):  # Note [Large runs go to DuckDB]
             return DuckDBEngine().run(program, con, outputs, facts, tables, fetch, keep)
@@ -121,35 +119,6 @@ class MemoryEngine:
                 rel = st.relations[0]
                 env[rel] = _simple(program, rel, env, given.get(rel, set()), budget)
         return env
-
-
-# Note [No GC in a run]: a run makes tens of thousands of tuples (its
-# rows, kept in sets) and lists (index buckets), none of them in a cycle,
-# and each 700 of them start a collection of the young generation, each
-# 10 of those one of the middle: 10% of kernels(add)'s 28 ms walked what
-# reference counting frees anyway. So the cyclic GC is paused while a run
-# evaluates: the first run of the process's to start pauses it (if it was
-# on) and the last to end resumes it, so concurrent runs (a server's
-# threads) never resume it under one another. Cycles made meanwhile (none
-# of the engine's) are found at the next collection after.
-_GC_LOCK = threading.Lock()
-_GC_RUNS = [0, False]  # runs evaluating now; whether the first one found the GC on
-
-
-@contextlib.contextmanager
-def _gc_paused():
-    with _GC_LOCK:
-        if _GC_RUNS[0] == 0:
-            _GC_RUNS[1] = gc.isenabled()
-            gc.disable()
-        _GC_RUNS[0] += 1
-    try:
-        yield
-    finally:
-        with _GC_LOCK:
-            _GC_RUNS[0] -= 1
-            if _GC_RUNS[0] == 0 and _GC_RUNS[1]:
-                gc.enable()
 
 
 # Note [Frozen tables]: the tables read into a Session and the indexes built
