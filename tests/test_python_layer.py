@@ -553,3 +553,40 @@ def test_summaries_are_kept_for_the_last_cache_dirs_only(tmp_path: Path) -> None
         corpus.summarize_tree(root, ["torch/a.py"], Path(d))
     assert list(corpus._KEPT)[-corpus.KEPT_DIRS:] == dirs[-corpus.KEPT_DIRS:]
     assert not set(dirs[:2]) & set(corpus._KEPT) and len(corpus._KEPT) == corpus.KEPT_DIRS
+
+
+def test_a_body_edit_computes_only_its_files_edges_again(tmp_path: Path, monkeypatch) -> None:
+    """Note [A model kept across a body edit]: run with a memo, a body edit
+    (a call added, lines moved) resolves again the calls of the edited
+    file's functions only, and gives the rows of a fresh run; a new def
+    (another interface) resolves every call again."""
+    from extractors import python as layer
+    from extractors.python.model import Model
+
+    root = make_tree(tmp_path / "tree", SNIPPETS)
+    memo: dict = {}
+    ctx = ExtractContext(root, tmp_path / "cache" / "python", 1, memo=memo)
+    layer.extract(ctx, ListSink())
+    computed: list[str] = []
+    compute = Model._compute_edges
+    monkeypatch.setattr(Model, "_compute_edges", lambda self, caller: (computed.append(caller), compute(self, caller))[1])
+
+    def edit(rel: str, old: str, new: str) -> ListSink:
+        path = root / rel
+        path.write_text(path.read_text().replace(old, new, 1))
+        computed.clear()
+        sink = ListSink()
+        layer.extract(ctx, sink)
+        asked = list(computed)
+        fresh = ListSink()
+        layer.extract(ExtractContext(root, tmp_path / "fresh" / "python", 1), fresh)
+        assert sink.rows == fresh.rows
+        computed[:] = asked
+        return sink
+
+    sink = edit("torch/_tensor.py", "        return self.add(self)", "        x = 1\n        return self.abs()")
+    assert computed and {c.rsplit(".", 1)[0] for c in computed} == {"torch._tensor.Tensor"}
+    assert ("torch.Tensor.twice", "abs", "wrapper", "torch/_tensor.py", 7) in sink.rows["py_api"]
+    assert ("torch.Tensor.twice", "add.Tensor", "wrapper", "torch/_tensor.py", 6) not in sink.rows["py_api"]
+    edit("torch/_tensor.py", "    def twice(self):", "    def thrice(self):\n        pass\n    def twice(self):")
+    assert "torch.nn.functional.gelu" in computed  # another interface: every edge again

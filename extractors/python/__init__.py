@@ -13,6 +13,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Iterable
 from pathlib import Path
@@ -57,9 +58,56 @@ def load_model(ctx: ExtractContext, sink: Sink, tops: Iterable[str] = TOPS) -> t
         if s.error is not None:
             sink.warn(s.file, s.error[0], f"Python file does not parse: {s.error[1]}")
     if ctx.torch_root is None:
-        return Model(summaries, _native(ctx.root)), summaries
-    return (Model(summaries, _native(ctx.torch_root), tuple(f"{t}/" for t in tops), extension=True),
-            summaries)
+        model = Model(summaries, _native(ctx.root))
+    else:
+        model = Model(summaries, _native(ctx.torch_root), tuple(f"{t}/" for t in tops), extension=True)
+    if ctx.memo is not None:
+        _adopt_last(ctx.memo, model, summaries)
+    return model, summaries
+
+
+# Note [A model kept across a body edit]: most of a layer's time over
+# torch/ is its model's call edges (64,000 of them: resolving every call of
+# every function, 0.6 of the python layer's 0.9 s), which a watcher's update
+# computed again for every function after an edit of one. A caller's edges
+# are a function of its own Def (its calls and their lines, its receivers)
+# and of what every summary declares: modules, imports, assignments, defs
+# and their kinds, bases, decorators, attributes and return types, OpInfo
+# entries (its `_interface`), with no line; so are the model's caches of
+# names classified, receiver types and roots. So a layer run with a memo
+# (Note [Layer memo]) keeps its last model and the interface it was built
+# over, and when the new one's is the same (a body edit, a line added or
+# removed), the new model takes the last one's caches, less the edges of
+# the callers of the files whose summary changed, and computes only those.
+# Anything else (a def, an import, an assignment added or changed) gives
+# another interface: everything is computed again.
+def _adopt_last(memo: dict, model: Model, summaries: list[FileSummary]) -> None:
+    kept: dict[str, tuple[FileSummary, tuple]] = memo.get("interfaces", {})
+    now = {s.file: (s, hit[1] if (hit := kept.get(s.file)) is not None and hit[0] is s else _interface(s))
+           for s in summaries}
+    key = hash(tuple((f, i) for f, (_s, i) in now.items()))
+    last = memo.get("model")
+    if last is not None and last[0] == key and last[1].native is model.native and \
+            (last[1].edge_prefix, last[1].extension) == (model.edge_prefix, model.extension):
+        same = {f for f, (s, _i) in now.items() if (hit := kept.get(f)) is not None and hit[0] is s}
+        model.adopt(last[1], same.__contains__)
+    memo["interfaces"], memo["model"] = now, (key, model)
+
+
+def _interface(s: FileSummary) -> tuple:
+    """What of summary `s` other files' call edges may read (Note [A model
+    kept across a body edit]): all of it but its defs' calls and receivers,
+    and its lines."""
+    return (s.module, s.error, tuple((local, target) for local, target, _line in s.imports), s.star_imports,
+            tuple((name, ir) for name, _line, ir in s.assigns),
+            tuple((d.qual, d.kind, d.bases, tuple(map(_deco, d.decorators)), d.attrs, d.returns) for d in s.defs),
+            tuple(dataclasses.replace(e, line=0) for e in s.entries),
+            tuple(callee for callee, _line in s.module_calls),
+            tuple((_deco(deco), ir) for deco, ir in s.decorated_calls), tuple(map(_deco, s.module_registrations)))
+
+
+def _deco(d) -> tuple:
+    return d.target, d.args, d.kwargs, d.called
 
 
 # the last NativeOps of each native_functions.yaml, by its path and content:

@@ -28,7 +28,7 @@ Example:
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from extractors.python.localtypes import CALL, NONE, UNKNOWN, is_plain
@@ -117,6 +117,21 @@ class Model:
         self._roots: dict[str, str] | None = None
         self._typed: dict[tuple[str, str], list[tuple[str, str]]] = {}
         self._attr_types: dict[tuple[str, str], frozenset[str] | None] = {}
+
+    def adopt(self, last: Model, unchanged: Callable[[str], bool]) -> None:
+        """Take what `last` (a model of the same interface, Note [A model
+        kept across a body edit]) computed and this one would compute the
+        same: every cache but the edges of callers of a file for which
+        `unchanged(file)` is False."""
+        self._classified.update(last._classified)
+        self._typed.update(last._typed)
+        self._attr_types.update(last._attr_types)
+        self._roots = last._roots
+        for caller, edges in last._edges.items():
+            if caller in self._edge_src:
+                src = self._edge_src[caller]
+                if unchanged(src[0].file if src is not None else self.aliases[caller][1]):
+                    self._edges[caller] = edges
 
     def edges(self, caller: str) -> list[Edge]:
         """The call edges of a function or alias (internal name); [] for others."""
