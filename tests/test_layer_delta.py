@@ -46,6 +46,45 @@ def test_delta_edits_the_previous_files(tmp_path, schema):
     assert sink.changed()
 
 
+def test_a_memo_keeps_the_lines_of_the_files_written(tmp_path, schema, monkeypatch):
+    """Note [Lines kept]: the next delta over a file the sink wrote (moved as
+    its facts dir is) reads its lines from the memo, not the file; a file
+    written anew since is read; a relation kept is counted by layer.json."""
+    import json
+    import os
+
+    from torchtalk import sink as sink_mod
+
+    prev, memo = _previous(tmp_path, schema), {}
+    first = tmp_path / "first"
+    first.mkdir()
+    sink = index_mod.LayerSink(OPS, schema, first, previous=prev, memo=memo)
+    sink.delta("op_tag", [("mul", "core")], [("sub", "core")])
+    sink.close()
+    (first / "layer.json").write_text(json.dumps({"rows": sink.counts}))
+    moved = tmp_path / "moved"
+    os.rename(first, moved)  # as a facts dir is swapped into place
+    reads: list[str] = []
+    read = sink_mod.fact_lines
+    monkeypatch.setattr(sink_mod, "fact_lines", lambda path: (reads.append(path.name), read(path))[1])
+    out = tmp_path / "out"
+    out.mkdir()
+    sink = index_mod.LayerSink(OPS, schema, out, previous=moved, memo=memo)
+    sink.delta("op_tag", [("sub", "core")], [("div", "core")])
+    sink.close()
+    assert reads == [] and sink.counts == {"op_tag": 3, "tag": 1}
+    assert (out / "op_tag.facts").read_text() == "add\tcore\nmul\tpointwise\ndiv\tcore\n"
+    again = tmp_path / "again"
+    again.mkdir()
+    (out / "op_tag.facts").unlink()
+    (out / "op_tag.facts").write_text("add\tcore\ndiv\tcore\n")  # another writer's file: read
+    sink = index_mod.LayerSink(OPS, schema, again, previous=out, memo=memo)
+    sink.delta("op_tag", [("div", "core")], [])
+    sink.close()
+    assert reads == ["op_tag.facts", "tag.facts"]  # tag: no layer.json in out, so counted
+    assert (again / "op_tag.facts").read_text() == "add\tcore\n"
+
+
 def test_delta_checks_rows_and_what_it_removes(tmp_path, schema):
     prev = _previous(tmp_path, schema)
     out = tmp_path / "out"

@@ -662,7 +662,8 @@ def _run_layer(src, db_path, schema, layer, mod, stamp, out: Path, jobs, bar,
     prev_gen = (read_layer_json(previous) or {}).get("generation") if previous is not None else None
     ctx = ExtractContext(root=src.root, cache_dir=cache, jobs=jobs or min(4, os.cpu_count() or 1),
                          previous=prev_gen, generation=uuid.uuid4().hex, memo=memo, **(ctx_extra or {}))
-    sink = LayerSink(layer, schema, out, bar.task(layer.name), previous=previous if prev_gen else None)
+    sink = LayerSink(layer, schema, out, bar.task(layer.name), previous=previous if prev_gen else None,
+                     memo=memo)
     fp, stats = stamp
     freshness.write_inputs(out, src.root, code_digest(layer, schema), stats)
     t = time.perf_counter()
