@@ -75,23 +75,28 @@ def load_model(ctx: ExtractContext, sink: Sink, tops: Iterable[str] = TOPS) -> t
 # and their kinds, bases, decorators, attributes and return types, OpInfo
 # entries (its `_interface`), with no line; so are the model's caches of
 # names classified, receiver types and roots. So a layer run with a memo
-# (Note [Layer memo]) keeps its last model and the interface it was built
-# over, and when the new one's is the same (a body edit, a line added or
-# removed), the new model takes the last one's caches, less the edges of
-# the callers of the files whose summary changed, and computes only those.
+# (Note [Layer memo]) keeps its last model and the summaries it was built
+# over, and when the summaries that changed (those not kept as the same
+# object, Note [Summaries kept in the process]) declare what they did (a
+# body edit, a line added or removed), the new model takes the last one's
+# caches, less the edges of the callers of those files, and computes only
+# those. Only the changed files' interfaces are compared: a run with no
+# last model (a `torchtalk index` process) computes none.
 # Anything else (a def, an import, an assignment added or changed) gives
 # another interface: everything is computed again.
 def _adopt_last(memo: dict, model: Model, summaries: list[FileSummary]) -> None:
-    kept: dict[str, tuple[FileSummary, tuple]] = memo.get("interfaces", {})
-    now = {s.file: (s, hit[1] if (hit := kept.get(s.file)) is not None and hit[0] is s else _interface(s))
-           for s in summaries}
-    key = hash(tuple((f, i) for f, (_s, i) in now.items()))
+    now = {s.file: s for s in summaries}
     last = memo.get("model")
-    if last is not None and last[0] == key and last[1].native is model.native and \
-            (last[1].edge_prefix, last[1].extension) == (model.edge_prefix, model.extension):
-        same = {f for f, (s, _i) in now.items() if (hit := kept.get(f)) is not None and hit[0] is s}
-        model.adopt(last[1], same.__contains__)
-    memo["interfaces"], memo["model"] = now, (key, model)
+    memo["model"] = (now, model)
+    if last is None:
+        return
+    before, was = last
+    if before.keys() != now.keys() or was.native is not model.native or \
+            (was.edge_prefix, was.extension) != (model.edge_prefix, model.extension):
+        return
+    changed = {f for f, s in now.items() if before[f] is not s}  # a summary kept is the same object
+    if all(_interface(before[f]) == _interface(now[f]) for f in changed):
+        model.adopt(was, lambda f: f not in changed)
 
 
 def _interface(s: FileSummary) -> tuple:
