@@ -5,10 +5,9 @@ stay; whatever they say, `node` equals a numbering from scratch."""
 from __future__ import annotations
 
 import pytest
+from test_query import build_db
 
 from torchtalk.nodes import RELATION, number_nodes
-
-from test_query import build_db
 
 
 def _apply(con, rel: str, gone: list[tuple], new: list[tuple]) -> dict[str, tuple[str, str]]:

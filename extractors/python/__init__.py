@@ -80,10 +80,10 @@ def load_model(ctx: ExtractContext, sink: Sink, tops: Iterable[str] = TOPS) -> t
 # object, Note [Summaries kept in the process]) declare what they did (a
 # body edit, a line added or removed), the new model takes the last one's
 # caches, less the edges of the callers of those files, and computes only
-# those. Only the changed files' interfaces are compared: a run with no
-# last model (a `torchtalk index` process) computes none.
-# Anything else (a def, an import, an assignment added or changed) gives
-# another interface: everything is computed again.
+# those; anything else (a def, an import, an assignment added or changed)
+# computes everything again. Only the changed files' interfaces are
+# compared, and a run with no last model (a `torchtalk index` process)
+# compares none.
 def _adopt_last(memo: dict, model: Model, summaries: list[FileSummary]) -> None:
     now = {s.file: s for s in summaries}
     last = memo.get("model")
