@@ -13,8 +13,8 @@ from torchtalk.connmemo import Session
 from torchtalk.datalog import evaluate, parse_text
 from torchtalk.datalog.engines import memory, memrule
 from torchtalk.datalog.engines.memrule import Relation
+from torchtalk.datalog.gcpause import gc_paused
 from torchtalk.errors import EngineError
-from torchtalk.gcpause import gc_paused
 
 from .oracle import naive_eval
 from .test_engine import GRAPH, GROUPED, ORD, PROPOSITIONS, TYPED

@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from torchtalk.gcpause import gc_paused
+from torchtalk.datalog.gcpause import gc_paused
 
 
 @gc_paused()  # Note [No GC in a run]: its parse, runs, chains and rows

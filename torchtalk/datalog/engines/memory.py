@@ -36,8 +36,8 @@ from torchtalk.datalog import ast as A
 from torchtalk.datalog.analysis.strata import strata
 from torchtalk.datalog.engines.base import Fetch, check_row, fetch_rows, needed_for
 from torchtalk.datalog.engines.memrule import Relation, Unsupported, freeze, run_rule
+from torchtalk.datalog.gcpause import gc_paused
 from torchtalk.errors import EngineError
-from torchtalk.gcpause import gc_paused
 
 
 class MemoryEngine:
@@ -67,7 +67,7 @@ class MemoryEngine:
             if con.read_ahead and not all(_loaded(con, t) for t in _tables_read(program, con, outputs, tables or {})):
                 return DuckDBEngine().run(program, con, outputs, facts, tables, fetch, keep)  # Note [Read ahead]
         try:
-            with gc_paused():  # Note [No GC in a run] in torchtalk/gcpause.py
+            with gc_paused():  # Note [No GC in a run] in torchtalk/datalog/gcpause.py
                 env = self.evaluate(program, con, outputs, facts, tables or {})
         except (Unsupported, _Large):  # Note [Large runs go to DuckDB]
             return DuckDBEngine().run(program, con, outputs, facts, tables, fetch, keep)
