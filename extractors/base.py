@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import hashlib
+import os
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -185,6 +186,17 @@ def paused_gc(resume: bool = True) -> Iterator[None]:
     finally:
         if was and resume:
             gc.enable()
+
+
+def file_identity(path: Path) -> tuple[int, int, int] | None:
+    """(inode, size, mtime) of the file at `path`, None when it is not there:
+    what a cache kept in memory checks to be of the file it was read from
+    or written as."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
 
 
 def source_digest(modules: tuple[str, ...], where: Path) -> str:

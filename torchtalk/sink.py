@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from extractors.base import file_identity
 from torchtalk.errors import ExtractError, SrcLoc, did_you_mean
 
 
@@ -18,7 +19,7 @@ class LayerSink:
     counts rows and warnings."""
 
     def __init__(self, layer, schema, out: Path, on_progress=None, previous: Path | None = None,
-                 memo: dict | None = None) -> None:
+                 memo: dict | None = None, previous_counts: dict[str, int] | None = None) -> None:
         self.layer, self.schema, self.out = layer, schema, out
         self.memo = memo  # a long-running caller's, for the lines of the files it wrote (Note [Lines kept])
         self.allowed = set(layer.relations)
@@ -28,6 +29,7 @@ class LayerSink:
         self._on_progress = on_progress
         # Note [Layer deltas]: the layer's files of its last run, which `delta` edits
         self.previous = previous
+        self.previous_counts = previous_counts or {}  # its rows per relation, as its layer.json says
         self.deltas: dict[str, tuple[list[str], list[str]]] | None = None  # set by the first `delta`
 
     def add(self, relation: str, *values: str | int) -> None:
@@ -99,7 +101,7 @@ class LayerSink:
             fh.writelines(new)
         self.counts[relation] = len(kept) + len(new)
         if self.memo is not None:
-            self.memo.setdefault(_LINES, {})[relation] = (_identity(path), kept + new)
+            self.memo.setdefault(_LINES, {})[relation] = (file_identity(path), kept + new)
         if gone or new:
             self.deltas[relation] = (gone, new)
 
@@ -107,7 +109,7 @@ class LayerSink:
         """The lines of fact file `path`: those this layer wrote there last,
         kept in the memo, while the file is the one written (Note [Lines kept])."""
         hit = (self.memo or {}).get(_LINES, {}).get(path.name[:-len(".facts")])
-        if hit is not None and hit[0] is not None and hit[0] == _identity(path):
+        if hit is not None and hit[0] is not None and hit[0] == file_identity(path):
             return hit[1]
         return fact_lines(path)
 
@@ -172,12 +174,11 @@ class LayerSink:
             fh.close()
         if self.deltas is None:
             return
-        counted = _rows_of(self.previous)  # the last run's counts: no file read to count its lines
         for rel in self.allowed - self._files.keys() - self.counts.keys():  # kept as they were
             old = self.previous / f"{rel}.facts"
             if old.is_file():
                 os.link(old, self.out / f"{rel}.facts")
-                self.counts[rel] = counted[rel] if rel in counted else len(self._lines(old))
+                self.counts[rel] = self.previous_counts.get(rel) or len(self._lines(old))
 
     def changed(self) -> bool:
         """Whether a delta run changed any row (a full run: always)."""
@@ -193,27 +194,8 @@ class LayerSink:
 # finds it the same and takes the lines kept, and any other file (written
 # by another process, or anew) is read. The memo holds one list of lines
 # per relation: their text, about what the files take on disk. A relation
-# left as it was is linked, and counted from the last run's layer.json.
+# left as it was is linked, and counted as the last run's layer.json says.
 _LINES = "fact-lines"
-
-
-def _rows_of(layer_dir: Path) -> dict[str, int]:
-    """The row counts of each relation the layer.json in `layer_dir` records ({} without one)."""
-    import json
-
-    try:
-        rows = json.loads((layer_dir / "layer.json").read_text()).get("rows")
-    except (OSError, ValueError):
-        return {}
-    return rows if isinstance(rows, dict) else {}
-
-
-def _identity(path: Path) -> tuple[int, int, int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_ino, st.st_size, st.st_mtime_ns
 
 
 # Note [One row at a time]: the python and tests layers add their 265,000

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from extractors.base import ExtractContext, Sink, emit, paused_gc
+from extractors.base import ExtractContext, Sink, emit, file_identity, paused_gc
 
 SOURCE_DIRS = ("aten", "c10", "torch/csrc")
 EXTENSIONS = (".cpp", ".cc", ".h", ".hpp", ".cu", ".cuh", ".mm")
@@ -238,7 +238,7 @@ def _read_memo(memo: dict, path: Path):
     from extractors.cpp import cache
     from extractors.cpp.incremental import state_from_plain
 
-    key = _identity(path)
+    key = file_identity(path)
     hit = memo.get(path)
     if hit is not None and key is not None and hit[0] == key:
         return hit[1]
@@ -258,17 +258,9 @@ def _write_memo(memo: dict, path: Path, obj) -> None:
     from extractors.cpp.incremental import state_to_plain
 
     cache.write_state(path, (*obj[:3], state_to_plain(obj[3]), *obj[4:]))
-    key = _identity(path)
+    key = file_identity(path)
     if key is not None:
         memo[path] = (key, obj)
-
-
-def _identity(path: Path) -> tuple[int, int, int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 def _load_facts(root: Path, cdir: Path, digests: dict[str, str], jobs: int, sink: Sink | None,
