@@ -29,10 +29,12 @@ from __future__ import annotations
 
 import itertools
 import sys
+from operator import itemgetter
 from typing import Any
 
 from torchtalk.connmemo import Session
 from torchtalk.datalog import ast as A
+from torchtalk.datalog.analysis.shortest import distance_column
 from torchtalk.datalog.analysis.strata import strata
 from torchtalk.datalog.engines.base import Fetch, check_row, fetch_rows, needed_for
 from torchtalk.datalog.engines.memrule import Relation, Unsupported, freeze, run_rule
@@ -68,13 +70,13 @@ class MemoryEngine:
                 return DuckDBEngine().run(program, con, outputs, facts, tables, fetch, keep)  # Note [Read ahead]
         try:
             with gc_paused():  # Note [No GC in a run] in torchtalk/datalog/gcpause.py
-                env = self.evaluate(program, con, outputs, facts, tables or {})
+                env = self.evaluate(program, con, outputs, facts, tables or {}, cut := set())
         except (Unsupported, _Large):  # Note [Large runs go to DuckDB]
             return DuckDBEngine().run(program, con, outputs, facts, tables, fetch, keep)
         if keep is not None and isinstance(con, Session):
             inputs = _inputs(program)
-            for rel, rows in env.items():
-                if rel not in inputs and program.rules_for(rel):
+            for rel, rows in env.items():  # not a walk cut short: a later run may read it otherwise
+                if rel not in inputs and rel not in cut and program.rules_for(rel):
                     name = f'temp.main."_ttm{next(_KEPT)}_{rel}"'
                     con.memo[(_KEPT_KEY, name)] = rows
                     keep[rel] = name
@@ -94,8 +96,11 @@ class MemoryEngine:
         outputs: list[str],
         facts: dict[str, list[tuple]],
         tables: dict[str, str],
+        cut: set[str] | None = None,
     ) -> dict[str, Relation]:
-        """Every relation `outputs` need -> its rows (a `Relation`)."""
+        """Every relation `outputs` need -> its rows (a `Relation`). `cut`
+        receives the relations whose rows a shorter walk covers were
+        dropped (Note [Rows a shorter walk covers] in analysis/shortest.py)."""
         needed = needed_for(program, outputs)
         env: dict[str, Relation] = {}
         given: dict[str, set] = {}  # rows of relations with rules too, added to theirs
@@ -114,7 +119,10 @@ class MemoryEngine:
                 continue
             _check(con)
             if st.recursive:
-                _fixpoint(program, st.relations, env, given, con, budget)
+                col = None if st.relations[0] in outputs else distance_column(program, st.relations)
+                if col is not None and cut is not None:
+                    cut.add(st.relations[0])
+                _fixpoint(program, st.relations, env, given, con, budget, col)
             else:
                 rel = st.relations[0]
                 env[rel] = _simple(program, rel, env, given.get(rel, set()), budget)
@@ -299,10 +307,13 @@ def _fixpoint(
     given: dict[str, set],
     con: Any,
     budget: _Budget,
+    cut: int | None = None,
 ) -> None:
     """Semi-naive evaluation of a recursive stratum: each round, every rule
     reading a member is run once per member atom of its body, that atom
-    reading the rows the last round added (the delta)."""
+    reading the rows the last round added (the delta). `cut`: the one
+    member's distance column, by which a row a shorter one covers is
+    dropped (Note [Rows a shorter walk covers] in analysis/shortest.py)."""
     names = set(members)
     for rel in members:
         env[rel] = Relation(set())
@@ -315,6 +326,9 @@ def _fixpoint(
             elif not _reads(rule, names):
                 run_rule(program, rule, env, base)
         delta[rel] = base
+    shorter = _Shorter(program.decls[members[0]].arity, cut) if cut is not None else None
+    if shorter is not None:
+        delta[members[0]] = shorter.keep(delta[members[0]])
     for rel in members:
         env[rel].add(delta[rel])
     recursive = [
@@ -339,8 +353,35 @@ def _fixpoint(
                     run_rule(program, rule, env, new[rel], delta=(k, deltas[name]))
                     budget.spend(len(new[rel]) - before)
         delta = {rel: rows - env[rel].rows for rel, rows in new.items()}
+        if shorter is not None:
+            delta[members[0]] = shorter.keep(delta[members[0]])
         for rel in members:
             env[rel].add(delta[rel])
+
+
+class _Shorter:
+    """The least distance held for each set of other columns of a walk's
+    rows (Note [Rows a shorter walk covers] in analysis/shortest.py)."""
+
+    __slots__ = ("col", "key", "least")
+
+    def __init__(self, arity: int, col: int) -> None:
+        self.col = col
+        self.key = itemgetter(*(i for i in range(arity) if i != col)) if arity > 1 else (lambda row: ())
+        self.least: dict = {}
+
+    def keep(self, rows: set) -> set:
+        """Those of `rows` shorter than every row held with their other
+        columns, now held; the shortest first where several share them."""
+        col, key, least = self.col, self.key, self.least
+        out = set()
+        for row in sorted(rows, key=itemgetter(col)) if len(rows) > 1 else rows:
+            k = key(row)
+            held = least.get(k)
+            if held is None or row[col] < held:
+                least[k] = row[col]
+                out.add(row)
+        return out
 
 
 # Note [Large runs go to DuckDB]: Python pays a microsecond or more per row
