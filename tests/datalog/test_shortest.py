@@ -77,6 +77,25 @@ def test_a_walk_keeps_the_least_distance_of_each_row_and_gives_the_same_answers(
     assert {k: sorted(v) for k, v in duck.items()} == {k: sorted(v) for k, v in mem.items()}
 
 
+def test_steps_of_several_lengths_keep_the_least_distance():
+    """A round's rows are of several distances, some shorter than rows held."""
+    prog = parse_text(WALK + "r(s, c, d + 3, g) :- r(s, x, d, g), lim(m), d < m, e(c, x, _).\n"
+                      "r(s, c, d, g) :- r(s, x, d, g), d < 6, e(x, c, 1).\n")
+    assert distance_column(prog, ("r",)) == 2
+    facts = {**FACTS, "lim": [(7,)]}
+    every = naive_eval(prog, {k: set(v) for k, v in facts.items()})
+    least: dict = {}
+    for s, c, d, g in every["r"]:
+        least[s, c, g] = min(d, least.get((s, c, g), d))
+    env = MemoryEngine().evaluate(prog, duckdb.connect(), ["near", "sure", "seen"], facts, {})
+    got: dict = {}
+    for s, c, d, g in env["r"].rows:
+        got[s, c, g] = min(d, got.get((s, c, g), d))
+    assert env["r"].rows < every["r"] and got == least  # a longer row held before a shorter came may stay
+    for rel in ("near", "sure", "seen"):
+        assert env[rel].rows == every[rel]
+
+
 def test_an_output_walk_and_a_kept_one_keep_every_row():
     prog = parse_text(WALK.replace(".output near, sure, seen", ".output near, sure, seen, r"))
     con = duckdb.connect()
