@@ -493,6 +493,26 @@ def term_vars(term: Term) -> list[Var]:
     return [v for t in subterms(term) for v in term_vars(t)]
 
 
+def all_var_names(term: Term) -> list[str]:
+    """The variable names in `term`, each occurrence, aggregates' bodies and
+    targets included (`term_vars` stops at an aggregate)."""
+    if isinstance(term, Var):
+        return [term.name]
+    if isinstance(term, Aggregate):
+        inner = [v for lit in term.body for v in literal_var_names(lit)]
+        return inner + (all_var_names(term.target) if term.target is not None else [])
+    return [v for t in subterms(term) for v in all_var_names(t)]
+
+
+def literal_var_names(lit: Literal) -> list[str]:
+    """Every variable occurrence of a literal, by name, aggregates' included."""
+    if isinstance(lit, Atom):
+        return [v for t in lit.args for v in all_var_names(t)]
+    if isinstance(lit, Negation):
+        return literal_var_names(lit.target)
+    return [v for t in (lit.left, lit.right) for v in all_var_names(t)]
+
+
 def literal_atoms(lit: Literal) -> list[tuple[Atom, bool]]:
     """(atom, strict) pairs a literal reads, aggregate bodies included.
 

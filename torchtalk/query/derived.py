@@ -301,10 +301,10 @@ def _needed_columns(program: A.Program, rel: str) -> dict[str, frozenset[int]]:
 
 def _rule_needs(rule: A.Rule, head_cols: set[int], program: A.Program) -> dict[str, set[int]]:
     """The columns of each relation `rule`'s body reads that its head's `head_cols` need."""
-    wanted = {v for i, t in enumerate(rule.head.args) if i in head_cols for v in _all_vars(t)}
+    wanted = {v for i, t in enumerate(rule.head.args) if i in head_cols for v in A.all_var_names(t)}
     uses: dict[str, int] = {}  # variable -> occurrences in the body
     for lit in rule.body:
-        for v in _literal_vars(lit):
+        for v in A.literal_var_names(lit):
             uses[v] = uses.get(v, 0) + 1
     out: dict[str, set[int]] = {}
     for lit in rule.body:
@@ -319,25 +319,6 @@ def _rule_needs(rule: A.Rule, head_cols: set[int], program: A.Program) -> dict[s
             if atom is not lit:  # under a negation or in an aggregate: every column
                 out.setdefault(atom.name, set()).update(range(program.decls[atom.name].arity))
     return out
-
-
-def _literal_vars(lit: A.Literal) -> list[str]:
-    """Every variable occurrence of a literal, aggregates' included."""
-    if isinstance(lit, A.Atom):
-        return [v for t in lit.args for v in _all_vars(t)]
-    if isinstance(lit, A.Negation):
-        return _literal_vars(lit.target)
-    return [v for t in (lit.left, lit.right) for v in _all_vars(t)]
-
-
-def _all_vars(term) -> list[str]:
-    """The variable names in `term`, aggregates' bodies and targets included."""
-    if isinstance(term, A.Var):
-        return [term.name]
-    if isinstance(term, A.Aggregate):
-        inner = [v for lit in term.body for v in _literal_vars(lit)]
-        return inner + (_all_vars(term.target) if term.target is not None else [])
-    return [v for t in A.subterms(term) for v in _all_vars(t)]
 
 
 def _duckdb_version() -> str:

@@ -93,7 +93,7 @@ def _bounds(lit: A.Comparison, d: A.Var) -> bool:
         small, big = lit.right, lit.left
     else:
         return False
-    return small == d and d not in _vars(big)
+    return small == d and d.name not in A.all_var_names(big)
 
 
 def _reads_least(rule: A.Rule, rel: str, col: int) -> bool:
@@ -131,10 +131,8 @@ def _unused(term: A.Term, uses: Counter) -> bool:
 
 def _occurrences(rule: A.Rule) -> Counter:
     """Variable name -> how many times it appears in `rule`, aggregate bodies included."""
-    out: Counter = Counter()
-    for term in (*rule.head.args, *(t for lit in rule.body for t in _literal_terms(lit))):
-        out.update(v.name for v in _vars(term))
-    return out
+    return Counter([*(v for t in rule.head.args for v in A.all_var_names(t)),
+                    *(v for lit in rule.body for v in A.literal_var_names(lit))])
 
 
 def _literal_terms(lit: A.Literal) -> tuple[A.Term, ...]:
@@ -143,16 +141,6 @@ def _literal_terms(lit: A.Literal) -> tuple[A.Term, ...]:
     if isinstance(lit, A.Negation):
         return _literal_terms(lit.target)
     return (lit.left, lit.right)
-
-
-def _vars(term: A.Term) -> list[A.Var]:
-    """Every variable in `term`, inside its aggregates too."""
-    if isinstance(term, A.Var):
-        return [term]
-    if isinstance(term, A.Aggregate):
-        inner = [t for lit in term.body for t in _literal_terms(lit)]
-        return [v for t in (*inner, *([term.target] if term.target is not None else [])) for v in _vars(t)]
-    return [v for t in A.subterms(term) for v in _vars(t)]
 
 
 def _aggregates(term: A.Term) -> list[A.Aggregate]:
