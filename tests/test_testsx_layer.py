@@ -194,6 +194,82 @@ def test_snippet_test_utils(tmp_path: Path) -> None:
             f"{TESTING}/common_methods_invocations.py", 3) in s.get("test_util")
 
 
+class DeltaSink(ListSink):
+    """A ListSink that may write deltas from the rows of the `last` run
+    (Note [Layer deltas]): a relation it writes none of keeps its rows."""
+
+    def __init__(self, last: DeltaSink | None = None) -> None:
+        super().__init__()
+        self.last, self.kept = last.result() if last else {}, False
+
+    def deltas_from_previous(self) -> None:
+        self.kept = True
+
+    def delta(self, relation: str, removed, added) -> None:
+        rows = set(self.last.get(relation, set()))
+        assert set(removed) <= rows and len(set(removed)) == len(removed)
+        self.rows[relation] = (rows - set(removed)) | set(added)
+
+    def result(self) -> dict[str, set[tuple]]:
+        return {**self.last, **self.rows} if self.kept else self.rows
+
+
+def test_a_body_edit_keeps_the_test_files_it_cannot_change(tmp_path: Path, monkeypatch) -> None:
+    """Note [Test files kept across a body edit]: run with a memo, a body
+    edit of torch/ computes again the test files whose tests call an API
+    whose subject it changed, and gives a fresh run's rows; an edit under
+    test/ computes every file again."""
+    from extractors import tests as layer
+
+    files = {
+        **FILES,
+        "torch/extra.py": "import torch\ndef helper_api(x):\n    return x\n",
+        "test/test_extra.py": """\
+            import torch
+            import torch.extra
+            from torch.testing._internal.common_utils import TestCase
+            class TestExtra(TestCase):
+                def test_helper(self):
+                    torch.extra.helper_api(torch.ones(2))
+        """,
+    }
+    root = make_tree(tmp_path / "tree", files)
+    memo: dict = {}
+    computed: list[str] = []
+    real_file = layer._test_file
+    monkeypatch.setattr(layer, "_test_file", lambda m, f, s: (computed.append(s.file), real_file(m, f, s))[1])
+    runs = iter(range(1, 100))
+    last = DeltaSink()
+    gen = None
+
+    def update(rel: str | None = None, old: str = "", new: str = "") -> dict[str, set[tuple]]:
+        nonlocal last, gen
+        if rel is not None:
+            path = root / rel
+            path.write_text(path.read_text().replace(old, new, 1))
+        computed.clear()
+        sink, now = DeltaSink(last), f"g{next(runs)}"
+        layer.extract(ExtractContext(root, tmp_path / "cache" / "tests", 1, previous=gen, generation=now, memo=memo), sink)
+        asked = list(computed)
+        fresh = ListSink()
+        layer.extract(ExtractContext(root, tmp_path / "fresh" / "tests", 1), fresh)
+        assert sink.result() == fresh.rows
+        computed[:] = asked
+        last, gen = sink, memo[layer.KEPT].generation
+        return sink.result()
+
+    update()
+    assert sorted(computed) == ["test/test_extra.py", "test/test_things.py"]
+    row = ("test/test_extra.py::TestExtra::test_helper", "torch.extra.helper_api", "call", "test/test_extra.py", 6)
+    rows = update("torch/extra.py", "    return x", "    y = 1\n    return torch.abs(x)")
+    assert computed == ["test/test_extra.py"]  # the only file calling the API whose subject moved
+    assert row in rows["tests_cover"]
+    rows = update("torch/extra.py", "    y = 1\n", "")  # lines move, the subject stays
+    assert computed == [] and row in rows["tests_cover"]
+    update("test/test_things.py", "    def test_softmax_name_only(self):", "    def test_softmax_name_x(self):")
+    assert sorted(computed) == ["test/test_extra.py", "test/test_things.py"]
+
+
 # ------------------------------------------------------------------ real tree
 
 

@@ -131,6 +131,37 @@ def test_a_py_edit_updates_its_ops_tests_in_place_to_a_cold_index(tree, tmp_path
 
 
 @pytest.mark.real_tree
+def test_a_py_edit_in_a_watcher_computes_again_the_test_files_it_changes(tree, tmp_path, monkeypatch):
+    """Note [Test files kept across a body edit]: with the memo a watcher
+    keeps, a body edit after which F.softmin reaches no op computes again
+    only the test file whose test calls it (test_nn's test_softmin covers it
+    no more), and the DB equals a cold index."""
+    from extractors import tests as layer
+
+    copy = tmp_path / "pytorch"
+    subprocess.run(["cp", "-al", str(tree.resolve()), str(copy)], check=True)
+    db = tmp_path / "inc" / "tree.duckdb"
+    db.parent.mkdir()
+    _seed_cache(db, tree)
+    memo: dict = {}
+    assert api.index(copy, db, layers=TESTS_LAYERS, jobs=2, memo=memo).mode == "built"
+    softmin = "select test, line from tests_cover where subject = 'torch.nn.functional.softmin' and how = 'call'"
+    assert _rows(db, softmin, []) == [("test/test_nn.py::TestNN::test_softmin", 6837)]
+    computed: list[str] = []
+    real = layer._test_file
+    monkeypatch.setattr(layer, "_test_file", lambda m, f, s: (computed.append(s.file), real(m, f, s))[1])
+    _edit(copy, FUNCTIONAL, "        ret = (-input).softmax(dim)\n    else:\n        ret = (-input).softmax(dim, dtype=dtype)\n",
+          "        ret = -input\n    else:\n        ret = -input\n")
+    report = api.index(copy, db, layers=TESTS_LAYERS, jobs=2, memo=memo)
+    assert report.mode == "updated" and [lr.name for lr in report.layers if lr.action == "ran"] == ["python", "tests"]
+    assert computed == ["test/test_nn.py"]
+    assert _rows(db, softmin, []) == []
+    monkeypatch.undo()
+    assert_same_tables(db, _cold(copy, tmp_path, "py-kept", TESTS_LAYERS))
+    shutil.rmtree(copy, ignore_errors=True)
+
+
+@pytest.mark.real_tree
 def test_each_edit_updates_in_place_to_a_cold_index(indexed, tmp_path):
     copy, db = indexed
 

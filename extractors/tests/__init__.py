@@ -18,11 +18,12 @@ Example:
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
-from extractors.base import ExtractContext, Sink, paused_gc
+from extractors.base import ExtractContext, Sink, add_rows, paused_gc
 from extractors.python import load_model
 from extractors.python.corpus import python_files
 from extractors.python.model import MODULE_ROOTS, Model
@@ -55,20 +56,117 @@ def extract(ctx: ExtractContext, sink: Sink) -> None:
 def _extract(ctx: ExtractContext, sink: Sink) -> None:
     model, _ = load_model(ctx, sink, TOPS)
     dbs = Databases(model)
-    for e in dbs.entries.values():
-        sink.add("opinfo", e.name, e.subject, e.db, e.file, e.line)
-        for alias in e.aliases:
-            sink.add("opinfo", e.name, alias, e.db, e.file, e.line)
     classes = model.idx.subclasses_of(MODULE_ROOTS)
-    module_classes = frozenset(rename(c) for c in classes)
-    _module_runs(model, classes, sink)
-    finder = CoverFinder(model, dbs, module_classes)
-    decorator_uses: Counter[str] = Counter()
-    base_uses: Counter[str] = Counter()
-    for s in model.summaries:
-        if s.file.startswith("test/"):
-            _test_file(model, finder, s, sink, decorator_uses, base_uses)
-    _test_utils(model, dbs, sink, decorator_uses, base_uses)
+    finder = CoverFinder(model, dbs, frozenset(rename(c) for c in classes))
+    files = [s for s in model.summaries if s.file.startswith("test/")]
+    last = ctx.memo.get(KEPT) if ctx.memo is not None else None
+    if last is not None and _may_keep(ctx, sink, model, last):
+        kept = _extract_kept(ctx, sink, model, dbs, finder, files, last)
+    else:
+        for e in dbs.entries.values():
+            sink.add("opinfo", e.name, e.subject, e.db, e.file, e.line)
+            for alias in e.aliases:
+                sink.add("opinfo", e.name, alias, e.db, e.file, e.line)
+        _module_runs(model, classes, sink)
+        records = {}
+        for s in files:
+            records[s.file] = rec = _test_file(model, finder, s)
+            for relation, rows in rec.rows.items():
+                add_rows(sink, relation, rows)
+        uses = _uses(records.values())
+        utils = _test_utils(model, dbs, *uses)
+        add_rows(sink, "test_util", utils)
+        kept = _Kept(ctx.generation, records, finder.subjects(), uses, utils)
+    if ctx.memo is not None:
+        ctx.memo[KEPT] = kept
+
+
+# Note [Test files kept across a body edit]: the rows of a test file are a
+# function of its summary, of the summaries under test/ and
+# torch/testing/_internal (its helpers, the OpInfo lists), of what every
+# summary declares (the model's names, classes and bases: its `_interface`,
+# Note [A model kept across a body edit] in extractors/python/__init__.py)
+# and, through the model's call edges, of one thing more: whether each
+# callee its tests and their helpers call is a subject (`CoverFinder.subject`:
+# an API that reaches an op). So when the model of a layer run with a memo
+# took the last one's work (a body edit outside test/ and torch/testing/),
+# the run asks again the subject of every callee the last run asked, and
+# computes again only the files whose tests read one that changed (a
+# file's `callees`); the rows of the others, and of the relations that read
+# only declarations (opinfo, module_runs; test_util unless the decorator and
+# base counts moved), are the last run's, written as deltas (Note [Layer
+# deltas]) from the generation they are of. Anything else computes every
+# file again.
+KEPT = "tests-kept"
+# the summaries a test file's rows read whole, not only their declarations
+READ_WHOLE = ("test/", "torch/testing/")
+
+
+@dataclass(frozen=True)
+class _FileRows:
+    """What one test file gives: its rows by relation, its decorator and
+    base class uses, and the callees whose subject they read."""
+
+    rows: dict[str, list[tuple]]
+    decorator_uses: Counter
+    base_uses: Counter
+    callees: frozenset[str]
+
+
+@dataclass(frozen=True)
+class _Kept:
+    """A run's rows, for the next to keep (Note [Test files kept across a body edit])."""
+
+    generation: str | None  # of the rows, as the sink's DB will have them
+    files: dict[str, _FileRows]
+    subjects: dict[str, str | None]  # callee -> its subject, every one asked
+    uses: tuple[Counter, Counter]  # decorator and base class uses of every file
+    utils: list[tuple]  # test_util rows
+
+
+def _may_keep(ctx: ExtractContext, sink: Sink, model: Model, last: _Kept) -> bool:
+    edits = model.body_edits
+    return (edits is not None and last.generation is not None and last.generation == ctx.previous
+            and hasattr(sink, "delta") and not any(f.startswith(READ_WHOLE) for f in edits))
+
+
+def _extract_kept(ctx: ExtractContext, sink, model: Model, dbs: Databases, finder: CoverFinder,
+                  files: list[FileSummary], last: _Kept) -> _Kept:
+    """The rows of a body edit as deltas from `last` (Note [Test files kept across a body edit])."""
+    moved = {callee for callee, was in last.subjects.items() if finder.subject(callee) != was}
+    records = dict(last.files)
+    removed: dict[str, list[tuple]] = defaultdict(list)
+    added: dict[str, list[tuple]] = defaultdict(list)
+    for s in files:
+        was = records.get(s.file)
+        if was is not None and not was.callees & moved:
+            continue
+        records[s.file] = now = _test_file(model, finder, s)
+        for relation in sorted(now.rows.keys() | (was.rows.keys() if was else set())):
+            old, new = was.rows.get(relation, []) if was else [], now.rows.get(relation, [])
+            if old != new:
+                removed[relation] += old
+                added[relation] += new
+    uses = _uses(records.values())
+    utils = last.utils if uses == last.uses else _test_utils(model, dbs, *uses)
+    if utils != last.utils:
+        removed["test_util"] += last.utils
+        added["test_util"] += utils
+    sink.deltas_from_previous()  # a relation not written keeps its rows
+    for relation in sorted(removed.keys() | added.keys()):
+        sink.delta(relation, removed[relation], added[relation])
+    changed = any(removed.values()) or any(added.values())
+    return _Kept(ctx.generation if changed else ctx.previous, records, finder.subjects(), uses, utils)
+
+
+def _uses(records) -> tuple[Counter, Counter]:
+    """The decorator and base class uses of all `records`."""
+    decorators: Counter[str] = Counter()
+    bases: Counter[str] = Counter()
+    for rec in records:
+        decorators.update(rec.decorator_uses)
+        bases.update(rec.base_uses)
+    return decorators, bases
 
 
 RUN_METHODS = ("__init__", "forward", "step")
@@ -89,8 +187,11 @@ def _module_runs(model: Model, classes: Iterable[str], sink: Sink) -> None:
                 sink.add("module_runs", rename(cls), m, rename(hit[0]), found[0].file, found[1].line)
 
 
-def _test_file(model: Model, finder: CoverFinder, s: FileSummary, sink: Sink,
-               decorator_uses: Counter, base_uses: Counter) -> None:
+def _test_file(model: Model, finder: CoverFinder, s: FileSummary) -> _FileRows:
+    rows: dict[str, list[tuple]] = {"test": [], "tests_cover": [], "test_file": [], "test_file_uses": []}
+    decorator_uses: Counter[str] = Counter()
+    base_uses: Counter[str] = Counter()
+    finder.looked = set()
     defs = {d.qual: d for d in s.defs}
     classes = tests = 0
     for d in s.defs:
@@ -99,22 +200,22 @@ def _test_file(model: Model, finder: CoverFinder, s: FileSummary, sink: Sink,
         if d.kind == "class" and "." not in d.qual and _is_test_class(model, s, d, defs):
             classes += 1
             cid = f"{s.file}::{d.qual}"
-            sink.add("test", cid, "class", s.file, d.line)
+            rows["test"].append((cid, "class", s.file, d.line))
             for b in model.idx.bases(f"{s.module}.{d.qual}"):
                 base_uses[rename(b)] += 1
         elif _is_test_function(s, d, defs):
             tests += 1
             tid = f"{s.file}::{d.qual.replace('.', '::')}"
-            sink.add("test", tid, "function", s.file, d.line)
-            for subject, how, file, line in finder.covers(s, d, tid):
-                sink.add("tests_cover", tid, subject, how, file, line)
-    sink.add("test_file", s.file, classes, tests, s.lines)
+            rows["test"].append((tid, "function", s.file, d.line))
+            rows["tests_cover"] += [(tid, *row) for row in finder.covers(s, d, tid)]
+    rows["test_file"].append((s.file, classes, tests, s.lines))
     seen: set[str] = set()
     for _local, target, line in s.imports:
         util = rename(model.idx.resolve(target)[0]) if target.startswith(UTIL_PREFIX) else ""
         if util and util not in seen:
             seen.add(util)
-            sink.add("test_file_uses", s.file, util, line)
+            rows["test_file_uses"].append((s.file, util, line))
+    return _FileRows({k: v for k, v in rows.items() if v}, decorator_uses, base_uses, frozenset(finder.looked))
 
 
 def _is_test_class(model: Model, s: FileSummary, d: Def, defs: dict[str, Def]) -> bool:
@@ -146,8 +247,9 @@ def _ancestor_names(model: Model, cls: str) -> set[str]:
     return out
 
 
-def _test_utils(model: Model, dbs: Databases, sink: Sink, decorator_uses: Counter, base_uses: Counter) -> None:
-    """Top-level names of torch/testing/_internal with a category (see schema)."""
+def _test_utils(model: Model, dbs: Databases, decorator_uses: Counter, base_uses: Counter) -> list[tuple]:
+    """Top-level names of torch/testing/_internal with a category (see schema): test_util's rows."""
+    out = []
     db_names = {f"{e.file}:{e.db}" for e in dbs.entries.values()}
     for s in model.summaries:
         if not s.module.startswith(UTIL_PREFIX):
@@ -156,16 +258,17 @@ def _test_utils(model: Model, dbs: Databases, sink: Sink, decorator_uses: Counte
             if "." in d.qual or d.qual.startswith("_"):
                 continue
             name = rename(f"{s.module}.{d.qual}")
-            sink.add("test_util", name, _category(model, name, d, decorator_uses, base_uses), s.file, d.line)
+            out.append((name, _category(model, name, d, decorator_uses, base_uses), s.file, d.line))
         seen: set[str] = set()
         for var, line, _ir in s.assigns:
             if var in seen or var.startswith("_"):
                 continue
             seen.add(var)
             if f"{s.file}:{var}" in db_names:
-                sink.add("test_util", f"{s.module}.{var}", "opinfo_db", s.file, line)
+                out.append((f"{s.module}.{var}", "opinfo_db", s.file, line))
             elif var.isupper() and var.startswith(("TEST_", "IS_", "HAS_")):
-                sink.add("test_util", f"{s.module}.{var}", "flag", s.file, line)
+                out.append((f"{s.module}.{var}", "flag", s.file, line))
+    return out
 
 
 def _category(model: Model, name: str, d: Def, decorator_uses: Counter, base_uses: Counter) -> str:

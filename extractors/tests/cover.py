@@ -67,7 +67,15 @@ class CoverFinder:
         self.module_classes = module_classes
         self._subject: dict[str, str | None] = {}
         self._helpers: dict[tuple[str, str, bool], list[tuple[str, str, str, int]]] = {}  # (class, method, super)
+        self._helper_looked: dict[tuple[str, str, bool], set[str]] = {}
         self._op_names = model.native.by_name
+        # the callees whose subject the rows found since it was last emptied
+        # have read (Note [Test files kept across a body edit] in __init__.py)
+        self.looked: set[str] = set()
+
+    def subjects(self) -> dict[str, str | None]:
+        """Every callee whose subject was asked -> that subject."""
+        return dict(self._subject)
 
     def covers(self, s: FileSummary, d: Def, test: str) -> Iterator[tuple[str, str, str, int]]:
         """(subject, how, file, line) for test function `d` (deduplicated by subject)."""
@@ -128,7 +136,13 @@ class CoverFinder:
         key = (cls, m, sup)  # the tests of a class call its helpers again and again
         rows = self._helpers.get(key)
         if rows is None:
-            rows = self._helpers[key] = list(self._helper_rows(cls, m, sup))
+            outer, self.looked = self.looked, set()
+            try:
+                rows = self._helpers[key] = list(self._helper_rows(cls, m, sup))
+                self._helper_looked[key] = self.looked
+            finally:
+                self.looked = outer
+        self.looked |= self._helper_looked[key]
         yield from rows
 
     def _helper_rows(self, cls: str, m: str, sup: bool) -> Iterator[tuple[str, str, str, int]]:
@@ -141,6 +155,7 @@ class CoverFinder:
 
     def subject(self, callee: str) -> str | None:
         """The Python API or module class a resolved callee names, if it reaches an op."""
+        self.looked.add(callee)
         if callee in self._subject:
             return self._subject[callee]
         hit = self.model.classify(callee)
