@@ -23,6 +23,18 @@ class Sink(Protocol):
         """Advance this layer's progress bar (set `total` once when known)."""
 
 
+class RowLists(dict):
+    """Rows by relation (relation -> list of tuples), taken by `add` as a
+    Sink takes them: for a layer that writes them by `emit`."""
+
+    def add(self, relation: str, *values: str | int) -> None:
+        self.setdefault(relation, []).append(values)
+
+    def distinct(self) -> dict[str, list[tuple]]:
+        """Each relation's rows once each, in their first order (as `emit` takes them)."""
+        return {relation: list(dict.fromkeys(rows)) for relation, rows in self.items()}
+
+
 def emit(ctx: ExtractContext, sink: Sink, rows: dict[str, list[tuple]],
          kept: tuple[str | None, dict[str, list[tuple]]] | None) -> str:
     """Write a layer's `rows` (relation -> rows, each relation's rows distinct)

@@ -68,6 +68,26 @@ class ListSink:
         return self.rows.get(relation, set())
 
 
+class DeltaSink(ListSink):
+    """A ListSink that may write deltas from the rows of the `last` run
+    (Note [Layer deltas]): a relation it writes none of keeps its rows."""
+
+    def __init__(self, last: DeltaSink | None = None) -> None:
+        super().__init__()
+        self.last, self.kept = last.result() if last else {}, False
+
+    def deltas_from_previous(self) -> None:
+        self.kept = True
+
+    def delta(self, relation: str, removed, added) -> None:
+        rows = set(self.last.get(relation, set()))
+        assert set(removed) <= rows and len(set(removed)) == len(removed)
+        self.rows[relation] = (rows - set(removed)) | set(added)
+
+    def result(self) -> dict[str, set[tuple]]:
+        return {**self.last, **self.rows} if self.kept else self.rows
+
+
 def make_tree(root: Path, files: dict[str, str]) -> Path:
     (root / "aten/src/ATen/native").mkdir(parents=True)
     (root / "aten/src/ATen/native/native_functions.yaml").write_text(NATIVE)
@@ -555,6 +575,37 @@ def test_summaries_are_kept_for_the_last_cache_dirs_only(tmp_path: Path) -> None
     assert not set(dirs[:2]) & set(corpus._KEPT) and len(corpus._KEPT) == corpus.KEPT_DIRS
 
 
+def test_a_file_whose_identity_stays_is_not_read_again(tmp_path: Path, monkeypatch) -> None:
+    """Note [Files stat'ed, not read]: a file of the same inode, size and
+    mtime as when last read takes its key unread; another size, another
+    mtime or another tree reads it again."""
+    import os
+
+    from extractors.python import corpus
+
+    tree = make_tree(tmp_path / "tree", {"torch/a.py": "def f():\n    pass\n", "torch/b.py": "x = 1\n"})
+    cache = tmp_path / "cache"
+    read: list[str] = []
+    key = corpus._key
+    monkeypatch.setattr(corpus, "_key", lambda rel, data: (read.append(rel), key(rel, data))[1])
+
+    def names(root: Path = tree) -> list[str]:
+        read.clear()
+        return [d.qual for s in corpus.summarize_tree(root, ["torch/a.py", "torch/b.py"], cache) for d in s.defs]
+
+    assert names() == ["f"] and read == ["torch/a.py", "torch/b.py"]
+    assert names() == ["f"] and read == []
+    a = tree / "torch" / "a.py"
+    st = a.stat()
+    a.write_text("def g():\n    pass\n")  # the same size
+    os.utime(a, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+    assert names() == ["g"] and read == ["torch/a.py"]
+    a.write_text("def gg():\n    pass\n")
+    assert names() == ["gg"] and read == ["torch/a.py"]
+    other = make_tree(tmp_path / "other", {"torch/a.py": "def f():\n    pass\n", "torch/b.py": "x = 1\n"})
+    assert names(other) == ["f"] and read == ["torch/a.py", "torch/b.py"]
+
+
 def test_a_body_edit_computes_only_its_files_edges_again(tmp_path: Path, monkeypatch) -> None:
     """Note [A model kept across a body edit]: run with a memo, a body edit
     (a call added, lines moved) resolves again the calls of the edited
@@ -565,23 +616,29 @@ def test_a_body_edit_computes_only_its_files_edges_again(tmp_path: Path, monkeyp
 
     root = make_tree(tmp_path / "tree", SNIPPETS)
     memo: dict = {}
-    ctx = ExtractContext(root, tmp_path / "cache" / "python", 1, memo=memo)
-    layer.extract(ctx, ListSink())
+    last = DeltaSink()
+    layer.extract(ExtractContext(root, tmp_path / "cache" / "python", 1, generation="g0", memo=memo), last)
     computed: list[str] = []
     compute = Model._compute_edges
     monkeypatch.setattr(Model, "_compute_edges", lambda self, caller: (computed.append(caller), compute(self, caller))[1])
+    runs = iter(range(1, 100))
 
     def edit(rel: str, old: str, new: str) -> ListSink:
+        nonlocal last
         path = root / rel
         path.write_text(path.read_text().replace(old, new, 1))
         computed.clear()
-        sink = ListSink()
-        layer.extract(ctx, sink)
+        sink = DeltaSink(last)
+        gen = memo[layer.ROWS][0]
+        layer.extract(ExtractContext(root, tmp_path / "cache" / "python", 1, previous=gen,
+                                     generation=f"g{next(runs)}", memo=memo), sink)
         asked = list(computed)
         fresh = ListSink()
         layer.extract(ExtractContext(root, tmp_path / "fresh" / "python", 1), fresh)
-        assert sink.rows == fresh.rows
+        # written as deltas from the last run's rows (Note [Layer deltas]): the rows of a fresh run
+        assert sink.kept and sink.result() == fresh.rows
         computed[:] = asked
+        last, sink.rows = sink, sink.result()
         return sink
 
     sink = edit("torch/_tensor.py", "        return self.add(self)", "        x = 1\n        return self.abs()")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_python_layer import SNIPPETS, ListSink, make_tree
+from test_python_layer import SNIPPETS, DeltaSink, ListSink, make_tree
 
 from extractors.base import ExtractContext
 
@@ -192,26 +192,6 @@ def test_snippet_test_utils(tmp_path: Path) -> None:
     assert ("torch.testing._internal.common_device_type.ops", "decorator", f"{TESTING}/common_device_type.py", 1) in s.get("test_util")
     assert ("torch.testing._internal.common_methods_invocations.op_db", "opinfo_db",
             f"{TESTING}/common_methods_invocations.py", 3) in s.get("test_util")
-
-
-class DeltaSink(ListSink):
-    """A ListSink that may write deltas from the rows of the `last` run
-    (Note [Layer deltas]): a relation it writes none of keeps its rows."""
-
-    def __init__(self, last: DeltaSink | None = None) -> None:
-        super().__init__()
-        self.last, self.kept = last.result() if last else {}, False
-
-    def deltas_from_previous(self) -> None:
-        self.kept = True
-
-    def delta(self, relation: str, removed, added) -> None:
-        rows = set(self.last.get(relation, set()))
-        assert set(removed) <= rows and len(set(removed)) == len(removed)
-        self.rows[relation] = (rows - set(removed)) | set(added)
-
-    def result(self) -> dict[str, set[tuple]]:
-        return {**self.last, **self.rows} if self.kept else self.rows
 
 
 def test_a_body_edit_keeps_the_test_files_it_cannot_change(tmp_path: Path, monkeypatch) -> None:
