@@ -79,9 +79,11 @@ def load_model(ctx: ExtractContext, sink: Sink, tops: Iterable[str] = TOPS) -> t
 # over, and when the summaries that changed (those not kept as the same
 # object, Note [Summaries kept in the process]) declare what they did (a
 # body edit, a line added or removed), the new model takes the last one's
-# caches, less the edges of the callers of those files, and computes only
-# those; anything else (a def, an import, an assignment added or changed)
-# computes everything again. Only the changed files' interfaces are
+# caches, less the edges of the callers of those files and the API -> op
+# answers whose walk read one of those edges, and computes only those
+# (the python layer's API rows after a .py edit: 0.09 -> 0.07 s); anything
+# else (a def, an import, an assignment added or changed) computes
+# everything again. Only the changed files' interfaces are
 # compared, and a run with no last model (a `torchtalk index` process)
 # compares none.
 def _adopt_last(memo: dict, model: Model, summaries: list[FileSummary]) -> None:

@@ -117,6 +117,8 @@ class Model:
         for name in self.aliases:
             self._edge_src[name] = None
         self._edges: dict[str, list[Edge]] = {}
+        # api_ops's answers: API -> (op -> (how, file, line), the callers whose edges its walk read)
+        self._api_ops: dict[str, tuple[dict[str, tuple[str, str, int]], frozenset[str]]] = {}
         self._roots: dict[str, str] | None = None
         self._typed: dict[tuple[str, str], list[tuple[str, str]]] = {}
         self._attr_types: dict[tuple[str, str], frozenset[str] | None] = {}
@@ -130,11 +132,17 @@ class Model:
         self._typed.update(last._typed)
         self._attr_types.update(last._attr_types)
         self._roots = last._roots
+        edited = set()
+        for caller, src in self._edge_src.items():
+            if not unchanged(src[0].file if src is not None else self.aliases[caller][1]):
+                edited.add(caller)
         for caller, edges in last._edges.items():
-            if caller in self._edge_src:
-                src = self._edge_src[caller]
-                if unchanged(src[0].file if src is not None else self.aliases[caller][1]):
-                    self._edges[caller] = edges
+            if caller in self._edge_src and caller not in edited:
+                self._edges[caller] = edges
+        # an API's ops, when no edge its walk read is an edited caller's
+        for api, hit in last._api_ops.items():
+            if hit[1].isdisjoint(edited):
+                self._api_ops[api] = hit
 
     def edges(self, caller: str) -> list[Edge]:
         """The call edges of a function or alias (internal name); [] for others."""
@@ -357,6 +365,9 @@ class Model:
         how: "alias" (an alias straight to a binding), "wrapper" (through Python
         code), "method_guess" (the path uses an untyped Tensor method call).
         """
+        hit = self._api_ops.get(api)
+        if hit is not None:
+            return hit[0]
         out: dict[str, tuple[str, str, int]] = {}
         first = self.edges(api)
         queue = deque((e, 1, e.kind == "guess", e) for e in first)
@@ -374,6 +385,7 @@ class Model:
             seen.add(e.callee)
             for nxt in self.edges(e.callee):
                 queue.append((nxt, depth + 1, guessed or nxt.kind == "guess", hop))
+        self._api_ops[api] = (out, frozenset(seen))  # `seen`: every caller whose edges were read
         return out
 
     def _library_ops(self, leaf: str) -> tuple[str, ...]:
