@@ -18,12 +18,12 @@ Example:
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from extractors.base import ExtractContext, Sink, add_rows, paused_gc
+from extractors.base import ExtractContext, RowLists, Sink, emit, paused_gc
 from extractors.python import load_model
 from extractors.python.corpus import python_files
 from extractors.python.model import MODULE_ROOTS, Model
@@ -60,25 +60,30 @@ def _extract(ctx: ExtractContext, sink: Sink) -> None:
     finder = CoverFinder(model, dbs, frozenset(rename(c) for c in classes))
     files = [s for s in model.summaries if s.file.startswith("test/")]
     last = ctx.memo.get(KEPT) if ctx.memo is not None else None
-    if last is not None and _may_keep(ctx, sink, model, last):
-        kept = _extract_kept(ctx, sink, model, dbs, finder, files, last)
+    rows = RowLists()
+    keep = last is not None and _files_kept(model)
+    if keep:  # Note [Test files kept across a body edit]
+        moved = {callee for callee, was in last.subjects.items() if finder.subject(callee) != was}
+        records = {s.file: rec if (rec := last.files.get(s.file)) is not None and not rec.callees & moved
+                   else _test_file(model, finder, s) for s in files}
+        for relation in DECLARED:
+            rows[relation] = last.rows.get(relation, [])
     else:
+        records = {s.file: _test_file(model, finder, s) for s in files}
         for e in dbs.entries.values():
-            sink.add("opinfo", e.name, e.subject, e.db, e.file, e.line)
+            rows.add("opinfo", e.name, e.subject, e.db, e.file, e.line)
             for alias in e.aliases:
-                sink.add("opinfo", e.name, alias, e.db, e.file, e.line)
-        _module_runs(model, classes, sink)
-        records = {}
-        for s in files:
-            records[s.file] = rec = _test_file(model, finder, s)
-            for relation, rows in rec.rows.items():
-                add_rows(sink, relation, rows)
-        uses = _uses(records.values())
-        utils = _test_utils(model, dbs, *uses)
-        add_rows(sink, "test_util", utils)
-        kept = _Kept(ctx.generation, records, finder.subjects(), uses, utils)
+                rows.add("opinfo", e.name, alias, e.db, e.file, e.line)
+        _module_runs(model, classes, rows)
+    for rec in records.values():
+        for relation, rs in rec.rows.items():
+            rows.setdefault(relation, []).extend(rs)
+    uses = _uses(records.values())
+    rows["test_util"] = last.rows.get("test_util", []) if keep and uses == last.uses else _test_utils(model, dbs, *uses)
+    now = rows.distinct()
+    generation = emit(ctx, sink, now, (last.generation, last.rows) if last is not None else None)
     if ctx.memo is not None:
-        ctx.memo[KEPT] = kept
+        ctx.memo[KEPT] = _Kept(generation, now, records, finder.subjects(), uses)
 
 
 # Note [Test files kept across a body edit]: the rows of a test file are a
@@ -94,12 +99,14 @@ def _extract(ctx: ExtractContext, sink: Sink) -> None:
 # computes again only the files whose tests read one that changed (a
 # file's `callees`); the rows of the others, and of the relations that read
 # only declarations (opinfo, module_runs; test_util unless the decorator and
-# base counts moved), are the last run's, written as deltas (Note [Layer
-# deltas]) from the generation they are of. Anything else computes every
-# file again.
+# base counts moved), are the last run's. Anything else computes every file
+# again. Either way the rows are written by `emit`: as deltas from the last
+# run's when the DB has those (Note [Layer deltas]).
 KEPT = "tests-kept"
 # the summaries a test file's rows read whole, not only their declarations
 READ_WHOLE = ("test/", "torch/testing/")
+# the relations that read only what the summaries declare
+DECLARED = ("opinfo", "module_runs")
 
 
 @dataclass(frozen=True)
@@ -117,46 +124,18 @@ class _FileRows:
 class _Kept:
     """A run's rows, for the next to keep (Note [Test files kept across a body edit])."""
 
-    generation: str | None  # of the rows, as the sink's DB will have them
+    generation: str | None  # of `rows`, as `emit` gives it
+    rows: dict[str, list[tuple]]  # the layer's rows, as written
     files: dict[str, _FileRows]
     subjects: dict[str, str | None]  # callee -> its subject, every one asked
     uses: tuple[Counter, Counter]  # decorator and base class uses of every file
-    utils: list[tuple]  # test_util rows
 
 
-def _may_keep(ctx: ExtractContext, sink: Sink, model: Model, last: _Kept) -> bool:
+def _files_kept(model: Model) -> bool:
+    """Whether the last run's test files may be kept: the model took the
+    last one's work, after an edit that changed no summary read whole."""
     edits = model.body_edits
-    return (edits is not None and last.generation is not None and last.generation == ctx.previous
-            and hasattr(sink, "delta") and not any(f.startswith(READ_WHOLE) for f in edits))
-
-
-def _extract_kept(ctx: ExtractContext, sink, model: Model, dbs: Databases, finder: CoverFinder,
-                  files: list[FileSummary], last: _Kept) -> _Kept:
-    """The rows of a body edit as deltas from `last` (Note [Test files kept across a body edit])."""
-    moved = {callee for callee, was in last.subjects.items() if finder.subject(callee) != was}
-    records = dict(last.files)
-    removed: dict[str, list[tuple]] = defaultdict(list)
-    added: dict[str, list[tuple]] = defaultdict(list)
-    for s in files:
-        was = records.get(s.file)
-        if was is not None and not was.callees & moved:
-            continue
-        records[s.file] = now = _test_file(model, finder, s)
-        for relation in sorted(now.rows.keys() | (was.rows.keys() if was else set())):
-            old, new = was.rows.get(relation, []) if was else [], now.rows.get(relation, [])
-            if old != new:
-                removed[relation] += old
-                added[relation] += new
-    uses = _uses(records.values())
-    utils = last.utils if uses == last.uses else _test_utils(model, dbs, *uses)
-    if utils != last.utils:
-        removed["test_util"] += last.utils
-        added["test_util"] += utils
-    sink.deltas_from_previous()  # a relation not written keeps its rows
-    for relation in sorted(removed.keys() | added.keys()):
-        sink.delta(relation, removed[relation], added[relation])
-    changed = any(removed.values()) or any(added.values())
-    return _Kept(ctx.generation if changed else ctx.previous, records, finder.subjects(), uses, utils)
+    return edits is not None and not any(f.startswith(READ_WHOLE) for f in edits)
 
 
 def _uses(records) -> tuple[Counter, Counter]:
