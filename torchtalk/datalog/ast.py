@@ -506,11 +506,17 @@ def all_var_names(term: Term) -> list[str]:
 
 def literal_var_names(lit: Literal) -> list[str]:
     """Every variable occurrence of a literal, by name, aggregates' included."""
+    return [v for t in literal_terms(lit) for v in all_var_names(t)]
+
+
+def literal_terms(lit: Literal) -> tuple[Term, ...]:
+    """The terms a literal holds: an atom's arguments (a negated one's too),
+    a comparison's or builtin's two sides."""
     if isinstance(lit, Atom):
-        return [v for t in lit.args for v in all_var_names(t)]
+        return lit.args
     if isinstance(lit, Negation):
-        return literal_var_names(lit.target)
-    return [v for t in (lit.left, lit.right) for v in all_var_names(t)]
+        return literal_terms(lit.target)
+    return (lit.left, lit.right)
 
 
 def literal_atoms(lit: Literal) -> list[tuple[Atom, bool]]:

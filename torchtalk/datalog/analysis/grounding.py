@@ -61,7 +61,7 @@ def _parents_of(agg: A.Aggregate, rule: A.Rule) -> tuple[A.Aggregate, ...]:
             found.append(enc)
         if isinstance(t, A.Aggregate):
             for lit in t.body:
-                for sub in _literal_terms(lit):
+                for sub in A.literal_terms(lit):
                     term(sub, (*enc, t))
             if t.target is not None:
                 term(t.target, (*enc, t))
@@ -70,17 +70,9 @@ def _parents_of(agg: A.Aggregate, rule: A.Rule) -> tuple[A.Aggregate, ...]:
                 term(sub, enc)
 
     for lit in (rule.head, *rule.body):
-        for t in _literal_terms(lit):
+        for t in A.literal_terms(lit):
             term(t, ())
     return found[0] if found else ()
-
-
-def _literal_terms(lit) -> tuple:
-    if isinstance(lit, A.Atom):
-        return lit.args
-    if isinstance(lit, A.Negation):
-        return _literal_terms(lit.target)
-    return (lit.left, lit.right)
 
 
 def ground_rule(rule: A.Rule) -> Grounding:

@@ -30,7 +30,7 @@ A column of relation `r` is a distance when
   else, or the target of a `min` aggregate read nowhere else.
 
 The other engines derive every row; the answers are the same
-(tests/datalog/test_memory.py compares them on such programs).
+(tests/datalog/test_shortest.py compares them on such programs).
 
 Example:
     >>> from torchtalk.datalog.parser import parse_text
@@ -107,7 +107,7 @@ def _reads_least(rule: A.Rule, rel: str, col: int) -> bool:
         elif isinstance(lit, A.Negation):
             if isinstance(lit.target, A.Atom) and lit.target.name == rel and not _unused(lit.target.args[col], uses):
                 return False
-        elif not all(_agg_least(agg, rel, col, uses) for t in _literal_terms(lit) for agg in _aggregates(t)):
+        elif not all(_agg_least(agg, rel, col, uses) for t in A.literal_terms(lit) for agg in _aggregates(t)):
             return False
     return True
 
@@ -135,16 +135,8 @@ def _occurrences(rule: A.Rule) -> Counter:
                     *(v for lit in rule.body for v in A.literal_var_names(lit))])
 
 
-def _literal_terms(lit: A.Literal) -> tuple[A.Term, ...]:
-    if isinstance(lit, A.Atom):
-        return lit.args
-    if isinstance(lit, A.Negation):
-        return _literal_terms(lit.target)
-    return (lit.left, lit.right)
-
-
 def _aggregates(term: A.Term) -> list[A.Aggregate]:
     """Every aggregate in `term`, nested ones too."""
     if isinstance(term, A.Aggregate):
-        return [term, *(a for lit in term.body for t in _literal_terms(lit) for a in _aggregates(t))]
+        return [term, *(a for lit in term.body for t in A.literal_terms(lit) for a in _aggregates(t))]
     return [a for t in A.subterms(term) for a in _aggregates(t)]
