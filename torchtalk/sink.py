@@ -178,7 +178,7 @@ class LayerSink:
             old = self.previous / f"{rel}.facts"
             if old.is_file():
                 os.link(old, self.out / f"{rel}.facts")
-                self.counts[rel] = self.previous_counts.get(rel) or len(self._lines(old))
+                self.counts[rel] = self.previous_counts[rel] if rel in self.previous_counts else len(self._lines(old))
 
     def changed(self) -> bool:
         """Whether a delta run changed any row (a full run: always)."""
@@ -198,11 +198,12 @@ class LayerSink:
 _LINES = "fact-lines"
 
 
-# Note [One row at a time]: the python and tests layers add their 265,000
-# rows one `add` at a time. A row whose values are of its columns' types
-# exactly (str, int: all but a str subclass) needs no check value by
-# value, and one whose joined line holds a tab per column and no newline
-# needs no value cleaned: two C-level tests per row, the value-by-value
+# Note [One row at a time]: the ops layer and the compiler tier add their
+# rows one `add` at a time (the python and tests layers, 265,000 rows,
+# write theirs by `emit`, a relation at a time through `add_rows`). A row
+# whose values are of its columns' types exactly (str, int: all but a str
+# subclass) needs no check value by value, and one whose joined line holds
+# a tab per column and no newline needs no value cleaned: two C-level tests per row, the value-by-value
 # path kept for the others (it reports a bad row as before).
 _CLEAN = str.maketrans({"\t": " ", "\n": " ", "\r": " "})  # fact files are TSV, one row per line
 
