@@ -55,5 +55,48 @@ def test_an_update_renumbers_only_when_names_come_or_go(case, new, stays, seen):
     assert _numbered(con) == _numbered(again)
     if stays:
         assert got is None and _numbered(con) == before
-    else:
-        assert got is not None and new[1] in {n for n, _ in _numbered(con)}
+    else:  # the new name's row alone: no other name is numbered again (Note [Numbers that stay])
+        gone, came = (con.execute(f"SELECT name FROM {t}").fetchall() for t in got)
+        assert gone == [] and came == [(new[1],)]
+        assert set(before) < set(_numbered(con))
+
+
+def test_numbers_are_buckets_of_the_md5_and_ranks_in_them():
+    """Note [Numbers that stay]: a name's number is the first 28 bits of its
+    name's MD5, times 8, plus its rank in its bucket; names sharing a bucket
+    take 8k, 8k + 1, … in byte order, and a new one moves only those after it."""
+    import hashlib
+
+    from torchtalk.datalog import parse_file
+    from torchtalk.store import SCHEMA_PATH
+
+    decls = parse_file(SCHEMA_PATH).decls
+    con = build_db()
+    for name, number in _numbered(con):
+        assert number == int(hashlib.md5(name.encode()).hexdigest()[:7], 16) * 8
+    # two names of one bucket (found by search: the first 7 hex digits of their MD5 agree)
+    low, high = _same_bucket()
+    number_nodes(con, decls, None, _apply(con, "calls", [], [(CALL[0], high, *CALL[2:])]))
+    first = dict(_numbered(con))
+    assert first[high] % 8 == 0
+    deltas = _apply(con, "calls", [], [(CALL[0], low, *CALL[2:])])
+    gone, came = (dict(con.execute(f"SELECT name, id FROM {t}").fetchall())
+                  for t in number_nodes(con, decls, None, deltas))
+    after = dict(_numbered(con))
+    assert (after[low], after[high]) == (first[high], first[high] + 1)
+    assert gone == {high: first[high]} and came == {low: first[high], high: first[high] + 1}
+    assert {n: i for n, i in after.items() if n not in (low, high)} == {
+        n: i for n, i in first.items() if n != high}
+
+
+def _same_bucket() -> tuple[str, str]:
+    """Two names whose MD5s agree in their first 7 hex digits, in byte order."""
+    import hashlib
+
+    seen: dict[str, str] = {}
+    for i in range(1 << 20):
+        name = f"at::native::tt_bucket_{i}"
+        other = seen.setdefault(hashlib.md5(name.encode()).hexdigest()[:7], name)
+        if other != name:
+            return tuple(sorted((other, name), key=str.encode))
+    raise AssertionError("no two names share a bucket")

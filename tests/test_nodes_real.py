@@ -24,13 +24,20 @@ def test_every_end_of_a_step_has_a_number(con):
     assert sorted(ends - numbered) == []
 
 
-def test_numbers_are_dense_in_name_order_and_fit_souffle(con):
-    """0, 1, 2, ... in the names' byte order: one per name, and below 2³¹
-    (Soufflé's `number` is 32-bit)."""
+def test_numbers_are_md5_buckets_one_per_name_and_fit_souffle(con):
+    """A name's number is the first 28 bits of its MD5 times 8, plus its rank
+    in byte order among the names of that bucket (Note [Numbers that stay]):
+    one per name, below 2³¹ (Soufflé's `number` is 32-bit)."""
+    import hashlib
+
     rows = dict(con.execute("SELECT name, id FROM node").fetchall())
-    names = sorted(rows, key=lambda n: n.encode())
-    assert [rows[n] for n in names] == list(range(len(names)))
-    assert len(names) < 2**31
+    buckets: dict[int, list[str]] = {}
+    for name in rows:
+        buckets.setdefault(int(hashlib.md5(name.encode()).hexdigest()[:7], 16), []).append(name)
+    assert {n: i for n, i in rows.items()} == {
+        n: b * 8 + k for b, names in buckets.items() for k, n in enumerate(sorted(names, key=str.encode))}
+    assert len(set(rows.values())) == len(rows) > 50_000 and max(rows.values()) < 2**31
+    assert any(len(names) > 1 for names in buckets.values())  # a bucket shared: the ranks are used
     gemm = "at::native::cpublas::gemm(TransposeType, TransposeType, int64_t, int64_t, int64_t, double, " \
            "const double*, int64_t, const double*, int64_t, double, double*, int64_t)"
     assert gemm in rows and "at::native::add_stub" in rows  # a stub (StubName) is a node too

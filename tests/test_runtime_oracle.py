@@ -124,8 +124,9 @@ def test_rule_file_checks():
 
 
 def node_rows(facts: dict[str, list[tuple]]) -> list[tuple[str, int]]:
-    """The `node` facts the index would write for these fact rows (Note
-    [Node numbers]): every value of a node-typed column, numbered in name order."""
+    """`node` facts for these fact rows (Note [Node numbers]): every value of
+    a node-typed column, one number each (in name order: the rules need
+    numbers one-to-one, not the index's own)."""
     from torchtalk.index import load_schema
     from torchtalk.nodes import node_columns
 

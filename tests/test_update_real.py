@@ -181,9 +181,19 @@ def test_each_edit_updates_in_place_to_a_cold_index(indexed, tmp_path):
     # a new C++ function, calling an op
     line = _edit(copy, BLAS, "namespace at::native::cpublas {",
                  "namespace at::native::cpublas {\nvoid tt_probe(const Tensor& t) { t.mm(t); }")
+    numbers = dict(_rows(db, "select name, id from node", []))
     recomputed, by_file = _update(copy, db, ["cpp"])
-    assert {"step_pair", "step_at"} <= recomputed  # a new node: numbered (Note [Node numbers]) ...
-    assert not any(p.startswith("step_at ") for p in by_file)  # ... a node row came, and step_at reads node with no file: all again
+    # a new step: the pairs whole; func's new row moves what the steps read under a
+    # negation (fn_device), so step_at is computed whole too
+    assert {"step_pair", "step_at"} <= recomputed
+    assert not any(p.startswith("step_at ") for p in by_file)
+    # the new node is numbered by its name's bucket, and no other name in another
+    # bucket is numbered again (Note [Numbers that stay])
+    probe = "at::native::cpublas::tt_probe"
+    after = dict(_rows(db, "select name, id from node", []))
+    assert after[probe] // 8 == int(hashlib.md5(probe.encode()).hexdigest()[:7], 16)
+    assert {n: i for n, i in after.items() if i // 8 != after[probe] // 8} == {
+        n: i for n, i in numbers.items() if i // 8 != after[probe] // 8}
     assert _rows(db, "select count(*) from node where name = 'at::native::cpublas::tt_probe'", []) == [(1,)]
     assert _rows(db, "select fn, line from func where name = 'tt_probe'", []) == [
         ("at::native::cpublas::tt_probe", line + 1)]

@@ -43,7 +43,7 @@ META_TABLES = ("torchtalk_meta", "torchtalk_layers", "torchtalk_warnings", "torc
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "facts" / "schema.dl"
 _SQL_TYPES = {"symbol": "VARCHAR", "number": "BIGINT"}
 # bumped when the DB layout changes; an older DB is rebuilt by the next index
-FORMAT = "2"
+FORMAT = "3"  # 3: node numbers by bucket (Note [Numbers that stay] in torchtalk/nodes.py)
 # DuckDB memory of a query connection (Note [Query memory])
 QUERY_MEMORY = "2GB"
 

@@ -34,8 +34,8 @@ from pathlib import Path
 
 from torchtalk import store
 from torchtalk.atomic import link_tree
+from torchtalk.nodes import NODE_TYPES, node_columns, number_nodes
 from torchtalk.nodes import RELATION as NODES
-from torchtalk.nodes import node_columns, number_nodes
 from torchtalk.sink import fact_lines
 
 FACTS_ID = "facts_id"  # the file in the facts dir, and the meta key, that tie them together
@@ -123,9 +123,13 @@ def apply(tmp_db: Path, src: store.Source, schema, deltas: Deltas, tmp_facts: Pa
         nodes = None  # Note [Node numbers]: the names that came or went
         if changed & {rel for rel, _ in node_columns(schema.decls)}:
             nodes = number_nodes(con, schema.decls, tmp_facts, temps)
+        keyed = {}  # Note [Names that come and go]
         if nodes is not None:
             temps[NODES] = nodes
             changed |= {NODES}
+            if not con.execute(f"SELECT EXISTS (SELECT name FROM {nodes[0]} INTERSECT SELECT name FROM {nodes[1]})"
+                               ).fetchone()[0]:  # no name renumbered: names came or went
+                keyed[NODES] = (0, frozenset(NODE_TYPES))
         con.execute("DELETE FROM torchtalk_layers")
         con.executemany("insert into torchtalk_layers values (?, ?, ?, ?, ?, ?)", layer_rows(layers))
         con.execute("DELETE FROM torchtalk_warnings")
@@ -139,7 +143,8 @@ def apply(tmp_db: Path, src: store.Source, schema, deltas: Deltas, tmp_facts: Pa
         con.execute("COMMIT")
         # the copy is private until renamed: the stored relations may commit apart
         note = _refresh_derived(con, changed, lambda rel, cols: _moved(con, schema.decls[rel], *temps[rel], cols),
-                                log, lambda rel, col, cols=None: _values(con, schema.decls[rel], *temps[rel], col, cols))
+                                log, lambda rel, col, cols=None: _values(con, schema.decls[rel], *temps[rel], col, cols),
+                                keyed)
         con.execute("checkpoint")
     finally:
         con.close()
@@ -227,7 +232,7 @@ def _values(con, decl, gone_t: str, new_t: str, col: int, cols: frozenset[int] |
     return [v for (v,) in con.execute(sql).fetchall()]
 
 
-def _refresh_derived(con, changed: frozenset[str], moved, log, values=None) -> str:
+def _refresh_derived(con, changed: frozenset[str], moved, log, values=None, keyed=None) -> str:
     """Recompute the stored relations that read a changed relation (Note
     [Derived in place]), those whose rows changed in some files (or at some
     ops) only there (Note [Rows changed by file]); a failure leaves them
@@ -245,7 +250,7 @@ def _refresh_derived(con, changed: frozenset[str], moved, log, values=None) -> s
     con.execute("BEGIN TRANSACTION")
     try:
         by_part: dict[str, tuple[str, int]] = {}
-        counts = refresh(con, load_library(user=False), tables, changed, moved, empty, values, by_part)
+        counts = refresh(con, load_library(user=False), tables, changed, moved, empty, values, by_part, keyed)
     except (TorchTalkError, duckdb.Error) as exc:
         con.execute("ROLLBACK")
         what = exc.headline() if isinstance(exc, TorchTalkError) else str(exc).splitlines()[0]

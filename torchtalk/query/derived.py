@@ -133,7 +133,8 @@ def _reading(program: A.Program, tables: frozenset[str], stored: frozenset[str] 
 
 def refresh(con: Any, program: A.Program, tables: frozenset[str], changed: frozenset[str],
             moved=None, empty: frozenset[str] = frozenset(), values=None,
-            by_part: dict[str, tuple[str, int]] | None = None) -> dict[str, int]:
+            by_part: dict[str, tuple[str, int]] | None = None,
+            keyed: dict[str, tuple[int, frozenset[str]]] | None = None) -> dict[str, int]:
     """Recompute, on the writable `con` of a DB updated in place, the stored
     relations that read (transitively) a fact relation in `changed` in a
     column whose values moved (`moved(relation, columns)`, default: any
@@ -162,7 +163,29 @@ def refresh(con: Any, program: A.Program, tables: frozenset[str], changed: froze
     changed only in some files (or at some ops, PART_COLUMNS) is updated
     there alone (Note [Rows changed by file] in
     torchtalk/datalog/analysis/partition.py; `by_part` gets the column and
-    the number of its values of each).
+    the number of its values of each). `keyed`: changed relations whose
+    rows changed only by keys that came or went, relation -> (its key
+    column, the types of the fact columns its keys are the values of)
+    (Note [Names that come and go]).
+
+    Note [Names that come and go]: `node` numbers the names of the fact
+    columns typed FnId or StubName, a number per name that no other name
+    moves (Note [Numbers that stay] in torchtalk/nodes.py), so an update
+    that brings a new C++ function or kernel name changes `node` by one
+    row. When the update's `node` rows are only those of names that came or
+    went (no name in both its deleted and its inserted rows), a stored
+    relation whose every read of `node` numbers a name that another
+    positive atom of the rule draws from such a fact column
+    (torchtalk/datalog/analysis/drawn.py) sees that change through the fact
+    relation too: a name that came is in a fact row that came, at a column
+    the rule reads (it joins `node`), and a name that went, in a row that
+    went. So `node` counts as unchanged for it: the relation is kept, or
+    updated in some files only, as those fact rows say. A relation that
+    reads `node` otherwise (a name from a constant or a query's argument,
+    every number) sees it changed. On the 2.6.0 tree, the yaml entry of
+    bench/incremental.py (a new kernel name) now keeps node_card; a new C++
+    function changes `func`, which the steps read under a negation
+    (fn_device), so the step relations are computed whole either way.
     """
     prints = fingerprints(program)
     have = _read_catalog(con)
@@ -176,13 +199,20 @@ def refresh(con: Any, program: A.Program, tables: frozenset[str], changed: froze
             seen[rel, cols] = True if moved is None else moved(rel, cols)
         return seen[rel, cols]
 
+    from torchtalk.datalog.analysis.drawn import numbers_drawn_names
     from torchtalk.datalog.transform.prune import prune
 
     live = program.cached(("empty", empty), lambda: prune(program, empty)) if empty else program
 
+    def moves_for(target: str):
+        """`moves` as stored relation `target` sees it (Note [Names that come and go])."""
+        unseen = frozenset(rel for rel, (key, types) in (keyed or {}).items()
+                           if numbers_drawn_names(live, target, rel, key, tables, types))
+        return (lambda rel, cols: rel not in unseen and moves(rel, cols)) if unseen else moves
+
     def reads_a_change(rel: str) -> bool:
-        needs = needed_columns(live, rel)
-        return any(moves(c, needs[c]) for c in sorted(changed) if c in needs)
+        needs, seen_by = needed_columns(live, rel), moves_for(rel)
+        return any(seen_by(c, needs[c]) for c in sorted(changed) if c in needs)
 
     affected = {rel for rel in prints if have[rel] != prints[rel] or reads_a_change(rel)}
     if not affected:
@@ -192,7 +222,7 @@ def refresh(con: Any, program: A.Program, tables: frozenset[str], changed: froze
     done: dict[str, tuple[str, int, int]] = {}  # updated by part: (column, values, rows)
     if values is not None:
         same = frozenset(rel for rel in affected if have[rel] == prints[rel])  # rows of a changed rule: all again
-        done = _by_part(con, _reading(program, tables, kept), same, frozenset(changed), moves, values, kept)
+        done = _by_part(con, _reading(program, tables, kept), same, frozenset(changed), moves_for, values, kept)
         if by_part is not None:
             by_part.update({rel: (name, n) for rel, (name, n, _rows) in done.items()})
     counts = {rel: rows for rel, (_name, _n, rows) in done.items()}
@@ -220,21 +250,24 @@ PART_TABLE = "_tt_changed_part"
 PART_COLUMNS = ("file", "op")
 
 
-def _by_part(con, live: A.Program, rels: frozenset[str], changed: frozenset[str], moves, values,
+def _by_part(con, live: A.Program, rels: frozenset[str], changed: frozenset[str], moves_for, values,
              kept: frozenset[str]) -> dict[str, tuple[str, int, int]]:
     """Update those of `rels` (stored relations of `live`, the library with
     the kept ones as inputs) whose rows changed only at some values of one
     of their PART_COLUMNS: their rows of those values deleted and computed
-    again (Note [Rows changed by file]). -> relation: (column, values, rows now)."""
+    again (Note [Rows changed by file]); `moves_for(rel)`: what moved, as
+    `rel` sees it. -> relation: (column, values, rows now)."""
     from torchtalk.datalog.compile import SQL_TYPES
     from torchtalk.datalog.engines.duckdb import DuckDBEngine
     from torchtalk.datalog.transform.restrict import restrict
 
-    def moved(rel: str, cols: frozenset[int]) -> bool:
-        return rel in changed and moves(rel, cols)
-
     out: dict[str, tuple[str, int, int]] = {}
     for rel in sorted(rels):
+        moves = moves_for(rel)
+
+        def moved(src: str, cols: frozenset[int], moves=moves) -> bool:
+            return src in changed and moves(src, cols)
+
         found = _part_column(live, rel, moved)
         if found is None:
             continue

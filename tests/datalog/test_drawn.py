@@ -1,0 +1,146 @@
+"""Columns drawn from typed fact columns (torchtalk/datalog/analysis/drawn.py),
+and the update in place that counts `node` unchanged for a stored relation
+that numbers only such names (Note [Names that come and go] in
+torchtalk/query/derived.py): its rows equal those computed whole."""
+
+from __future__ import annotations
+
+import duckdb
+import pytest
+
+from torchtalk.datalog.analysis.drawn import drawn_columns, numbers_drawn_names
+from torchtalk.datalog.parser import parse_text
+from torchtalk.query.derived import materialize, refresh, table_of
+from torchtalk.update import _moved, _values
+
+LIB = """
+.type F <: symbol
+.decl calls(a: F, b: F, file: symbol, line: number)
+.input calls
+.decl func(fn: F, file: symbol, line: number)
+.input func
+.decl label(fn: symbol, text: symbol)
+.input label
+.decl node(name: symbol, id: number)
+.input node
+.decl seed(fn: F)
+.input seed
+.decl edge(a: symbol, b: symbol)
+edge(a, b) :- calls(a, b, _, _).
+edge(a, b) :- calls(b, a, _, _).
+.decl pair(na: number, nb: number)
+pair(na, nb) :- edge(a, b), node(a, na), node(b, nb).
+.decl at(na: number, nb: number, file: symbol, line: number)
+at(na, nb, f, l) :- calls(a, b, f, l), node(a, na), node(b, nb).
+.decl card(n: number, file: symbol)
+card(n, f) :- func(fn, f, _), node(fn, n).
+.decl every(n: number, file: symbol)
+every(n, f) :- node(_, n), func(_, f, _).
+.decl labelled(n: number, t: symbol)
+labelled(n, t) :- label(fn, t), node(fn, n).
+.decl reach(a: symbol, b: symbol)
+reach(a, b) :- calls(a, b, _, _).
+reach(a, c) :- reach(a, b), calls(b, c, _, _).
+.decl odd(a: symbol)
+odd(a) :- calls(a, _, _, _).
+odd("main") :- func(_, _, _).
+.decl from_seed(n: number)
+from_seed(n) :- seed(s), node(s, n).
+.decl unnamed(n: number)
+unnamed(n) :- node("main", n), func("main", _, _).
+.decl missing(a: symbol)
+missing(a) :- calls(a, _, _, _), !node(a, _).
+"""
+FACTS = frozenset({"calls", "func", "label", "node"})
+TYPES = frozenset({"F"})
+
+
+def test_a_column_is_drawn_when_every_rule_takes_it_from_a_typed_fact_column():
+    drawn = drawn_columns(parse_text(LIB), FACTS, TYPES)
+    assert drawn["calls"] == {0, 1} and drawn["func"] == {0}
+    assert drawn["edge"] == {0, 1}  # both rules: from calls' two columns
+    assert drawn["reach"] == {0, 1}  # recursive: every value comes from a base rule in the end
+    assert drawn["odd"] == set()  # "main" is a constant, no fact's value
+    assert drawn["label"] == set()  # a fact column, but not of the type
+    assert drawn["seed"] == set()  # typed, but not a fact: a query's argument holds anything
+
+
+@pytest.mark.parametrize("rel, numbers_drawn", [
+    ("pair", True),  # through edge, whose columns are drawn
+    ("at", True),
+    ("card", True),
+    ("every", False),  # every number, whatever its name
+    ("labelled", False),  # label's names are not node names
+    ("from_seed", False),  # a query's argument
+    ("unnamed", False),  # a constant
+    ("missing", False),  # a negation
+])
+def test_which_relations_number_only_drawn_names(rel, numbers_drawn):
+    assert numbers_drawn_names(parse_text(LIB), rel, "node", 0, FACTS, TYPES) is numbers_drawn
+
+
+CALLS = [("f", "g", "a.cpp", 1), ("g", "h", "a.cpp", 2), ("h", "g", "b.cpp", 7)]
+FUNC = [("f", "a.cpp", 1), ("g", "a.cpp", 2), ("h", "b.cpp", 6)]
+NODE = [("f", 8), ("g", 16), ("h", 24)]
+
+
+def _db(program, calls, func, node):
+    con = duckdb.connect()
+    con.execute("CREATE TABLE calls (a VARCHAR, b VARCHAR, file VARCHAR, line BIGINT)")
+    con.execute("CREATE TABLE func (fn VARCHAR, file VARCHAR, line BIGINT)")
+    con.execute("CREATE TABLE label (fn VARCHAR, text VARCHAR)")
+    con.execute("CREATE TABLE node (name VARCHAR, id BIGINT)")
+    for table, rows in (("calls", calls), ("func", func), ("node", node)):
+        con.executemany(f"INSERT INTO {table} VALUES ({', '.join('?' * len(rows[0]))})", rows)
+    materialize(con, program, FACTS)
+    return con
+
+
+def _stored(con):
+    return {rel: sorted(con.execute(f"SELECT * FROM {table_of(rel)}").fetchall())
+            for (rel,) in con.execute("SELECT relation FROM derived.catalog").fetchall()}
+
+
+def _apply(con, program, deltas):
+    """Apply (relation -> (gone, new)) as torchtalk/update.py does; -> its temp tables."""
+    temps = {}
+    for i, (rel, (gone, new)) in enumerate(sorted(deltas.items())):
+        decl = program.decls[rel]
+        cols = ", ".join(f"{c.name} {'VARCHAR' if c.type.value == 'symbol' else 'BIGINT'}" for c in decl.columns)
+        temps[rel] = (f"_g{i}", f"_n{i}")
+        for t, rows in zip(temps[rel], (gone, new), strict=True):
+            con.execute(f"CREATE OR REPLACE TEMP TABLE {t} ({cols})")
+            if rows:
+                con.executemany(f"INSERT INTO {t} VALUES ({', '.join('?' * decl.arity)})", rows)
+        for row in gone:
+            con.execute(f"DELETE FROM {rel} WHERE " + " AND ".join(f"{c.name} = ?" for c in decl.columns), list(row))
+        con.execute(f"INSERT INTO {rel} SELECT * FROM {temps[rel][1]}")
+    return temps
+
+
+@pytest.mark.parametrize("keyed", [True, False])
+def test_a_new_function_leaves_what_numbers_only_drawn_names_to_its_fact_rows(keyed):
+    """A new function `k` at b.cpp:1 moves h's def and call a line down, and gives
+    `node` one row: with `node` keyed (its names came or went only), pair is kept
+    (no edge came), at and card are updated in b.cpp only, and the
+    relations that read every number compute again; the rows are those computed whole."""
+    program = parse_text(LIB)
+    con = _db(program, CALLS, FUNC, NODE)
+    deltas = {"calls": ([("h", "g", "b.cpp", 7)], [("h", "g", "b.cpp", 8)]),
+              "func": ([("h", "b.cpp", 6)], [("h", "b.cpp", 7), ("k", "b.cpp", 1)]),
+              "node": ([], [("k", 40)])}
+    temps = _apply(con, program, deltas)
+    by_part: dict[str, tuple[str, int]] = {}
+    counts = refresh(con, program, FACTS, frozenset(deltas),
+                     lambda r, c: _moved(con, program.decls[r], *temps[r], c),
+                     values=lambda r, c, cols=None: _values(con, program.decls[r], *temps[r], c, cols),
+                     by_part=by_part, keyed={"node": (0, TYPES)} if keyed else None)
+    if keyed:
+        assert by_part == {"at": ("file", 1), "card": ("file", 1)}
+        assert set(counts) == {"at", "card", "every", "labelled", "from_seed", "unnamed", "missing"}
+    else:
+        assert by_part == {}
+        assert {"at", "card", "pair", "every", "labelled"} <= set(counts)
+    after = {rel: [r for r in rows if r not in deltas[rel][0]] + deltas[rel][1] if rel in deltas else rows
+             for rel, rows in (("calls", CALLS), ("func", FUNC), ("node", NODE))}
+    assert _stored(con) == _stored(_db(program, after["calls"], after["func"], after["node"]))
