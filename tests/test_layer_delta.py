@@ -12,6 +12,7 @@ from extractors.layers import LAYERS
 from torchtalk import index as index_mod
 from torchtalk import store, update
 from torchtalk.errors import ExtractError
+from torchtalk.query.derived import moved_rows
 
 OPS = LAYERS[0]
 
@@ -191,17 +192,17 @@ def test_moved_compares_projections_as_sets(tmp_path, schema):
 
     # a line inserted above f's first call: it moves from 10 to 11
     temps = update._apply_relation(con, decl, [line(rows[0])], [line(rows[0][:3] + (11, "unique"))], tmp_path, "_a")
-    assert not update._moved(con, decl, *temps, frozenset({0, 1}))
-    assert update._moved(con, decl, *temps, frozenset({3}))
-    assert not update._moved(con, decl, *temps, frozenset())
+    assert not moved_rows(con, decl, *temps, frozenset({0, 1}))
+    assert moved_rows(con, decl, *temps, frozenset({3}))
+    assert not moved_rows(con, decl, *temps, frozenset())
     # h's call goes: (h, g) is lost, (f, g) and the callee g stay
     temps = update._apply_relation(con, decl, [line(rows[2])], [], tmp_path, "_b")
-    assert update._moved(con, decl, *temps, frozenset({0, 1}))
-    assert not update._moved(con, decl, *temps, frozenset({1}))
+    assert moved_rows(con, decl, *temps, frozenset({0, 1}))
+    assert not moved_rows(con, decl, *temps, frozenset({1}))
     # a new caller
     temps = update._apply_relation(con, decl, [], [line(("k", "g", "b.cpp", 1, "unique"))], tmp_path, "_c")
-    assert update._moved(con, decl, *temps, frozenset({0}))
-    assert not update._moved(con, decl, *temps, frozenset({1}))
+    assert moved_rows(con, decl, *temps, frozenset({0}))
+    assert not moved_rows(con, decl, *temps, frozenset({1}))
 
 
 def test_changed_rows_are_the_set_differences_of_the_windows():

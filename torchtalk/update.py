@@ -114,6 +114,8 @@ def apply(tmp_db: Path, src: store.Source, schema, deltas: Deltas, tmp_facts: Pa
     dir. -> the note on its stored relations."""
     import duckdb
 
+    from torchtalk.query.derived import moved_rows, moved_values
+
     changed = changed_relations(deltas)
     con = duckdb.connect(str(tmp_db))
     try:
@@ -142,8 +144,8 @@ def apply(tmp_db: Path, src: store.Source, schema, deltas: Deltas, tmp_facts: Pa
         con.executemany("UPDATE torchtalk_meta SET value = ? WHERE key = ?", [(v, k) for k, v in meta.items()])
         con.execute("COMMIT")
         # the copy is private until renamed: the stored relations may commit apart
-        note = _refresh_derived(con, changed, lambda rel, cols: _moved(con, schema.decls[rel], *temps[rel], cols),
-                                log, lambda rel, col, cols=None: _values(con, schema.decls[rel], *temps[rel], col, cols),
+        note = _refresh_derived(con, changed, lambda rel, cols: moved_rows(con, schema.decls[rel], *temps[rel], cols),
+                                log, lambda rel, col, cols=None: moved_values(con, schema.decls[rel], *temps[rel], col, cols),
                                 keyed)
         con.execute("checkpoint")
     finally:
@@ -153,7 +155,7 @@ def apply(tmp_db: Path, src: store.Source, schema, deltas: Deltas, tmp_facts: Pa
 
 def _apply_relation(con, decl, gone: list[str], new: list[str], work: Path, tag: str = "") -> tuple[str, str]:
     """Delete the lines `gone` (one row per line) from `decl`'s table and
-    insert `new`; -> the temp tables holding them (for `_moved`)."""
+    insert `new`; -> the temp tables holding them (for `moved_rows`)."""
     from torchtalk.errors import StoreError
 
     name = decl.name
@@ -187,49 +189,6 @@ def _rows_table(con, decl, table: str, lines: list[str], path: Path) -> None:
     path.write_text("".join(lines), encoding="utf-8")
     con.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT * FROM {store.read_csv_sql(decl)}",
                 [str(path), "\t"])
-
-
-def _moved(con, decl, gone_t: str, new_t: str, cols: frozenset[int]) -> bool:
-    """Whether `decl`'s rows, projected on `cols`, are another set than
-    before the delta in `gone_t`/`new_t` was applied (Note [Derived in place]):
-    a lost projection no row has now, or a new one only new rows have."""
-    name = decl.name
-    if not cols:  # only whether the relation has rows
-        now, gone, new = (con.execute(f'SELECT count(*) FROM {t}').fetchone()[0]
-                          for t in (f'"{name}"', gone_t, new_t))
-        return (now > 0) != (now - new + gone > 0)
-    return any(con.execute(f"{sql} LIMIT 1").fetchone() for sql in _projections_moved(decl, gone_t, new_t, cols))
-
-
-def _projections_moved(decl, gone_t: str, new_t: str, cols: frozenset[int], out: int | None = None) -> tuple[str, str]:
-    """The SELECTs of `decl`'s projections on `cols` that the delta in
-    `gone_t`/`new_t` took away (no row has it now) and brought (only new rows
-    have it), as the columns `cols`, or as column `out` alone."""
-    name = decl.name
-    names = [store.quote(decl.columns[i].name) for i in sorted(cols)]
-    sel = ", ".join(f"a.{c}" for c in names) if out is None else f"a.{store.quote(decl.columns[out].name)}"
-    on = " AND ".join(f"t.{c} = a.{c}" for c in names)
-    lost = (f'SELECT {sel} FROM (SELECT DISTINCT {", ".join(names)} FROM {gone_t}) a WHERE NOT EXISTS '
-            f'(SELECT 1 FROM "{name}" t WHERE {on})')
-    on_g = " AND ".join(f"g.{c} = a.{c}" for c in names)
-    came = (f"SELECT {sel} FROM (SELECT {', '.join(names)}, count(*) AS _n FROM {new_t} GROUP BY ALL) a "
-            f"WHERE NOT EXISTS (SELECT 1 FROM {gone_t} g WHERE {on_g}) "
-            f'AND (SELECT count(*) FROM "{name}" t WHERE {on}) <= a._n')
-    return lost, came
-
-
-def _values(con, decl, gone_t: str, new_t: str, col: int, cols: frozenset[int] | None = None) -> list:
-    """The values at column `col` of `decl`'s rows that went or came (Note
-    [Rows changed by file] in torchtalk/datalog/analysis/partition.py); of
-    those whose projection on `cols` (holding `col`), the columns a stored
-    relation reads, went or came, when given: a line moved in a module is
-    no change to what reads its APIs' names."""
-    if cols is not None and col in cols:
-        sql = " UNION ".join(_projections_moved(decl, gone_t, new_t, cols, out=col))
-    else:
-        c = store.quote(decl.columns[col].name)
-        sql = f"SELECT {c} FROM {gone_t} UNION SELECT {c} FROM {new_t}"
-    return [v for (v,) in con.execute(sql).fetchall()]
 
 
 def _refresh_derived(con, changed: frozenset[str], moved, log, values=None, keyed=None) -> str:

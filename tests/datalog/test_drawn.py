@@ -10,8 +10,7 @@ import pytest
 
 from torchtalk.datalog.analysis.drawn import drawn_columns, numbers_drawn_names
 from torchtalk.datalog.parser import parse_text
-from torchtalk.query.derived import materialize, refresh, table_of
-from torchtalk.update import _moved, _values
+from torchtalk.query.derived import materialize, moved_rows, moved_values, refresh, table_of
 
 LIB = """
 .type F <: symbol
@@ -132,11 +131,12 @@ def test_a_new_function_leaves_what_numbers_only_drawn_names_to_its_fact_rows(ke
     temps = _apply(con, program, deltas)
     by_part: dict[str, tuple[str, int]] = {}
     counts = refresh(con, program, FACTS, frozenset(deltas),
-                     lambda r, c: _moved(con, program.decls[r], *temps[r], c),
-                     values=lambda r, c, cols=None: _values(con, program.decls[r], *temps[r], c, cols),
+                     lambda r, c: moved_rows(con, program.decls[r], *temps[r], c),
+                     values=lambda r, c, cols=None: moved_values(con, program.decls[r], *temps[r], c, cols),
                      by_part=by_part, keyed={"node": (0, TYPES)} if keyed else None)
     if keyed:
         assert by_part == {"at": ("file", 1), "card": ("file", 1)}
+        # (from_seed numbers the names of `seed`, which is no fact: node changed for it)
         assert set(counts) == {"at", "card", "every", "labelled", "from_seed", "unnamed", "missing"}
     else:
         assert by_part == {}

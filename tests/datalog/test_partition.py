@@ -11,8 +11,7 @@ import pytest
 from torchtalk.datalog.analysis.partition import partition_sources
 from torchtalk.datalog.parser import parse_text
 from torchtalk.datalog.transform.restrict import restrict
-from torchtalk.query.derived import materialize, refresh, table_of
-from torchtalk.update import _moved, _values
+from torchtalk.query.derived import materialize, moved_rows, moved_values, refresh, table_of
 
 LIB = """
 .decl calls(a: symbol, b: symbol, file: symbol, line: number)
@@ -113,7 +112,7 @@ def _update(con, program, rel, gone, new):
     con.execute(f"INSERT INTO {rel} SELECT * FROM _n")
     by_part: dict[str, tuple[str, int]] = {}
     counts = refresh(con, program, frozenset(program.inputs), frozenset({rel}),
-                     lambda r, c: _moved(con, decl, "_g", "_n", c), values=lambda r, c, cols=None: _values(con, decl, "_g", "_n", c, cols),
+                     lambda r, c: moved_rows(con, decl, "_g", "_n", c), values=lambda r, c, cols=None: moved_values(con, decl, "_g", "_n", c, cols),
                      by_part=by_part)
     return counts, by_part
 
@@ -124,10 +123,10 @@ def test_an_update_in_the_changed_files_gives_what_computing_all_gives():
     # a line more above b.cpp's calls, and one call gone from it
     gone, new = [("h", "g", "b.cpp", 7), ("x", "h", "b.cpp", 9)], [("h", "g", "b.cpp", 8)]
     counts, by_file = _update(con, program, "calls", gone, new)
-    # b.cpp's rows only, through step0 (computed, not stored: only step reads it);
-    # reach is recursive and callee_count counts: all of them again
-    assert by_file == {"step": ("file", 1)}
-    assert set(counts) == {"step", "callee_count", "reach"}
+    # b.cpp's rows only, of step0 (stored too: only step reads it, Note [Derived in place])
+    # and of step; reach is recursive and callee_count counts: all of them again
+    assert by_file == {"step0": ("file", 1), "step": ("file", 1)}
+    assert set(counts) == {"step0", "step", "callee_count", "reach"}
     calls = [c for c in CALLS if c not in gone] + new
     assert _stored(con, program) == _stored(_db(calls, KIND, program), program)
     assert sorted(con.execute(f"SELECT * FROM {table_of('step')}").fetchall()) == [
@@ -184,3 +183,51 @@ def test_a_relation_is_updated_at_the_values_of_the_first_column_that_can_be(rel
     cover, api = ([c for c in COVER if c not in gone] + new, API) if rel == "cover" else (
         COVER, [a for a in API if a not in gone] + new)
     assert _stored(con, program) == _stored(_links_db(cover, api, program), program)
+
+
+# Note [Derived in place]: a stored relation computed again whose rows did not
+# move, as a later one reads them, leaves that one as it is (an early cutoff)
+CUTOFF = """
+.decl calls(a: symbol, b: symbol, file: symbol, line: number)
+.input calls
+.decl func(fn: symbol, file: symbol, line: number)
+.input func
+.decl dev(fn: symbol, d: symbol)
+dev(fn, "cuda") :- func(fn, f, _), match(".*[.]cu", f).
+.decl edge(a: symbol, b: symbol, d: symbol)
+edge(a, b, d) :- calls(a, b, _, _), dev(b, d).
+edge(a, b, "*") :- calls(a, b, _, _), !dev(b, _).
+.decl hops(a: symbol, n: number)
+hops(a, n) :- edge(a, _, _), n = count : { edge(a, _, _) }.
+"""
+CALLS2 = [("f", "g", "a.cpp", 1), ("g", "k", "a.cpp", 2), ("h", "k", "b.cu", 3)]
+FUNC2 = [("f", "a.cpp", 1), ("g", "a.cpp", 2), ("k", "b.cu", 1)]
+
+
+def _cutoff_db(calls, func, program):
+    con = duckdb.connect()
+    con.execute("CREATE TABLE calls (a VARCHAR, b VARCHAR, file VARCHAR, line BIGINT)")
+    con.execute("CREATE TABLE func (fn VARCHAR, file VARCHAR, line BIGINT)")
+    con.executemany("INSERT INTO calls VALUES (?, ?, ?, ?)", calls)
+    con.executemany("INSERT INTO func VALUES (?, ?, ?)", func)
+    materialize(con, program, frozenset({"calls", "func"}))
+    return con
+
+
+@pytest.mark.parametrize("gone, new, computed", [
+    # a new function in a.cpp, lines moved: dev is computed again, and is what it was,
+    # so what reads it (under a negation) stays
+    ([("g", "a.cpp", 2)], [("g", "a.cpp", 3), ("p", "a.cpp", 1)], {"dev"}),
+    # a new function in b.cu that nobody calls: dev gains a row, so the edges are
+    # computed again, and are what they were, so hops stays
+    ([], [("q", "b.cu", 9)], {"dev", "edge"}),
+    # g moved to a .cu file: dev gains g, and the edges into g move
+    ([("g", "a.cpp", 2)], [("g", "c.cu", 2)], {"dev", "edge", "hops"}),
+])
+def test_a_relation_computed_again_that_did_not_move_leaves_its_readers(gone, new, computed):
+    program = parse_text(CUTOFF)
+    con = _cutoff_db(CALLS2, FUNC2, program)
+    counts, _by = _update(con, program, "func", gone, new)
+    assert set(counts) == computed
+    func = [f for f in FUNC2 if f not in gone] + new
+    assert _stored(con, program) == _stored(_cutoff_db(CALLS2, func, program), program)

@@ -28,7 +28,7 @@ import hashlib
 from typing import Any
 
 from torchtalk.datalog import ast as A
-from torchtalk.datalog.analysis.strata import dependency_edges, needed_relations
+from torchtalk.datalog.analysis.strata import needed_relations
 from torchtalk.datalog.compile import q
 from torchtalk.datalog.duck import duckdb as lean_duckdb
 
@@ -45,18 +45,13 @@ def argument_free(program: A.Program) -> list[str]:
     """The derived relations worth storing: those whose rules read,
     transitively, no query argument (Note [Named queries]), so their rows
     depend on the fact tables alone; not views (they cost as much to read
-    back as to compute); and not intermediates, read only by other stored
-    relations (`link_reach` under `op_cuda_kernel`), which a query computes
-    when it names one."""
+    back as to compute). Those only other stored relations read (`step`
+    under `step_pair`, `link_reach` under `op_cuda_kernel`) are stored too:
+    an update in place sees whether they moved (Note [Derived in place])."""
     args = {n for n in program.inputs if is_argument(program, n)}
     derived = {r.head.name for r in program.rules} - set(program.inputs)
     views = _views(program)
-    free = {rel for rel in derived - views if not (needed_relations(program, [rel]) & args)}
-    readers: dict[str, set[str]] = {}  # other relations whose rules read it
-    for e in dependency_edges(program):
-        if e.body != e.head:
-            readers.setdefault(e.body, set()).add(e.head)
-    return sorted(rel for rel in free if not readers.get(rel) or not readers[rel] <= free)
+    return sorted(rel for rel in derived - views if not (needed_relations(program, [rel]) & args))
 
 
 def _views(program: A.Program) -> set[str]:
@@ -135,38 +130,48 @@ def refresh(con: Any, program: A.Program, tables: frozenset[str], changed: froze
             moved=None, empty: frozenset[str] = frozenset(), values=None,
             by_part: dict[str, tuple[str, int]] | None = None,
             keyed: dict[str, tuple[int, frozenset[str]]] | None = None) -> dict[str, int]:
-    """Recompute, on the writable `con` of a DB updated in place, the stored
-    relations that read (transitively) a fact relation in `changed` in a
-    column whose values moved (`moved(relation, columns)`, default: any
-    change moves every column), or whose fingerprint is no longer the
-    library's; the others are read from their tables (Note [Derived in
-    place]). -> rows per recomputed relation.
+    """Compute again, on the writable `con` of a DB updated in place, the
+    stored relations whose rows may have changed: those whose fingerprint
+    is no longer the library's, and those that read a fact relation in
+    `changed` in a column whose values moved (`moved(relation, columns)`,
+    default: any change moves every column), or a stored relation computed
+    again here whose rows moved in a column they read (Note [Derived in
+    place]). -> rows per relation computed again.
 
-    Note [Derived in place]: an update that changes the rows of a few fact
-    relations (torchtalk/update.py) leaves every stored relation whose rules
-    read none of them as it is: its rows are a function of unchanged inputs.
-    The rest are dropped and evaluated again by the same program as at a cold
-    index, with the kept ones as inputs read from their tables, so the stored
-    rows equal a cold index's. A catalog that lists other relations than the
-    library would store (the library changed) is rebuilt whole. A relation
-    reads only some columns of a fact relation (`needed_columns`: `node`
-    reads calls' caller and callee, not its line): when the rows of that
-    relation changed but their projection on those columns, as a set, did
-    not (a line inserted above a call moves its line only), the stored
-    relation is kept too. A rule that reads a fact relation in `empty`
-    (without rows before the update and after it) derives nothing either
-    way, so the columns only it reads are not needed (a fast-tier DB has
-    no precise_skipped rows: the line of a call it compares is not read).
     `values(relation, column, columns)`: the values at that column of a
     changed fact relation's rows that went or came (whose projection on
-    `columns`, those a stored relation reads, did); given, a relation whose rows
-    changed only in some files (or at some ops, PART_COLUMNS) is updated
-    there alone (Note [Rows changed by file] in
+    `columns`, those a stored relation reads, did); given, a relation whose
+    rows changed only in some files (or at some ops, PART_COLUMNS) is
+    updated there alone (Note [Rows changed by file] in
     torchtalk/datalog/analysis/partition.py; `by_part` gets the column and
     the number of its values of each). `keyed`: changed relations whose
     rows changed only by keys that came or went, relation -> (its key
     column, the types of the fact columns its keys are the values of)
     (Note [Names that come and go]).
+
+    Note [Derived in place]: an update that changes the rows of a few fact
+    relations (torchtalk/update.py) leaves every stored relation whose rules
+    read none of them as it is: its rows are a function of unchanged inputs.
+    The stored relations are visited in the order they are computed, each
+    computed from the fact tables and the tables of the others, so the
+    stored rows equal a cold index's. A relation is computed again only when
+    what it reads moved: a fact relation whose rows, seen through the columns
+    it reads (`needed_columns`), are another set (a line inserted above a
+    call moves its line only, which `node` does not read), or a stored
+    relation that was computed again and whose rows, seen so, are another
+    set too. That is the early cutoff of a build system: `fn_device` reads
+    `func`, and a new C++ function in a file of no device changes `func`
+    but not `fn_device`, so the steps, which read `func` only through
+    `fn_device` and its like, stay. Hence the relations that only other
+    stored relations read (`fn_device`, `step`, `link_reach`) are stored too
+    (`argument_free`). A relation computed again whole is compared with its
+    rows before (only when a later one asks what moved); one updated in some
+    files only, with its rows of those files before. A catalog that lists
+    other relations than the library would store (the library changed) is
+    rebuilt whole. A rule that reads a fact relation in `empty` (without
+    rows before the update and after it) derives nothing either way, so the
+    columns only it reads are not needed (a fast-tier DB has no
+    precise_skipped rows: the line of a call it compares is not read).
 
     Note [Names that come and go]: `node` numbers the names of the fact
     columns typed FnId or StubName, a number per name that no other name
@@ -178,151 +183,305 @@ def refresh(con: Any, program: A.Program, tables: frozenset[str], changed: froze
     positive atom of the rule draws from such a fact column
     (torchtalk/datalog/analysis/drawn.py) sees that change through the fact
     relation too: a name that came is in a fact row that came, at a column
-    the rule reads (it joins `node`), and a name that went, in a row that
-    went. So `node` counts as unchanged for it: the relation is kept, or
-    updated in some files only, as those fact rows say. A relation that
-    reads `node` otherwise (a name from a constant or a query's argument,
-    every number) sees it changed. On the 2.6.0 tree, the yaml entry of
-    bench/incremental.py (a new kernel name) now keeps node_card; a new C++
-    function changes `func`, which the steps read under a negation
-    (fn_device), so the step relations are computed whole either way.
+    the rule reads (it joins `node`), and so in the rows of what it reads
+    that came, and a name that went, in rows that went. So `node` counts as
+    unchanged for it: the relation is kept, or updated in some files only,
+    as those rows say. A relation that reads `node` otherwise (a name from
+    a constant or a query's argument, every number) sees it changed.
     """
     prints = fingerprints(program)
     have = _read_catalog(con)
     if set(have) != set(prints):
         con.execute(f"DROP SCHEMA IF EXISTS {SCHEMA} CASCADE")
         return materialize(con, program, tables)
-    seen: dict = {}
-
-    def moves(rel: str, cols: frozenset[int]) -> bool:
-        if (rel, cols) not in seen:
-            seen[rel, cols] = True if moved is None else moved(rel, cols)
-        return seen[rel, cols]
-
     from torchtalk.datalog.analysis.drawn import numbers_drawn_names
+    from torchtalk.datalog.analysis.strata import strata
+    from torchtalk.datalog.engines.duckdb import DuckDBEngine
     from torchtalk.datalog.transform.prune import prune
 
     live = program.cached(("empty", empty), lambda: prune(program, empty)) if empty else program
+    facts_seen: dict = {}
+
+    def fact_moves(rel: str, cols: frozenset[int]) -> bool:
+        if (rel, cols) not in facts_seen:
+            facts_seen[rel, cols] = True if moved is None else moved(rel, cols)
+        return facts_seen[rel, cols]
+
+    stored_moves = _Moves(con, program)  # the stored relations computed again, and what moved in them
 
     def moves_for(target: str):
-        """`moves` as stored relation `target` sees it (Note [Names that come and go])."""
+        """What moved, as stored relation `target` sees it (Note [Names that come and go])."""
         unseen = frozenset(rel for rel, (key, types) in (keyed or {}).items()
                            if numbers_drawn_names(live, target, rel, key, tables, types))
-        return (lambda rel, cols: rel not in unseen and moves(rel, cols)) if unseen else moves
 
-    def reads_a_change(rel: str) -> bool:
-        needs, seen_by = needed_columns(live, rel), moves_for(rel)
-        return any(seen_by(c, needs[c]) for c in sorted(changed) if c in needs)
+        def moves(rel: str, cols: frozenset[int]) -> bool:
+            if rel in stored_moves:
+                return stored_moves.moved(rel, cols)
+            return rel in changed and rel not in unseen and fact_moves(rel, cols)
+        return moves
 
-    affected = {rel for rel in prints if have[rel] != prints[rel] or reads_a_change(rel)}
-    if not affected:
-        return {}
-    from torchtalk.datalog.engines.duckdb import DuckDBEngine
-    kept = frozenset(prints) - affected
-    done: dict[str, tuple[str, int, int]] = {}  # updated by part: (column, values, rows)
-    if values is not None:
-        same = frozenset(rel for rel in affected if have[rel] == prints[rel])  # rows of a changed rule: all again
-        done = _by_part(con, _reading(program, tables, kept), same, frozenset(changed), moves_for, values, kept)
-        if by_part is not None:
-            by_part.update({rel: (name, n) for rel, (name, n, _rows) in done.items()})
-    counts = {rel: rows for rel, (_name, _n, rows) in done.items()}
-    whole = affected - set(done)
-    for rel in sorted(whole):
-        con.execute(f"DROP TABLE IF EXISTS {table_of(rel)}")
-    if whole:
-        read = kept | set(done)
-        counts |= DuckDBEngine().materialize(_reading(program, tables, read), con,
-                                             {rel: table_of(rel) for rel in sorted(whole)},
-                                             {rel: table_of(rel) for rel in read})
-    for rel in affected:
+    def vals(rel: str, col: int, cols=None) -> list:
+        return stored_moves.values(rel, col, cols) if rel in stored_moves else values(rel, col, cols)
+
+    counts: dict[str, int] = {}
+    stored = frozenset(prints)
+    try:
+        for stratum in program.cached(("stored strata", stored), lambda: strata(program, stored)):
+            group = stratum.relations
+            moving = [rel for rel in group if have[rel] != prints[rel] or _reads_a_move(
+                live, rel, stored, moves_for(rel), frozenset(changed) | stored_moves.names())]
+            if not moving:
+                continue
+            reading = program.cached(("reading", tables, group), lambda group=group: _reading(
+                program, tables, stored - set(group)))
+            inputs = {r: table_of(r) for r in prints if r not in group}
+            if len(group) == 1 and values is not None and have[group[0]] == prints[group[0]]:
+                done = _by_part(con, reading, group[0], moves_for(group[0]), vals, inputs, stored_moves)
+                if done is not None:
+                    name, n, counts[group[0]] = done
+                    if by_part is not None:
+                        by_part[group[0]] = (name, n)
+                    continue
+            for rel in group:  # what it was, to say what moved (Note [Derived in place])
+                con.execute(f"ALTER TABLE {table_of(rel)} RENAME TO {q(rel + WAS)}")
+                stored_moves.whole(rel)
+            counts |= DuckDBEngine().materialize(reading, con, {rel: table_of(rel) for rel in group}, inputs)
+    finally:
+        stored_moves.drop()
+    for rel in counts:
         _check_one_to_one(con, program, rel)
     con.executemany(f"UPDATE {CATALOG} SET fingerprint = ?, rows = ? WHERE relation = ?",
-                    [(prints[rel], counts[rel], rel) for rel in sorted(affected)])
+                    [(prints[rel], counts[rel], rel) for rel in sorted(counts)])
     return counts
+
+
+def moved_rows(con, decl, gone_t: str, new_t: str, cols: frozenset[int], table: str | None = None) -> bool:
+    """Whether `decl`'s rows (in `table`, default its fact table), projected
+    on `cols`, are another set than before the delta in `gone_t`/`new_t` was
+    applied (Note [Derived in place]): a lost projection no row has now, or
+    a new one only new rows have."""
+    table = table or q(decl.name)
+    if not cols:  # only whether the relation has rows
+        now, gone, new = (con.execute(f'SELECT count(*) FROM {t}').fetchone()[0] for t in (table, gone_t, new_t))
+        return (now > 0) != (now - new + gone > 0)
+    return any(con.execute(f"{sql} LIMIT 1").fetchone()
+               for sql in _projections_moved(decl, gone_t, new_t, cols, table=table))
+
+
+def _projections_moved(decl, gone_t: str, new_t: str, cols: frozenset[int], out: int | None = None,
+                       table: str | None = None) -> tuple[str, str]:
+    """The SELECTs of `decl`'s projections on `cols` that the delta in
+    `gone_t`/`new_t` took away (no row has it now) and brought (only new rows
+    have it), as the columns `cols`, or as column `out` alone."""
+    table = table or q(decl.name)
+    names = [q(decl.columns[i].name) for i in sorted(cols)]
+    sel = ", ".join(f"a.{c}" for c in names) if out is None else f"a.{q(decl.columns[out].name)}"
+    on = " AND ".join(f"t.{c} = a.{c}" for c in names)
+    lost = (f'SELECT {sel} FROM (SELECT DISTINCT {", ".join(names)} FROM {gone_t}) a WHERE NOT EXISTS '
+            f'(SELECT 1 FROM {table} t WHERE {on})')
+    on_g = " AND ".join(f"g.{c} = a.{c}" for c in names)
+    came = (f"SELECT {sel} FROM (SELECT {', '.join(names)}, count(*) AS _n FROM {new_t} GROUP BY ALL) a "
+            f"WHERE NOT EXISTS (SELECT 1 FROM {gone_t} g WHERE {on_g}) "
+            f'AND (SELECT count(*) FROM {table} t WHERE {on}) <= a._n')
+    return lost, came
+
+
+def moved_values(con, decl, gone_t: str, new_t: str, col: int, cols: frozenset[int] | None = None,
+                 table: str | None = None) -> list:
+    """The values at column `col` of `decl`'s rows that went or came (Note
+    [Rows changed by file] in torchtalk/datalog/analysis/partition.py); of
+    those whose projection on `cols` (holding `col`), the columns a stored
+    relation reads, went or came, when given: a line moved in a module is
+    no change to what reads its APIs' names."""
+    if cols is not None and col in cols:
+        sql = " UNION ".join(_projections_moved(decl, gone_t, new_t, cols, out=col, table=table))
+    else:
+        c = q(decl.columns[col].name)
+        sql = f"SELECT {c} FROM {gone_t} UNION SELECT {c} FROM {new_t}"
+    return [v for (v,) in con.execute(sql).fetchall()]
+
+
+WAS = "__was"  # a stored relation's table before it is computed again whole, while the refresh runs
+
+
+def _reads_a_move(live: A.Program, rel: str, stored: frozenset[str], moves, changed: frozenset[str]) -> bool:
+    """Whether `rel` reads, in a column it needs, a relation of `changed`
+    whose rows moved there; the stored relations it reads are read as they
+    are (the refresh has computed them again or kept them)."""
+    needs = needed_columns(live, rel, stored)
+    return any(moves(c, needs[c]) for c in sorted(changed) if c in needs)
+
+
+class _Moves:
+    """The stored relations a refresh computed again, and what moved in
+    their rows (Note [Derived in place]): each one's rows that went and
+    came, as temp tables made when a later relation first asks."""
+
+    def __init__(self, con, program: A.Program):
+        self.con, self.program = con, program
+        self.whole_rels: set[str] = set()  # computed whole: the old rows in table <rel>__was
+        self.parts: dict[str, tuple[str, str]] = {}  # updated by part: its rows of the parts (before, now)
+        self.deltas: dict[str, tuple[str, str]] = {}
+        self.seen: dict = {}
+
+    def __contains__(self, rel: str) -> bool:
+        return rel in self.whole_rels or rel in self.parts
+
+    def names(self) -> frozenset[str]:
+        return frozenset(self.whole_rels) | frozenset(self.parts)
+
+    def whole(self, rel: str) -> None:
+        self.whole_rels.add(rel)
+
+    def part(self, rel: str, gone: str, came: str) -> None:
+        self.parts[rel] = (gone, came)
+
+    def _delta(self, rel: str) -> tuple[str, str]:
+        """The temp tables of `rel`'s rows that went and came, made at the first ask."""
+        if rel not in self.deltas:
+            i = len(self.deltas)
+            gone, came = f"_tt_sgone_{i}", f"_tt_scame_{i}"
+            was, now = self.parts.get(rel) or (f"{SCHEMA}.{q(rel + WAS)}", table_of(rel))
+            self.con.execute(f"CREATE TEMP TABLE {gone} AS SELECT * FROM {was} EXCEPT SELECT * FROM {now}")
+            self.con.execute(f"CREATE TEMP TABLE {came} AS SELECT * FROM {now} EXCEPT SELECT * FROM {was}")
+            self.deltas[rel] = (gone, came)
+        return self.deltas[rel]
+
+    # A stored relation is a set, and its rows that went and came are sets
+    # apart: seen through some columns, its rows are the same set when the
+    # projections of those that went are those of those that came (each one
+    # that went is there still, each one that came was there), which reads
+    # the few changed rows only, not the table. When they differ, it counts
+    # as moved, and the values of the projections in one but not the other
+    # as those that moved: at most some more than did (one that went may
+    # be another row's still), which computes a part again for nothing.
+    def _differ(self, rel: str, cols) -> str:
+        decl = self.program.decls[rel]
+        sel = ", ".join(q(decl.columns[i].name) for i in sorted(cols)) if cols else "1"
+        gone, came = self._delta(rel)
+        return (f"(SELECT {sel} FROM {gone} EXCEPT SELECT {sel} FROM {came}) UNION ALL "
+                f"(SELECT {sel} FROM {came} EXCEPT SELECT {sel} FROM {gone})")
+
+    def moved(self, rel: str, cols: frozenset[int]) -> bool:
+        if (rel, cols) not in self.seen:
+            if not cols:  # only whether it has rows: computed again, it has them or not as it had
+                now = self.con.execute(f"SELECT count(*) > 0 FROM {table_of(rel)}").fetchone()[0]
+                gone, came = self._delta(rel)
+                before = self.con.execute(f"SELECT (SELECT count(*) FROM {table_of(rel)}) - (SELECT count(*) "
+                                          f"FROM {came}) + (SELECT count(*) FROM {gone}) > 0").fetchone()[0]
+                self.seen[rel, cols] = now != before
+            else:
+                self.seen[rel, cols] = self.con.execute(f"SELECT EXISTS ({self._differ(rel, cols)})").fetchone()[0]
+        return self.seen[rel, cols]
+
+    def values(self, rel: str, col: int, cols=None) -> list:
+        decl = self.program.decls[rel]
+        c = q(decl.columns[col].name)
+        if cols is not None and col in cols:
+            sql = f"SELECT DISTINCT {c} FROM ({self._differ(rel, cols)})"
+        else:
+            gone, came = self._delta(rel)
+            sql = f"SELECT {c} FROM {gone} UNION SELECT {c} FROM {came}"
+        return [v for (v,) in self.con.execute(sql).fetchall()]
+
+    def drop(self) -> None:
+        for rel in self.whole_rels:
+            self.con.execute(f"DROP TABLE IF EXISTS {SCHEMA}.{q(rel + WAS)}")
+        for was, now in self.parts.values():
+            self.con.execute(f"DROP TABLE IF EXISTS temp.main.{was}")
+            self.con.execute(f"DROP TABLE IF EXISTS {now}")
+        for gone, came in self.deltas.values():
+            self.con.execute(f"DROP TABLE IF EXISTS temp.main.{gone}")
+            self.con.execute(f"DROP TABLE IF EXISTS temp.main.{came}")
 
 
 # the input of the values whose rows are computed again (Note [Rows changed by file])
 PART = "tt_changed_part"
 PART_TABLE = "_tt_changed_part"
-# the columns a stored relation's rows may be updated by, the first that can
-# be (Note [Rows changed by file]): a test file's edit moves the rows of its
-# file, a Python module's edit the rows of the ops whose APIs it changed
+# the columns a stored relation's rows may be updated by, the one of those that
+# can be with the fewest values to compute again, the first of a tie (Note
+# [Rows changed by file]): a test file's edit moves the rows of its file, a
+# Python module's edit the rows of the ops whose APIs it changed
 PART_COLUMNS = ("file", "op")
 
 
-def _by_part(con, live: A.Program, rels: frozenset[str], changed: frozenset[str], moves_for, values,
-             kept: frozenset[str]) -> dict[str, tuple[str, int, int]]:
-    """Update those of `rels` (stored relations of `live`, the library with
-    the kept ones as inputs) whose rows changed only at some values of one
-    of their PART_COLUMNS: their rows of those values deleted and computed
-    again (Note [Rows changed by file]); `moves_for(rel)`: what moved, as
-    `rel` sees it. -> relation: (column, values, rows now)."""
+def _by_part(con, live: A.Program, rel: str, moves, values, inputs: dict[str, str],
+             stored_moves: _Moves) -> tuple[str, int, int] | None:
+    """Update stored relation `rel` of `live` (the library with the other
+    stored relations as inputs, read from `inputs`) when its rows changed
+    only at some values of one of its PART_COLUMNS: its rows of those
+    values deleted and computed again (Note [Rows changed by file]); what
+    went and came is told to `stored_moves`. `moves`: what moved, as `rel`
+    sees it. -> (column, values, rows now), or None."""
     from torchtalk.datalog.compile import SQL_TYPES
     from torchtalk.datalog.engines.duckdb import DuckDBEngine
     from torchtalk.datalog.transform.restrict import restrict
 
-    out: dict[str, tuple[str, int, int]] = {}
-    for rel in sorted(rels):
-        moves = moves_for(rel)
-
-        def moved(src: str, cols: frozenset[int], moves=moves) -> bool:
-            return src in changed and moves(src, cols)
-
-        found = _part_column(live, rel, moved)
-        if found is None:
-            continue
-        name, col, sources = found
-        table = table_of(rel)
+    needs = needed_columns(live, rel)  # what changed counts as seen through what it reads
+    found = None  # (values, name, column) of the column with the fewest values to compute again
+    for name, col, sources in _part_columns(live, rel, moves):
         if not sources:  # no rule reads what changed, in the columns it reads: the same rows
-            out[rel] = (name, 0, con.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
-            continue
-        needs = needed_columns(live, rel)  # what changed counts as seen through what it reads
+            return name, 0, con.execute(f"SELECT count(*) FROM {table_of(rel)}").fetchone()[0]
         parts = sorted({v for src, c in sources for v in values(src, c, needs.get(src))})
-        column = live.decls[rel].columns[col]
-        con.execute(f"CREATE OR REPLACE TEMP TABLE {PART_TABLE} (v {SQL_TYPES[column.type]})")
-        if parts:
-            con.executemany(f"INSERT INTO {PART_TABLE} VALUES (?)", [(v,) for v in parts])
-        part = table_of(f"{rel}__{PART}")
-        con.execute(f"DROP TABLE IF EXISTS {part}")
-        DuckDBEngine().materialize(restrict(live, rel, col, PART), con, {rel: part},
-                                   {**{r: table_of(r) for r in kept}, PART: f"temp.main.{PART_TABLE}"})
-        con.execute(f"DELETE FROM {table} WHERE {q(name)} IN (SELECT v FROM {PART_TABLE})")
-        con.execute(f"INSERT INTO {table} SELECT * FROM {part}")
-        con.execute(f"DROP TABLE {part}")
-        out[rel] = (name, len(parts), con.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+        if found is None or len(parts) < len(found[0]):
+            found = (parts, name, col)
+    if found is None:
+        return None
+    parts, name, col = found
+    table = table_of(rel)
+    column = live.decls[rel].columns[col]
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {PART_TABLE} (v {SQL_TYPES[column.type]})")
+    if parts:
+        con.executemany(f"INSERT INTO {PART_TABLE} VALUES (?)", [(v,) for v in parts])
+    part = table_of(f"{rel}__{PART}")
+    con.execute(f"DROP TABLE IF EXISTS {part}")
+    restricted = live.cached(("restrict", rel, col), lambda: restrict(live, rel, col, PART))
+    DuckDBEngine().materialize(restricted, con, {rel: part},
+                               {**inputs, PART: f"temp.main.{PART_TABLE}"})
+    was, now = f"_tt_pwas_{len(stored_moves.parts)}", f"_tt_pnow_{len(stored_moves.parts)}"
+    where = f"WHERE {q(name)} IN (SELECT v FROM {PART_TABLE})"
+    con.execute(f"CREATE TEMP TABLE {was} AS SELECT * FROM {table} {where}")
+    con.execute(f"DELETE FROM {table} {where}")
+    con.execute(f"INSERT INTO {table} SELECT * FROM {part}")
+    con.execute(f"ALTER TABLE {part} RENAME TO {now}")  # its rows of those parts before and now
+    stored_moves.part(rel, was, f"{SCHEMA}.{now}")
     con.execute(f"DROP TABLE IF EXISTS temp.main.{PART_TABLE}")
-    return out
+    return name, len(parts), con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
 
 
-def _part_column(live: A.Program, rel: str, moved) -> tuple[str, int, frozenset] | None:
-    """(name, index, sources) of the first of `rel`'s PART_COLUMNS its rows
-    can be updated by (partition_sources), or None."""
+def _part_columns(live: A.Program, rel: str, moved) -> list[tuple[str, int, frozenset]]:
+    """(name, index, sources) of each of `rel`'s PART_COLUMNS its rows can
+    be updated by (partition_sources)."""
     from torchtalk.datalog.analysis.partition import partition_sources
 
     names = [c.name for c in live.decls[rel].columns]
+    found = []
     for name in PART_COLUMNS:
         if name in names:
             sources = partition_sources(live, rel, names.index(name), moved)
             if sources is not None:
-                return name, names.index(name), sources
-    return None
+                found.append((name, names.index(name), sources))
+    return found
 
 
-def needed_columns(program: A.Program, rel: str) -> dict[str, frozenset[int]]:
+def needed_columns(program: A.Program, rel: str, stop: frozenset[str] = frozenset()) -> dict[str, frozenset[int]]:
     """Relation -> the columns of it whose values `rel`'s rows can depend on,
-    for every relation in `rel`'s closure (Note [Derived in place]). A column
+    for every relation in `rel`'s closure, not below those in `stop` (read
+    as they are: stored relations) (Note [Derived in place]). A column
     is not needed where every rule that reads the relation has a wildcard
     there, or a variable used nowhere else (in that rule, and at a head
     column not needed itself); a negated atom, an aggregate's body and a
     term other than a variable need every column they touch."""
-    return program.cached(("needed_columns", rel), lambda: _needed_columns(program, rel))
+    return program.cached(("needed_columns", rel, stop), lambda: _needed_columns(program, rel, stop))
 
 
-def _needed_columns(program: A.Program, rel: str) -> dict[str, frozenset[int]]:
+def _needed_columns(program: A.Program, rel: str, stop: frozenset[str]) -> dict[str, frozenset[int]]:
     need: dict[str, set[int]] = {rel: set(range(program.decls[rel].arity))}
     todo = [rel]
     while todo:
         head = todo.pop()
+        if head in stop and head != rel:
+            continue
         for rule in program.rules_for(head):
             for name, cols in _rule_needs(rule, need[head], program).items():
                 have = need.setdefault(name, set())

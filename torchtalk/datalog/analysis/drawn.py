@@ -73,6 +73,12 @@ def numbers_drawn_names(program: A.Program, rel: str, keyed: str, key: int, fact
     atom of the rule holds at a drawn column (`drawn_columns`): rows of
     `keyed` whose key no fact column of those types holds join nothing
     there."""
+    return program.cached(("numbers_drawn_names", rel, keyed, key, facts, types),
+                          lambda: _numbers_drawn_names(program, rel, keyed, key, facts, types))
+
+
+def _numbers_drawn_names(program: A.Program, rel: str, keyed: str, key: int, facts: frozenset[str],
+                         types: frozenset[str]) -> bool:
     drawn = drawn_columns(program, facts, types)
     for name in sorted(needed_relations(program, [rel])):
         for rule in program.rules_for(name):

@@ -14,12 +14,13 @@ negation or an aggregate, or without the head's variable at some column,
 or through a recursive relation, makes it None: the whole relation is
 computed again.
 
-The same holds for any column, and the update tries `file`, then `op`
-(PART_COLUMNS in torchtalk/query/derived.py): a Python module's edit
-changes py_api rows, which have no test file, so the stored test links of
-every op (Note [Tests of every op stored] in rules/ranking.dl) are computed
-again at the ops of the changed rows. Only rows whose projection on the
-columns the relation reads went or came count (update.py `_values`): a
+The same holds for any column, and the update tries `file` and `op`
+(PART_COLUMNS in torchtalk/query/derived.py), and takes the one with the
+fewer values: a Python module's edit changes py_api rows, which have no
+test file, so the stored test links of every op (Note [Tests of every op
+stored] in rules/ranking.dl) are computed again at the ops of the changed
+rows (2 ops, where their test files are 68). Only rows whose projection on
+the columns the relation reads went or came count (derived.py `moved_values`): a
 line added to torch/nn/functional.py moves 277 ops' API rows down, which
 the test links do not read, and changes what 2 ops are reached through.
 
