@@ -264,8 +264,21 @@ def moved_rows(con, decl, gone_t: str, new_t: str, cols: frozenset[int], table: 
     if not cols:  # only whether the relation has rows
         now, gone, new = (con.execute(f'SELECT count(*) FROM {t}').fetchone()[0] for t in (table, gone_t, new_t))
         return (now > 0) != (now - new + gone > 0)
+    if not _delta_projections_differ(con, decl, gone_t, new_t, cols):
+        return False
     return any(con.execute(f"{sql} LIMIT 1").fetchone()
                for sql in _projections_moved(decl, gone_t, new_t, cols, table=table))
+
+
+def _delta_projections_differ(con, decl, gone_t: str, new_t: str, cols: frozenset[int]) -> bool:
+    """Whether the projections on `cols` of the rows that went and those that
+    came are two sets; when they are one, no projection went or came (each
+    that went is still there, each that came was there), which reads the
+    few changed rows, not the table (a body edit's moved lines, seen by
+    what does not read lines)."""
+    sel = ", ".join(q(decl.columns[i].name) for i in sorted(cols))
+    return con.execute(f"SELECT EXISTS (SELECT {sel} FROM {gone_t} EXCEPT SELECT {sel} FROM {new_t}) OR "
+                       f"EXISTS (SELECT {sel} FROM {new_t} EXCEPT SELECT {sel} FROM {gone_t})").fetchone()[0]
 
 
 def _projections_moved(decl, gone_t: str, new_t: str, cols: frozenset[int], out: int | None = None,
@@ -294,6 +307,8 @@ def moved_values(con, decl, gone_t: str, new_t: str, col: int, cols: frozenset[i
     relation reads, went or came, when given: a line moved in a module is
     no change to what reads its APIs' names."""
     if cols is not None and col in cols:
+        if not _delta_projections_differ(con, decl, gone_t, new_t, cols):
+            return []
         sql = " UNION ".join(_projections_moved(decl, gone_t, new_t, cols, out=col, table=table))
     else:
         c = q(decl.columns[col].name)

@@ -138,6 +138,7 @@ def strongly_connected(order: list[str], succ: dict[str, list[str]]) -> list[tup
     stack: list[str] = []
     on_stack: set[str] = set()
     out: list[tuple[str, ...]] = []
+    rank = {r: i for i, r in enumerate(order)}
 
     def visit(root: str) -> None:  # iterative, so deep chains do not overflow
         work = [(root, iter(succ[root]))]
@@ -167,7 +168,6 @@ def strongly_connected(order: list[str], succ: dict[str, list[str]]) -> list[tup
                     comp.append(top)
                     if top == node:
                         break
-                rank = {r: i for i, r in enumerate(order)}
                 out.append(tuple(sorted(comp, key=rank.__getitem__)))
 
     for r in order:
