@@ -123,10 +123,10 @@ def test_an_update_in_the_changed_files_gives_what_computing_all_gives():
     # a line more above b.cpp's calls, and one call gone from it
     gone, new = [("h", "g", "b.cpp", 7), ("x", "h", "b.cpp", 9)], [("h", "g", "b.cpp", 8)]
     counts, by_file = _update(con, program, "calls", gone, new)
-    # b.cpp's rows only, of step0 (stored too: only step reads it, Note [Derived in place])
-    # and of step; reach is recursive and callee_count counts: all of them again
-    assert by_file == {"step0": ("file", 1), "step": ("file", 1)}
-    assert set(counts) == {"step0", "step", "callee_count", "reach"}
+    # b.cpp's rows only, through step0 (computed, not stored: only step reads it, and
+    # positively, argument_free); reach is recursive and callee_count counts: all of them again
+    assert by_file == {"step": ("file", 1)}
+    assert set(counts) == {"step", "callee_count", "reach"}
     calls = [c for c in CALLS if c not in gone] + new
     assert _stored(con, program) == _stored(_db(calls, KIND, program), program)
     assert sorted(con.execute(f"SELECT * FROM {table_of('step')}").fetchall()) == [
