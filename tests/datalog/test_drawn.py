@@ -5,12 +5,12 @@ torchtalk/query/derived.py): its rows equal those computed whole."""
 
 from __future__ import annotations
 
-import duckdb
 import pytest
 
 from torchtalk.datalog.analysis.drawn import drawn_columns, numbers_drawn_names
 from torchtalk.datalog.parser import parse_text
-from torchtalk.query.derived import materialize, moved_rows, moved_values, refresh, table_of
+
+from .test_partition import facts_db, refresh_after, stored_rows
 
 LIB = """
 .type F <: symbol
@@ -84,37 +84,7 @@ NODE = [("f", 8), ("g", 16), ("h", 24)]
 
 
 def _db(program, calls, func, node):
-    con = duckdb.connect()
-    con.execute("CREATE TABLE calls (a VARCHAR, b VARCHAR, file VARCHAR, line BIGINT)")
-    con.execute("CREATE TABLE func (fn VARCHAR, file VARCHAR, line BIGINT)")
-    con.execute("CREATE TABLE label (fn VARCHAR, text VARCHAR)")
-    con.execute("CREATE TABLE node (name VARCHAR, id BIGINT)")
-    for table, rows in (("calls", calls), ("func", func), ("node", node)):
-        con.executemany(f"INSERT INTO {table} VALUES ({', '.join('?' * len(rows[0]))})", rows)
-    materialize(con, program, FACTS)
-    return con
-
-
-def _stored(con):
-    return {rel: sorted(con.execute(f"SELECT * FROM {table_of(rel)}").fetchall())
-            for (rel,) in con.execute("SELECT relation FROM derived.catalog").fetchall()}
-
-
-def _apply(con, program, deltas):
-    """Apply (relation -> (gone, new)) as torchtalk/update.py does; -> its temp tables."""
-    temps = {}
-    for i, (rel, (gone, new)) in enumerate(sorted(deltas.items())):
-        decl = program.decls[rel]
-        cols = ", ".join(f"{c.name} {'VARCHAR' if c.type.value == 'symbol' else 'BIGINT'}" for c in decl.columns)
-        temps[rel] = (f"_g{i}", f"_n{i}")
-        for t, rows in zip(temps[rel], (gone, new), strict=True):
-            con.execute(f"CREATE OR REPLACE TEMP TABLE {t} ({cols})")
-            if rows:
-                con.executemany(f"INSERT INTO {t} VALUES ({', '.join('?' * decl.arity)})", rows)
-        for row in gone:
-            con.execute(f"DELETE FROM {rel} WHERE " + " AND ".join(f"{c.name} = ?" for c in decl.columns), list(row))
-        con.execute(f"INSERT INTO {rel} SELECT * FROM {temps[rel][1]}")
-    return temps
+    return facts_db(program, {"calls": calls, "func": func, "node": node})
 
 
 @pytest.mark.parametrize("keyed", [True, False])
@@ -128,12 +98,7 @@ def test_a_new_function_leaves_what_numbers_only_drawn_names_to_its_fact_rows(ke
     deltas = {"calls": ([("h", "g", "b.cpp", 7)], [("h", "g", "b.cpp", 8)]),
               "func": ([("h", "b.cpp", 6)], [("h", "b.cpp", 7), ("k", "b.cpp", 1)]),
               "node": ([], [("k", 40)])}
-    temps = _apply(con, program, deltas)
-    by_part: dict[str, tuple[str, int]] = {}
-    counts = refresh(con, program, FACTS, frozenset(deltas),
-                     lambda r, c: moved_rows(con, program.decls[r], *temps[r], c),
-                     values=lambda r, c, cols=None: moved_values(con, program.decls[r], *temps[r], c, cols),
-                     by_part=by_part, keyed={"node": (0, TYPES)} if keyed else None)
+    counts, by_part = refresh_after(con, program, FACTS, deltas, keyed={"node": (0, TYPES)} if keyed else None)
     if keyed:
         assert by_part == {"at": ("file", 1), "card": ("file", 1)}
         # (from_seed numbers the names of `seed`, which is no fact: node changed for it)
@@ -143,4 +108,4 @@ def test_a_new_function_leaves_what_numbers_only_drawn_names_to_its_fact_rows(ke
         assert {"at", "card", "pair", "every", "labelled"} <= set(counts)
     after = {rel: [r for r in rows if r not in deltas[rel][0]] + deltas[rel][1] if rel in deltas else rows
              for rel, rows in (("calls", CALLS), ("func", FUNC), ("node", NODE))}
-    assert _stored(con) == _stored(_db(program, after["calls"], after["func"], after["node"]))
+    assert stored_rows(con) == stored_rows(_db(program, after["calls"], after["func"], after["node"]))

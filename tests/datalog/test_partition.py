@@ -83,38 +83,68 @@ CALLS = [("f", "g", "a.cpp", 1), ("g", "h", "a.cpp", 2), ("h", "g", "b.cpp", 7),
 KIND = [("g", "cpu"), ("h", "cuda"), ("f", "root")]
 
 
-def _db(calls, kind, program):
+def facts_db(program, rows: dict[str, list[tuple]]):
+    """A DB with a table per input of `program` (the `rows` given), and its
+    stored relations."""
     con = duckdb.connect()
-    con.execute("CREATE TABLE calls (a VARCHAR, b VARCHAR, file VARCHAR, line BIGINT)")
-    con.execute("CREATE TABLE kind (a VARCHAR, k VARCHAR)")
-    con.execute("CREATE TABLE hidden (file VARCHAR)")
-    con.executemany("INSERT INTO calls VALUES (?, ?, ?, ?)", calls)
-    con.executemany("INSERT INTO kind VALUES (?, ?)", kind)
-    materialize(con, program, frozenset({"calls", "kind", "hidden"}))
+    for rel in program.inputs:
+        decl = program.decls[rel]
+        con.execute(f"CREATE TABLE {rel} ({_columns(decl)})")
+        if rows.get(rel):
+            con.executemany(f"INSERT INTO {rel} VALUES ({', '.join('?' * decl.arity)})", rows[rel])
+    materialize(con, program, frozenset(program.inputs))
     return con
 
 
-def _stored(con, program):
+def _columns(decl) -> str:
+    return ", ".join(f"{c.name} {'VARCHAR' if c.type.value == 'symbol' else 'BIGINT'}" for c in decl.columns)
+
+
+def _db(calls, kind, program):
+    return facts_db(program, {"calls": calls, "kind": kind})
+
+
+def stored_rows(con):
     return {rel: sorted(con.execute(f"SELECT * FROM {table_of(rel)}").fetchall())
             for (rel,) in con.execute("SELECT relation FROM derived.catalog").fetchall()}
 
 
+def _stored(con, program):
+    return stored_rows(con)
+
+
+def apply_deltas(con, program, deltas: dict[str, tuple[list, list]]) -> dict[str, tuple[str, str]]:
+    """Apply (relation -> (rows gone, rows new)) to the fact tables as
+    torchtalk/update.py does; -> each relation's temp tables of them."""
+    temps = {}
+    for i, (rel, (gone, new)) in enumerate(sorted(deltas.items())):
+        decl = program.decls[rel]
+        temps[rel] = (f"_g{i}", f"_n{i}")
+        for t, rows in zip(temps[rel], (gone, new), strict=True):
+            con.execute(f"CREATE OR REPLACE TEMP TABLE {t} ({_columns(decl)})")
+            if rows:
+                con.executemany(f"INSERT INTO {t} VALUES ({', '.join('?' * decl.arity)})", rows)
+        for row in gone:
+            con.execute(f"DELETE FROM {rel} WHERE " + " AND ".join(f"{c.name} = ?" for c in decl.columns), list(row))
+        con.execute(f"INSERT INTO {rel} SELECT * FROM {temps[rel][1]}")
+    return temps
+
+
+def refresh_after(con, program, facts, deltas, keyed=None):
+    """`apply_deltas`, then the stored relations refreshed: -> (rows per
+    relation computed again, those updated by part)."""
+    temps = apply_deltas(con, program, deltas)
+    by_part: dict[str, tuple[str, int]] = {}
+    counts = refresh(con, program, facts, frozenset(deltas),
+                     lambda r, c: moved_rows(con, program.decls[r], *temps[r], c),
+                     values=lambda r, c, cols=None: moved_values(con, program.decls[r], *temps[r], c, cols),
+                     by_part=by_part, keyed=keyed)
+    return counts, by_part
+
+
 def _update(con, program, rel, gone, new):
     """Apply a delta to fact table `rel` as torchtalk/update.py does, then refresh."""
-    decl = program.decls[rel]
-    cols = ", ".join(f"{c.name} {'VARCHAR' if c.type.value == 'symbol' else 'BIGINT'}" for c in decl.columns)
-    for t, rows in (("_g", gone), ("_n", new)):
-        con.execute(f"CREATE OR REPLACE TEMP TABLE {t} ({cols})")
-        if rows:
-            con.executemany(f"INSERT INTO {t} VALUES ({', '.join('?' * decl.arity)})", rows)
-    for row in gone:
-        con.execute(f"DELETE FROM {rel} WHERE " + " AND ".join(f"{c.name} = ?" for c in decl.columns), list(row))
-    con.execute(f"INSERT INTO {rel} SELECT * FROM _n")
-    by_part: dict[str, tuple[str, int]] = {}
-    counts = refresh(con, program, frozenset(program.inputs), frozenset({rel}),
-                     lambda r, c: moved_rows(con, decl, "_g", "_n", c), values=lambda r, c, cols=None: moved_values(con, decl, "_g", "_n", c, cols),
-                     by_part=by_part)
-    return counts, by_part
+    return refresh_after(con, program, frozenset(program.inputs), {rel: (gone, new)})
 
 
 def test_an_update_in_the_changed_files_gives_what_computing_all_gives():
@@ -159,13 +189,7 @@ API = [("torch.add", "add", 1), ("torch.mul", "mul", 2)]
 
 
 def _links_db(cover, api, program):
-    con = duckdb.connect()
-    con.execute("CREATE TABLE cover (t VARCHAR, s VARCHAR, file VARCHAR)")
-    con.execute("CREATE TABLE api (a VARCHAR, op VARCHAR, line BIGINT)")
-    con.executemany("INSERT INTO cover VALUES (?, ?, ?)", cover)
-    con.executemany("INSERT INTO api VALUES (?, ?, ?)", api)
-    materialize(con, program, frozenset({"cover", "api"}))
-    return con
+    return facts_db(program, {"cover": cover, "api": api})
 
 
 @pytest.mark.parametrize("rel, gone, new, part", [
@@ -205,13 +229,7 @@ FUNC2 = [("f", "a.cpp", 1), ("g", "a.cpp", 2), ("k", "b.cu", 1)]
 
 
 def _cutoff_db(calls, func, program):
-    con = duckdb.connect()
-    con.execute("CREATE TABLE calls (a VARCHAR, b VARCHAR, file VARCHAR, line BIGINT)")
-    con.execute("CREATE TABLE func (fn VARCHAR, file VARCHAR, line BIGINT)")
-    con.executemany("INSERT INTO calls VALUES (?, ?, ?, ?)", calls)
-    con.executemany("INSERT INTO func VALUES (?, ?, ?)", func)
-    materialize(con, program, frozenset({"calls", "func"}))
-    return con
+    return facts_db(program, {"calls": calls, "func": func})
 
 
 @pytest.mark.parametrize("gone, new, computed", [
