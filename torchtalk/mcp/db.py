@@ -668,8 +668,12 @@ def _share_session(pooled, other) -> None:
 def query_tables(con, rules: tuple[Path, ...] = ()) -> list[str]:
     """The fact-DB tables the library's named queries read, as the query
     layer names them: a stored relation's table (Note [Derived at index
-    time]) in place of what it is computed from."""
+    time]) in place of what it is computed from. Not a stored relation only
+    other stored relations read (`step` under `step_pair`, Note [Derived in
+    place]): a query reads it only when it names it, and then reads it as
+    any table not read ahead."""
     from torchtalk.datalog import ast as A
+    from torchtalk.datalog.analysis.strata import dependency_edges
     from torchtalk.datalog.compile import q
     from torchtalk.datalog.engines.duckdb import db_tables
     from torchtalk.query.derived import stored, table_of
@@ -677,7 +681,12 @@ def query_tables(con, rules: tuple[Path, ...] = ()) -> list[str]:
 
     program = load_library(tuple(rules))
     kept = stored(con)
-    seen, todo, out = set(), list(query_names(program)), []
+    readers: dict[str, set[str]] = {}
+    for e in dependency_edges(program):
+        if e.body != e.head:
+            readers.setdefault(e.body, set()).add(e.head)
+    inner = {rel for rel in kept if readers.get(rel) and readers[rel] <= set(kept)}
+    seen, todo, out = set(), [n for n in query_names(program) if n not in inner], []
     while todo:
         rel = todo.pop()
         if rel in seen:
