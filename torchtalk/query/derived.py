@@ -421,14 +421,12 @@ class _Moves:
         return [v for (v,) in self.con.execute(sql).fetchall()]
 
     def drop(self) -> None:
-        for rel in self.whole_rels:
-            self.con.execute(f"DROP TABLE IF EXISTS {SCHEMA}.{q(rel + WAS)}")
-        for was, now in self.parts.values():
-            self.con.execute(f"DROP TABLE IF EXISTS temp.main.{was}")
-            self.con.execute(f"DROP TABLE IF EXISTS {now}")
-        for gone, came in self.deltas.values():
-            self.con.execute(f"DROP TABLE IF EXISTS temp.main.{gone}")
-            self.con.execute(f"DROP TABLE IF EXISTS temp.main.{came}")
+        """Drop the tables of what moved (after a failure too: its error is the one to tell)."""
+        from torchtalk.datalog.engines.duckdb import drop_tables
+
+        drop_tables(self.con, [f"{SCHEMA}.{q(rel + WAS)}" for rel in self.whole_rels]
+                    + [t for was, now in self.parts.values() for t in (f"temp.main.{was}", now)]
+                    + [f"temp.main.{t}" for pair in self.deltas.values() for t in pair])
 
 
 # the input of the values whose rows are computed again (Note [Rows changed by file])
