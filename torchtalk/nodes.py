@@ -67,10 +67,10 @@ def number_nodes(con, decls, facts: Path | None, deltas: dict[str, tuple[str, st
     names = " UNION ".join(f"SELECT {quote(c)} AS name FROM {quote(r)}" for r, c in node_columns(decls))
     # the first 7 hex digits of the MD5: the bucket (Note [Numbers that stay])
     bucket = f"CAST(('0x' || left(md5(name), {BUCKET_BITS // 4})) AS BIGINT)"
-    con.execute(f"CREATE OR REPLACE TEMP TABLE _tt_node_now AS SELECT name, bucket * {PER_BUCKET} "
-                f"+ row_number() OVER (PARTITION BY bucket ORDER BY name) - 1 AS id, "
-                f"row_number() OVER (PARTITION BY bucket ORDER BY name) AS _rank "
-                f"FROM (SELECT name, {bucket} AS bucket FROM ({names}) WHERE name IS NOT NULL)")
+    ranked = (f"SELECT name, bucket, row_number() OVER (PARTITION BY bucket ORDER BY name) AS _rank "
+              f"FROM (SELECT name, {bucket} AS bucket FROM ({names}) WHERE name IS NOT NULL)")
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _tt_node_now AS "
+                f"SELECT name, bucket * {PER_BUCKET} + _rank - 1 AS id, _rank FROM ({ranked})")
     full = con.execute(f"SELECT min(name), max(name), count(*) FROM _tt_node_now WHERE _rank > {PER_BUCKET} "
                        f"OR id >= {2**31}").fetchone()
     if full[2]:
