@@ -673,19 +673,15 @@ def query_tables(con, rules: tuple[Path, ...] = ()) -> list[str]:
     place]): a query reads it only when it names it, and then reads it as
     any table not read ahead."""
     from torchtalk.datalog import ast as A
-    from torchtalk.datalog.analysis.strata import dependency_edges
     from torchtalk.datalog.compile import q
     from torchtalk.datalog.engines.duckdb import db_tables
-    from torchtalk.query.derived import stored, table_of
+    from torchtalk.query.derived import readers, stored, table_of
     from torchtalk.query.library import load_library, query_names
 
     program = load_library(tuple(rules))
     kept = stored(con)
-    readers: dict[str, set[str]] = {}
-    for e in dependency_edges(program):
-        if e.body != e.head:
-            readers.setdefault(e.body, set()).add(e.head)
-    inner = {rel for rel in kept if readers.get(rel) and readers[rel] <= set(kept)}
+    read_by = readers(program)
+    inner = {rel for rel in kept if read_by.get(rel) and all(h in kept for h, _strict in read_by[rel])}
     seen, todo, out = set(), [n for n in query_names(program) if n not in inner], []
     while todo:
         rel = todo.pop()

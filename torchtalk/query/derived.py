@@ -59,13 +59,22 @@ def _argument_free(program: A.Program) -> list[str]:
     derived = {r.head.name for r in program.rules} - set(program.inputs)
     views = _views(program)
     free = {rel for rel in derived - views if not (needed_relations(program, [rel]) & args)}
-    readers: dict[str, set[tuple[str, bool]]] = {}  # (relation whose rules read it, under a negation or aggregate)
-    for e in dependency_edges(program):
-        if e.body != e.head:
-            readers.setdefault(e.body, set()).add((e.head, e.strict))
-    piped = {rel for rel in free if rel in readers and len({h for h, _ in readers[rel]}) == 1
-             and all(h in free and not strict for h, strict in readers[rel])}
+    read_by = readers(program)
+    piped = {rel for rel in free if rel in read_by and len({h for h, _ in read_by[rel]}) == 1
+             and all(h in free and not strict for h, strict in read_by[rel])}
     return sorted(free - piped)
+
+
+def readers(program: A.Program) -> dict[str, frozenset[tuple[str, bool]]]:
+    """Relation -> (each other relation whose rules read it, whether under
+    a negation or an aggregate), for those some rule reads."""
+    def compute():
+        out: dict[str, set[tuple[str, bool]]] = {}
+        for e in dependency_edges(program):
+            if e.body != e.head:
+                out.setdefault(e.body, set()).add((e.head, e.strict))
+        return {rel: frozenset(by) for rel, by in out.items()}
+    return program.cached("readers", compute)
 
 
 def _views(program: A.Program) -> set[str]:
@@ -276,38 +285,52 @@ def refresh(con: Any, program: A.Program, tables: frozenset[str], changed: froze
     return counts
 
 
-def moved_rows(con, decl, gone_t: str, new_t: str, cols: frozenset[int], table: str | None = None) -> bool:
-    """Whether `decl`'s rows (in `table`, default its fact table), projected
-    on `cols`, are another set than before the delta in `gone_t`/`new_t` was
-    applied (Note [Derived in place]): a lost projection no row has now, or
-    a new one only new rows have."""
-    table = table or q(decl.name)
-    if not cols:  # only whether the relation has rows
-        now, gone, new = (con.execute(f'SELECT count(*) FROM {t}').fetchone()[0] for t in (table, gone_t, new_t))
-        return (now > 0) != (now - new + gone > 0)
-    if not _delta_projections_differ(con, decl, gone_t, new_t, cols):
+def moved_rows(con, decl, gone_t: str, new_t: str, cols: frozenset[int]) -> bool:
+    """Whether `decl`'s rows, projected on `cols`, are another set than
+    before the delta in `gone_t`/`new_t` was applied (Note [Derived in
+    place]): a lost projection no row has now, or a new one only new rows
+    have."""
+    if not cols:
+        return _had_rows_moved(con, q(decl.name), gone_t, new_t)
+    if not _delta_moves(con, decl, gone_t, new_t, cols):
         return False
-    return any(con.execute(f"{sql} LIMIT 1").fetchone()
-               for sql in _projections_moved(decl, gone_t, new_t, cols, table=table))
+    return any(con.execute(f"{sql} LIMIT 1").fetchone() for sql in _projections_moved(decl, gone_t, new_t, cols))
 
 
-def _delta_projections_differ(con, decl, gone_t: str, new_t: str, cols: frozenset[int]) -> bool:
-    """Whether the projections on `cols` of the rows that went and those that
-    came are two sets; when they are one, no projection went or came (each
-    that went is still there, each that came was there), which reads the
-    few changed rows, not the table (a body edit's moved lines, seen by
-    what does not read lines)."""
+def _had_rows_moved(con, table: str, gone_t: str, new_t: str) -> bool:
+    """Whether `table` has rows now and had none before the delta in
+    `gone_t`/`new_t`, or the other way round (a rule that reads no column of it)."""
+    now, gone, new = (con.execute(f'SELECT count(*) FROM {t}').fetchone()[0] for t in (table, gone_t, new_t))
+    return (now > 0) != (now - new + gone > 0)
+
+
+def _delta_differs(decl, gone_t: str, new_t: str, cols: frozenset[int]) -> str:
+    """The SELECT of the projections on `cols` of the rows that went and not
+    of those that came, and the other way round. When there is none, no
+    projection went or came (each that went is still there, each that came
+    was there), which reads the few changed rows, not the table (a body
+    edit's moved lines, seen by what does not read lines)."""
     sel = ", ".join(q(decl.columns[i].name) for i in sorted(cols))
-    return con.execute(f"SELECT EXISTS (SELECT {sel} FROM {gone_t} EXCEPT SELECT {sel} FROM {new_t}) OR "
-                       f"EXISTS (SELECT {sel} FROM {new_t} EXCEPT SELECT {sel} FROM {gone_t})").fetchone()[0]
+    return (f"(SELECT {sel} FROM {gone_t} EXCEPT SELECT {sel} FROM {new_t}) UNION ALL "
+            f"(SELECT {sel} FROM {new_t} EXCEPT SELECT {sel} FROM {gone_t})")
 
 
-def _projections_moved(decl, gone_t: str, new_t: str, cols: frozenset[int], out: int | None = None,
-                       table: str | None = None) -> tuple[str, str]:
+def _delta_moves(con, decl, gone_t: str, new_t: str, cols: frozenset[int]) -> bool:
+    """Whether `_delta_differs` finds a projection."""
+    return con.execute(f"SELECT EXISTS ({_delta_differs(decl, gone_t, new_t, cols)})").fetchone()[0]
+
+
+def _delta_values(con, decl, gone_t: str, new_t: str, col: int) -> list:
+    """The values at column `col` of the rows that went or came."""
+    c = q(decl.columns[col].name)
+    return [v for (v,) in con.execute(f"SELECT {c} FROM {gone_t} UNION SELECT {c} FROM {new_t}").fetchall()]
+
+
+def _projections_moved(decl, gone_t: str, new_t: str, cols: frozenset[int], out: int | None = None) -> tuple[str, str]:
     """The SELECTs of `decl`'s projections on `cols` that the delta in
     `gone_t`/`new_t` took away (no row has it now) and brought (only new rows
     have it), as the columns `cols`, or as column `out` alone."""
-    table = table or q(decl.name)
+    table = q(decl.name)
     names = [q(decl.columns[i].name) for i in sorted(cols)]
     sel = ", ".join(f"a.{c}" for c in names) if out is None else f"a.{q(decl.columns[out].name)}"
     on = " AND ".join(f"t.{c} = a.{c}" for c in names)
@@ -320,20 +343,17 @@ def _projections_moved(decl, gone_t: str, new_t: str, cols: frozenset[int], out:
     return lost, came
 
 
-def moved_values(con, decl, gone_t: str, new_t: str, col: int, cols: frozenset[int] | None = None,
-                 table: str | None = None) -> list:
+def moved_values(con, decl, gone_t: str, new_t: str, col: int, cols: frozenset[int] | None = None) -> list:
     """The values at column `col` of `decl`'s rows that went or came (Note
     [Rows changed by file] in torchtalk/datalog/analysis/partition.py); of
     those whose projection on `cols` (holding `col`), the columns a stored
     relation reads, went or came, when given: a line moved in a module is
     no change to what reads its APIs' names."""
-    if cols is not None and col in cols:
-        if not _delta_projections_differ(con, decl, gone_t, new_t, cols):
-            return []
-        sql = " UNION ".join(_projections_moved(decl, gone_t, new_t, cols, out=col, table=table))
-    else:
-        c = q(decl.columns[col].name)
-        sql = f"SELECT {c} FROM {gone_t} UNION SELECT {c} FROM {new_t}"
+    if cols is None or col not in cols:
+        return _delta_values(con, decl, gone_t, new_t, col)
+    if not _delta_moves(con, decl, gone_t, new_t, cols):
+        return []
+    sql = " UNION ".join(_projections_moved(decl, gone_t, new_t, cols, out=col))
     return [v for (v,) in con.execute(sql).fetchall()]
 
 
@@ -369,8 +389,8 @@ class _Moves:
     def whole(self, rel: str) -> None:
         self.whole_rels.add(rel)
 
-    def part(self, rel: str, gone: str, came: str) -> None:
-        self.parts[rel] = (gone, came)
+    def part(self, rel: str, was: str, now: str) -> None:
+        self.parts[rel] = (was, now)
 
     def _delta(self, rel: str) -> tuple[str, str]:
         """The temp tables of `rel`'s rows that went and came, made at the first ask."""
@@ -385,39 +405,24 @@ class _Moves:
 
     # A stored relation is a set, and its rows that went and came are sets
     # apart: seen through some columns, its rows are the same set when the
-    # projections of those that went are those of those that came (each one
-    # that went is there still, each one that came was there), which reads
-    # the few changed rows only, not the table. When they differ, it counts
+    # projections of those that went are those of those that came
+    # (`_delta_differs`), and that is all there is to ask, not the table as
+    # for a fact relation's rows (`moved_rows`). When they differ, it counts
     # as moved, and the values of the projections in one but not the other
     # as those that moved: at most some more than did (one that went may
     # be another row's still), which computes a part again for nothing.
-    def _differ(self, rel: str, cols) -> str:
-        decl = self.program.decls[rel]
-        sel = ", ".join(q(decl.columns[i].name) for i in sorted(cols)) if cols else "1"
-        gone, came = self._delta(rel)
-        return (f"(SELECT {sel} FROM {gone} EXCEPT SELECT {sel} FROM {came}) UNION ALL "
-                f"(SELECT {sel} FROM {came} EXCEPT SELECT {sel} FROM {gone})")
-
     def moved(self, rel: str, cols: frozenset[int]) -> bool:
         if (rel, cols) not in self.seen:
-            if not cols:  # only whether it has rows: computed again, it has them or not as it had
-                now = self.con.execute(f"SELECT count(*) > 0 FROM {table_of(rel)}").fetchone()[0]
-                gone, came = self._delta(rel)
-                before = self.con.execute(f"SELECT (SELECT count(*) FROM {table_of(rel)}) - (SELECT count(*) "
-                                          f"FROM {came}) + (SELECT count(*) FROM {gone}) > 0").fetchone()[0]
-                self.seen[rel, cols] = now != before
-            else:
-                self.seen[rel, cols] = self.con.execute(f"SELECT EXISTS ({self._differ(rel, cols)})").fetchone()[0]
+            decl, (gone, came) = self.program.decls[rel], self._delta(rel)
+            self.seen[rel, cols] = (_delta_moves(self.con, decl, gone, came, cols) if cols else
+                                    _had_rows_moved(self.con, table_of(rel), gone, came))
         return self.seen[rel, cols]
 
     def values(self, rel: str, col: int, cols=None) -> list:
-        decl = self.program.decls[rel]
-        c = q(decl.columns[col].name)
-        if cols is not None and col in cols:
-            sql = f"SELECT DISTINCT {c} FROM ({self._differ(rel, cols)})"
-        else:
-            gone, came = self._delta(rel)
-            sql = f"SELECT {c} FROM {gone} UNION SELECT {c} FROM {came}"
+        decl, (gone, came) = self.program.decls[rel], self._delta(rel)
+        if cols is None or col not in cols:
+            return _delta_values(self.con, decl, gone, came, col)
+        sql = f"SELECT DISTINCT {q(decl.columns[col].name)} FROM ({_delta_differs(decl, gone, came, cols)})"
         return [v for (v,) in self.con.execute(sql).fetchall()]
 
     def drop(self) -> None:
