@@ -500,6 +500,42 @@ def test_builtin_conflict_leaves_the_later_file_out(tmp_path, monkeypatch):
     assert "b" in program.decls
 
 
+def test_a_user_file_that_breaks_a_whole_builtin_library_is_its_error_at_once(tmp_path, monkeypatch):
+    """Note [Library conflicts]: when the built-in files load together, the
+    search for a built-in file to leave out (quadratic in the files) is not
+    made; the error is raised once per process (Note [A broken library
+    parsed once]). With a built-in clash, the search is made and the
+    user's error still raised."""
+    import torchtalk.datalog as datalog
+    from torchtalk.errors import TorchTalkError
+    from torchtalk.query import library
+
+    rules, user = tmp_path / "rules", tmp_path / "user"
+    rules.mkdir()
+    user.mkdir()
+    (rules / "graph.dl").write_text(".decl a(x: symbol)\n.input a\n")
+    (rules / "third.dl").write_text(".decl b(x: symbol)\nb(x) :- a(x).\n")
+    (user / "mine.dl").write_text(".decl q(x: symbol)\nq(x) :- nowhere(x).\n")
+    monkeypatch.setattr(library, "RULES_DIR", rules)
+    monkeypatch.setattr(library, "KEY_CHECK_S", 0.0)  # the files are looked at on each load
+    searched, compatible = [], library._compatible
+    monkeypatch.setattr(library, "_compatible", lambda files: searched.append(files) or compatible(files))
+    parsed, parse_text = [], datalog.parse_text
+    monkeypatch.setattr(datalog, "parse_text", lambda *a, **k: parsed.append(a) or parse_text(*a, **k))
+    for _ in range(2):
+        with pytest.raises(TorchTalkError) as err:
+            library.load_library_notes((user,), user=False)
+        assert err.value.headline().startswith(f"{user / 'mine.dl'}:2:9: "), err.value.headline()
+        assert "nowhere" in err.value.headline()
+    assert (len(parsed), searched) == (2, [])  # with the user's file, then the built-in files alone
+
+    (rules / "other.dl").write_text(".decl a(x: number)\n.input a\n")  # clashes with graph.dl
+    with pytest.raises(TorchTalkError, match="nowhere"):
+        library.load_library_notes((user,), user=False)
+    assert searched and all(sorted(p.name for p in files) == ["graph.dl", "other.dl", "third.dl"]
+                            for files in searched)
+
+
 def test_list_queries_describes_usage():
     from torchtalk.query.library import describe_queries, load_library
 

@@ -37,7 +37,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from torchtalk.errors import InputError
+from torchtalk.errors import InputError, TorchTalkError
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES_DIR = ROOT / "rules"
@@ -115,10 +115,14 @@ def load_library(extra_dirs: tuple[Path, ...] = (), *, user: bool = True):
 def load_library_notes(extra_dirs: tuple[Path, ...] = (), *, user: bool = True):
     """(program, notes): notes name the built-in files left out (Note [Library conflicts])."""
     files, key = _files_and_key(tuple(Path(d) for d in extra_dirs), user)
-    if key in _MEMO:
-        return _MEMO[key]
-    with _LOADING:  # the textX parser is not thread-safe (the MCP server warms in a thread)
-        return _MEMO[key] if key in _MEMO else _load(files, key)
+    if key not in _MEMO:
+        with _LOADING:  # the textX parser is not thread-safe (the MCP server warms in a thread)
+            if key not in _MEMO:
+                _load(files, key)
+    kept = _MEMO[key]
+    if isinstance(kept, TorchTalkError):
+        raise kept
+    return kept
 
 
 # Note [Library files looked at once a second]: every query asks for the
@@ -183,7 +187,11 @@ def _load(files: tuple[Path, ...], key: str):
             return _MEMO[key]
         except Exception:  # a stale or broken cache entry: parse again
             pass
-    program, notes = _parse_library(files)
+    try:
+        program, notes = _parse_library(files)
+    except TorchTalkError as exc:
+        _MEMO[key] = exc  # Note [A broken library parsed once]
+        raise
     if cached is not None:
         _write_atomic(cached, pickle.dumps((program, notes, _analyses(program))))
     _MEMO[key] = (program, notes)
@@ -219,8 +227,14 @@ def _analyses_code() -> str:
     return source_digest(_ANALYSES_CODE, Path(__file__).resolve().parents[1])
 
 
-# parsed libraries of this process, by cache key
-_MEMO: dict[str, tuple] = {}
+# Note [A broken library parsed once]: a library that does not parse or
+# check is kept as its error, under its key, so a process does not parse it
+# again to say the same error (a query process loads the library while its
+# DB opens, drops the error and loads it again to raise it: Note [DB opened
+# meanwhile] in torchtalk/api.py). An edit to a rule file changes the key.
+
+# parsed libraries (or their error) of this process, by cache key
+_MEMO: dict[str, tuple | TorchTalkError] = {}
 _LOADING = threading.Lock()
 
 
@@ -230,7 +244,6 @@ def _parse_library(files: tuple[Path, ...]):
     (torchtalk.datalog.analysis.checks), so queries evaluate with checked=True."""
     from torchtalk.datalog import parse_text
     from torchtalk.datalog.analysis.checks import check
-    from torchtalk.errors import TorchTalkError
 
     def parse(chosen):
         text = "".join(f'#include "{p}"\n' for p in chosen)
@@ -242,7 +255,8 @@ def _parse_library(files: tuple[Path, ...]):
     try:
         return parse(files), ()
     except TorchTalkError:
-        pass
+        if len(builtin) < len(files) and _builtin_whole():
+            raise  # Note [Library conflicts]: the user's files' error
     accepted, notes = _compatible(builtin)
     return parse([f for f in files if f in accepted or f not in builtin]), tuple(notes)
 
@@ -252,8 +266,25 @@ def _parse_library(files: tuple[Path, ...]):
 # an earlier file (graph.dl and what it includes come first) also declares,
 # is left out of the query library with a note, so one file's problem does
 # not take every query down; user files are never left out (their errors are
-# the user's to see).
+# the user's to see). Finding which built-in file to leave out parses the
+# files accepted so far once per file, quadratic in the files (47 s on a
+# 2-core machine for 40 files); so when a user's files break the library
+# and the built-in library alone loads whole (cached, as any library is),
+# the user's error is raised at once: no built-in file is to blame.
 CORE_FIRST = ("graph.dl",)
+
+
+def _builtin_whole() -> bool:
+    """Whether every built-in file loads together (the built-in library,
+    cached on disk as any library is, has no notes). Called under _LOADING."""
+    files, key = _files_and_key((), False)
+    if key not in _MEMO:
+        try:
+            _load(files, key)
+        except TorchTalkError:
+            return False
+    kept = _MEMO[key]
+    return not isinstance(kept, TorchTalkError) and not kept[1]
 
 
 def _compatible(files: list[Path]) -> tuple[set[Path], list[str]]:
@@ -262,7 +293,6 @@ def _compatible(files: list[Path]) -> tuple[set[Path], list[str]]:
     files accepted before it)."""
     from torchtalk.datalog import parse_text
     from torchtalk.datalog.analysis.checks import check
-    from torchtalk.errors import TorchTalkError
 
     order = sorted(files, key=lambda p: (p.name not in CORE_FIRST, p.name))
     accepted: list[Path] = []
