@@ -647,3 +647,49 @@ def test_a_body_edit_computes_only_its_files_edges_again(tmp_path: Path, monkeyp
     assert ("torch.Tensor.twice", "add.Tensor", "wrapper", "torch/_tensor.py", 6) not in sink.rows["py_api"]
     edit("torch/_tensor.py", "    def twice(self):", "    def thrice(self):\n        pass\n    def twice(self):")
     assert "torch.nn.functional.gelu" in computed  # another interface: every edge again
+
+
+def test_a_yaml_edit_computes_only_the_edges_it_may_move_again(tmp_path: Path, monkeypatch) -> None:
+    """Note [A model kept across a YAML edit]: run with a memo, a new op in
+    native_functions.yaml resolves again the calls that name its bindings
+    or methods only, and gives the rows of a fresh run; so does its removal."""
+    from extractors import python as layer
+    from extractors.python.model import Model
+
+    probe = """\
+        import torch
+        def by_name(x):
+            return torch.tt_new(x)
+        def by_method(x):
+            return x.tt_new()
+        def untouched(x):
+            return torch.abs(x)
+    """
+    root = make_tree(tmp_path / "tree", {**SNIPPETS, "torch/probe.py": probe})
+    memo: dict = {}
+    layer.extract(ExtractContext(root, tmp_path / "cache" / "python", 1, memo=memo), ListSink())
+    computed: list[str] = []
+    compute = Model._compute_edges
+    monkeypatch.setattr(Model, "_compute_edges", lambda self, caller: (computed.append(caller), compute(self, caller))[1])
+    yaml = root / "aten/src/ATen/native/native_functions.yaml"
+
+    def rows_after(text: str) -> dict[str, set[tuple]]:
+        yaml.write_text(text)
+        computed.clear()
+        sink = ListSink()
+        layer.extract(ExtractContext(root, tmp_path / "cache" / "python", 1, memo=memo), sink)
+        asked = list(computed)
+        fresh = ListSink()
+        layer.extract(ExtractContext(root, tmp_path / "fresh" / "python", 1), fresh)
+        assert sink.rows == fresh.rows
+        computed[:] = asked
+        return sink.rows
+
+    rows = rows_after(NATIVE + "\n- func: tt_new(Tensor self) -> Tensor\n  variants: function, method\n")
+    assert set(computed) == {"torch.probe.by_name", "torch.probe.by_method"}
+    assert ("torch.probe.by_name", "tt_new", "wrapper", "torch/probe.py", 3) in rows["py_api"]
+    assert ("torch.probe.by_method", "tt_new", "method_guess", "torch/probe.py", 5) in rows["py_api"]
+    assert ("torch.tt_new", "tt_new", "variant", "aten/src/ATen/native/native_functions.yaml", 36) in rows["py_api"]
+    rows = rows_after(NATIVE)
+    assert set(computed) == {"torch.probe.by_name", "torch.probe.by_method"}
+    assert not {r for r in rows["py_api"] if r[1] == "tt_new"}

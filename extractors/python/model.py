@@ -127,7 +127,9 @@ class Model:
         """Take what `last` (a model of the same interface, Note [A model
         kept across a body edit]) computed and this one would compute the
         same: every cache but the edges of callers of a file for which
-        `unchanged(file)` is False."""
+        `unchanged(file)` is False. When `last` read another NativeOps, the
+        edges its change may move are computed again too (Note [A model
+        kept across a YAML edit])."""
         self._classified.update(last._classified)
         self._typed.update(last._typed)
         self._attr_types.update(last._attr_types)
@@ -136,13 +138,56 @@ class Model:
         for caller, src in self._edge_src.items():
             if not unchanged(src[0].file if src is not None else self.aliases[caller][1]):
                 edited.add(caller)
+        if last.native is not self.native:
+            edited |= self._native_moved(last.native)
         for caller, edges in last._edges.items():
             if caller in self._edge_src and caller not in edited:
                 self._edges[caller] = edges
-        # an API's ops, when no edge its walk read is an edited caller's
-        for api, hit in last._api_ops.items():
-            if hit[1].isdisjoint(edited):
-                self._api_ops[api] = hit
+        # an API's ops, when no edge its walk read is an edited caller's and
+        # the ops of the leaves it reached are the same YAML's
+        if last.native is self.native:
+            for api, hit in last._api_ops.items():
+                if hit[1].isdisjoint(edited):
+                    self._api_ops[api] = hit
+
+    def _native_moved(self, was: NativeOps) -> set[str]:
+        """The callers whose edges may read what NativeOps `was` and this
+        model's answer otherwise: a classification or receiver type the
+        adopted caches hold (made right here), or a method's guess or
+        Tensor leaf (Note [A model kept across a YAML edit])."""
+        leaves = was.leaves.keys() ^ self.native.leaves.keys()
+        methods = set(was.methods ^ self.native.methods)
+        methods.update(leaf[len("torch.Tensor."):] for leaf in leaves if leaf.startswith("torch.Tensor."))
+        moved_names: set[str] = set()
+        for dotted, hit in list(self._classified.items()):
+            if hit is None or hit[1] == "leaf":  # a def or alias is found before the YAML is asked
+                now = self._classify(dotted)
+                if now != hit:
+                    self._classified[dotted] = now
+                    moved_names.add(dotted)
+        for key, hit in list(self._typed.items()):
+            now = self._typed_call(*key)
+            if now != hit:
+                self._typed[key] = now
+                methods.add(key[1])
+        if not moved_names and not methods:
+            return set()
+        moved: set[str] = set()
+        for caller, src in self._edge_src.items():
+            if src is None:
+                if any(t in moved_names for t in self.aliases[caller][0]):
+                    moved.add(caller)
+                continue
+            for callee, _line in src[1].calls:
+                head, _, rest = callee.partition(".")
+                if head in ("self", "super", "?") or head[:1] == "@":
+                    hit = "__call__" in methods or callee.rpartition(".")[2] in methods
+                else:
+                    hit = callee in moved_names
+                if hit:
+                    moved.add(caller)
+                    break
+        return moved
 
     def edges(self, caller: str) -> list[Edge]:
         """The call edges of a function or alias (internal name); [] for others."""
