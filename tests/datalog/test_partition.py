@@ -164,12 +164,15 @@ def test_an_update_in_the_changed_files_gives_what_computing_all_gives():
         ("h", "g", "cpu", "b.cpp", 8)]
 
 
-def test_a_change_with_no_file_computes_all_again():
+def test_a_change_with_no_file_is_updated_at_another_column_it_carries():
+    """Note [Rows changed at other columns]: kind's rows hold no file, but
+    step's rules carry kind's function to its column b (callee_count reads
+    kind's functions only, which stay)."""
     program = parse_text(LIB)
     con = _db(CALLS, KIND, program)
     gone, new = [("g", "cpu")], [("g", "gpu")]
     _counts, by_file = _update(con, program, "kind", gone, new)
-    assert "step" not in by_file
+    assert by_file == {"step": ("b", 1)}
     kind = [k for k in KIND if k not in gone] + new
     assert _stored(con, program) == _stored(_db(CALLS, kind, program), program)
 
