@@ -104,7 +104,7 @@ def _update(copy: Path, db: Path, ran: list[str], layers: list[str] = LAYERS) ->
     assert report.mode == "updated"
     assert [lr.name for lr in report.layers if lr.action == "ran"] == ran
     done = [ln.split(": ", 1)[1] for ln in lines if ln.startswith("stored relations recomputed in ")]
-    by_part = [ln.split(": ", 1)[1] for ln in lines if ln.startswith("… in the changed files or ops only: ")]
+    by_part = [ln.split(": ", 1)[1] for ln in lines if ln.startswith("… at the changed files, ops or other values only: ")]
     return (set(done[0].split(", ")) if done else set(), set(by_part[0].split(", ")) if by_part else set())
 
 
@@ -222,9 +222,13 @@ def test_each_edit_updates_in_place_to_a_cold_index(indexed, tmp_path):
     line = _edit(copy, YAML, "- func: mm(Tensor self, Tensor mat2) -> Tensor\n",
                  "- func: tt_probe(Tensor self) -> Tensor\n  dispatch:\n    CPU: tt_probe_cpu\n\n"
                  "- func: mm(Tensor self, Tensor mat2) -> Tensor\n")
-    _update(copy, db, ["ops", "cpp", "python"])
+    recomputed, by_part = _update(copy, db, ["ops", "cpp", "python"])
     assert _rows(db, "select op, key, kernel, line from dispatch where op = 'tt_probe'", []) == [
         ("tt_probe", "CPU", "tt_probe_cpu", line + 2)]
+    # the op's new bindings are the Python names whose documented test runs again
+    # (Note [Rows changed at other columns])
+    names = _rows(db, "select distinct api from py_api where op = 'tt_probe'", [])
+    assert len(names) >= 2 and f"api_name_documented ({len(names)} names)" in by_part, (names, by_part)
     assert_same_tables(db, _cold(copy, tmp_path, "yaml"))
 
 
@@ -309,12 +313,22 @@ def test_watch_picks_up_edits(indexed, tmp_path):
         # .py edits: the second reads the summaries and native ops the first kept (Note [Layer memo])
         for old, new in (("    if inplace:\n        result = torch.relu_(input)",
                           "    torch.sigmoid(input)\n    if inplace:\n        result = torch.relu_(input)"),
-                         ("    torch.sigmoid(input)\n", "    torch.sigmoid(input)\n    torch.tanh(input)\n")):
+                         ("    torch.sigmoid(input)\n",
+                          "    torch.sigmoid(input)\n    torch.tanh(input)\n    torch.tt_probe(input)\n")):
             py_line = _edit(copy, FUNCTIONAL, old, new)
             done = proc.stdout.readline()
             assert done.startswith(f"{FUNCTIONAL}: updated (python ran) in "), done
         assert ("torch.tanh", py_line + 1) in _rows(
             db, "select callee, line from py_calls where caller = 'torch.nn.functional.relu'", [])
+        relu_ops = "select op, how, line from py_api where api = 'torch.nn.functional.relu' and op like 'tt%'"
+        assert _rows(db, relu_ops, []) == []
+        # a new op: relu's call of torch.tt_probe is an edge to its binding now, from the
+        # model the .py edits kept, its other edges kept (Note [A model kept across a YAML edit])
+        _edit(copy, YAML, "- func: mm(Tensor self, Tensor mat2) -> Tensor\n",
+              "- func: tt_probe(Tensor self) -> Tensor\n\n- func: mm(Tensor self, Tensor mat2) -> Tensor\n")
+        done = proc.stdout.readline()
+        assert done.startswith(f"{YAML}: updated ("), done
+        assert _rows(db, relu_ops, []) == [("tt_probe", "wrapper", py_line + 2)]
     finally:
         proc.send_signal(signal.SIGINT)
         try:

@@ -222,7 +222,7 @@ def _refresh_derived(con, changed: frozenset[str], moved, log, values=None, keye
         if counts:
             log(f"stored relations recomputed in {time.perf_counter() - t:.2f} s: {', '.join(sorted(counts))}")
         if by_part:
-            log("… in the changed files or ops only: " + ", ".join(
+            log("… at the changed files, ops or other values only: " + ", ".join(
                 f"{rel} ({n} {name}{'s' if n != 1 else ''})" for rel, (name, n) in sorted(by_part.items())))
     con.execute("UPDATE torchtalk_meta SET value = ? WHERE key = 'derived'", [note])
     return note
