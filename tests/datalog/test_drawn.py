@@ -100,14 +100,17 @@ def test_a_new_function_leaves_what_numbers_only_drawn_names_to_its_fact_rows(ke
               "node": ([], [("k", 40)])}
     counts, by_part = refresh_after(con, program, FACTS, deltas, keyed={"node": (0, TYPES)} if keyed else None)
     # every number's and labelled's rows are updated at k's number alone, carried from
-    # node's (Note [Rows changed at other columns]); from_seed's at none (no seed is k)
-    at_numbers = {"every": ("n", 1), "labelled": ("n", 1), "from_seed": ("n", 0)}
+    # node's (Note [Rows changed at other columns]), missing's at k's name, which its
+    # negation reads; from_seed's at none (no seed is k); the rows of unnamed that k's
+    # node row reaches are none: k is not "main" (Note [Rows a change reaches])
+    parts = {"at": ("file", 1), "card": ("file", 1), "every": ("n", 1), "labelled": ("n", 1),
+             "from_seed": ("n", 0), "unnamed": ("n", 0), "missing": ("a", 1)}
     if keyed:
-        assert by_part == {"at": ("file", 1), "card": ("file", 1), **at_numbers}
+        assert by_part == parts
         # (from_seed numbers the names of `seed`, which is no fact: node changed for it)
         assert set(counts) == {"at", "card", "every", "labelled", "from_seed", "unnamed", "missing"}
-    else:
-        assert by_part == at_numbers
+    else:  # pair reads node, whose new row reaches no edge
+        assert by_part == {**parts, "pair": ("na", 0)}
         assert {"at", "card", "pair", "every", "labelled"} <= set(counts)
     after = {rel: [r for r in rows if r not in deltas[rel][0]] + deltas[rel][1] if rel in deltas else rows
              for rel, rows in (("calls", CALLS), ("func", FUNC), ("node", NODE))}

@@ -47,10 +47,16 @@ def test_nothing_it_reads_changed_is_no_source_at_all():
     assert partition_sources(parse_text(LIB), "step", 3, _moved_in("hidden_other")) == frozenset()
 
 
+def test_a_negation_or_an_aggregate_with_the_head_s_variable_is_by_that_column():
+    p = parse_text(LIB)
+    assert partition_sources(p, "step", 3, _moved_in("hidden")) == frozenset({("hidden", 0)})
+    assert partition_sources(p, "callee_count", 0, _moved_in("calls")) == frozenset({("calls", 1)})
+
+
 @pytest.mark.parametrize("rel, col, moved, why", [
     ("step", 3, ("kind",), "kind's rows hold no file"),
-    ("step", 3, ("hidden",), "a negation of what changed"),
-    ("callee_count", 0, ("calls",), "an aggregate of what changed"),
+    ("step", 2, ("hidden",), "a negation of what changed, without the head's variable"),
+    ("callee_count", 1, ("calls",), "an aggregate of what changed, without the head's variable"),
     ("reach", 2, ("calls",), "recursive"),
 ])
 def test_no_partition_when_a_change_can_reach_any_file(rel, col, moved, why):
@@ -138,7 +144,7 @@ def refresh_after(con, program, facts, deltas, keyed=None):
     counts = refresh(con, program, facts, frozenset(deltas),
                      lambda r, c: moved_rows(con, program.decls[r], *temps[r], c),
                      values=lambda r, c, cols=None: moved_values(con, program.decls[r], *temps[r], c, cols),
-                     by_part=by_part, keyed=keyed)
+                     by_part=by_part, keyed=keyed, deltas=temps.__getitem__)
     return counts, by_part
 
 
@@ -154,8 +160,9 @@ def test_an_update_in_the_changed_files_gives_what_computing_all_gives():
     gone, new = [("h", "g", "b.cpp", 7), ("x", "h", "b.cpp", 9)], [("h", "g", "b.cpp", 8)]
     counts, by_file = _update(con, program, "calls", gone, new)
     # b.cpp's rows only, through step0 (computed, not stored: only step reads it, and
-    # positively, argument_free); reach is recursive and callee_count counts: all of them again
-    assert by_file == {"step": ("file", 1)}
+    # positively, argument_free); callee_count counts the calls of each callee: those of
+    # the two callees whose calls changed; reach is recursive: all of it again
+    assert by_file == {"step": ("file", 1), "callee_count": ("b", 2)}
     assert set(counts) == {"step", "callee_count", "reach"}
     calls = [c for c in CALLS if c not in gone] + new
     assert _stored(con, program) == _stored(_db(calls, KIND, program), program)

@@ -152,7 +152,8 @@ def _reading(program: A.Program, tables: frozenset[str], stored: frozenset[str] 
 def refresh(con: Any, program: A.Program, tables: frozenset[str], changed: frozenset[str],
             moved=None, empty: frozenset[str] = frozenset(), values=None,
             by_part: dict[str, tuple[str, int]] | None = None,
-            keyed: dict[str, tuple[int, frozenset[str]]] | None = None) -> dict[str, int]:
+            keyed: dict[str, tuple[int, frozenset[str]]] | None = None,
+            deltas=None) -> dict[str, int]:
     """Compute again, on the writable `con` of a DB updated in place, the
     stored relations whose rows may have changed: those whose fingerprint
     is no longer the library's, and those that read a fact relation in
@@ -170,7 +171,11 @@ def refresh(con: Any, program: A.Program, tables: frozenset[str], changed: froze
     the number of its values of each). `keyed`: changed relations whose
     rows changed only by keys that came or went, relation -> (its key
     column, the types of the fact columns its keys are the values of)
-    (Note [Names that come and go]).
+    (Note [Names that come and go]). `deltas(relation)`: the tables of a
+    changed fact relation's rows that went and came; given, a relation that
+    no column partitions is updated at the values of the rows the change
+    reaches (Note [Rows a change reaches] in
+    torchtalk/datalog/transform/reach.py).
 
     Note [Derived in place]: an update that changes the rows of a few fact
     relations (torchtalk/update.py) leaves every stored relation whose rules
@@ -251,6 +256,16 @@ def refresh(con: Any, program: A.Program, tables: frozenset[str], changed: froze
     def vals(rel: str, col: int, cols=None) -> list:
         return stored_moves.values(rel, col, cols) if rel in stored_moves else values(rel, col, cols)
 
+    def any_moves(rel: str, cols: frozenset[int]) -> bool:
+        """What moved, every name of `node` too (a name that went is no
+        longer there to join: Note [Rows a change reaches])."""
+        if rel in stored_moves:
+            return stored_moves.moved(rel, cols)
+        return rel in changed and fact_moves(rel, cols)
+
+    def delta_tables(rel: str) -> tuple[str, str]:
+        return stored_moves.delta(rel) if rel in stored_moves else deltas(rel)
+
     counts: dict[str, int] = {}
     stored = frozenset(prints)
     try:
@@ -267,6 +282,8 @@ def refresh(con: Any, program: A.Program, tables: frozenset[str], changed: froze
             inputs = {r: table_of(r) for r in prints if r not in group}
             if len(group) == 1 and values is not None and have[group[0]] == prints[group[0]]:
                 done = _by_part(con, reading, group[0], moves_for(group[0]), vals, inputs, stored_moves)
+                if done is None and deltas is not None:
+                    done = _by_reach(con, reading, group[0], any_moves, delta_tables, inputs, stored_moves)
                 if done is not None:
                     name, n, counts[group[0]] = done
                     if by_part is not None:
@@ -392,7 +409,7 @@ class _Moves:
     def part(self, rel: str, was: str, now: str) -> None:
         self.parts[rel] = (was, now)
 
-    def _delta(self, rel: str) -> tuple[str, str]:
+    def delta(self, rel: str) -> tuple[str, str]:
         """The temp tables of `rel`'s rows that went and came, made at the first ask."""
         if rel not in self.deltas:
             i = len(self.deltas)
@@ -413,13 +430,13 @@ class _Moves:
     # be another row's still), which computes a part again for nothing.
     def moved(self, rel: str, cols: frozenset[int]) -> bool:
         if (rel, cols) not in self.seen:
-            decl, (gone, came) = self.program.decls[rel], self._delta(rel)
+            decl, (gone, came) = self.program.decls[rel], self.delta(rel)
             self.seen[rel, cols] = (_delta_moves(self.con, decl, gone, came, cols) if cols else
                                     _had_rows_moved(self.con, table_of(rel), gone, came))
         return self.seen[rel, cols]
 
     def values(self, rel: str, col: int, cols=None) -> list:
-        decl, (gone, came) = self.program.decls[rel], self._delta(rel)
+        decl, (gone, came) = self.program.decls[rel], self.delta(rel)
         if cols is None or col not in cols:
             return _delta_values(self.con, decl, gone, came, col)
         sql = f"SELECT DISTINCT {q(decl.columns[col].name)} FROM ({_delta_differs(decl, gone, came, cols)})"
@@ -463,10 +480,6 @@ def _by_part(con, live: A.Program, rel: str, moves, values, inputs: dict[str, st
     values deleted and computed again (Note [Rows changed by file]); what
     went and came is told to `stored_moves`. `moves`: what moved, as `rel`
     sees it. -> (column, values, rows now), or None."""
-    from torchtalk.datalog.compile import SQL_TYPES
-    from torchtalk.datalog.engines.duckdb import DuckDBEngine
-    from torchtalk.datalog.transform.restrict import restrict
-
     needs = needed_columns(live, rel)  # what changed counts as seen through what it reads
     found = None  # (values, name, column) of the column with the fewest values to compute again
     for name, col, sources in _part_columns(live, rel, moves):
@@ -478,8 +491,20 @@ def _by_part(con, live: A.Program, rel: str, moves, values, inputs: dict[str, st
     if found is None:
         return None
     parts, name, col = found
-    table = table_of(rel)
+    return name, len(parts), _update_part(con, live, rel, col, parts, inputs, stored_moves)
+
+
+def _update_part(con, live: A.Program, rel: str, col: int, parts: list, inputs: dict[str, str],
+                 stored_moves: _Moves) -> int:
+    """Compute `rel`'s rows whose column `col` holds a value of `parts`
+    again, in its table; what went and came is told to `stored_moves`. ->
+    its rows now."""
+    from torchtalk.datalog.compile import SQL_TYPES
+    from torchtalk.datalog.engines.duckdb import DuckDBEngine
+    from torchtalk.datalog.transform.restrict import restrict
+
     column = live.decls[rel].columns[col]
+    name, table = column.name, table_of(rel)
     con.execute(f"CREATE OR REPLACE TEMP TABLE {PART_TABLE} (v {SQL_TYPES[column.type]})")
     if parts:
         con.executemany(f"INSERT INTO {PART_TABLE} VALUES (?)", [(v,) for v in parts])
@@ -496,7 +521,57 @@ def _by_part(con, live: A.Program, rel: str, moves, values, inputs: dict[str, st
     con.execute(f"ALTER TABLE {part} RENAME TO {now}")  # its rows of those parts before and now
     stored_moves.part(rel, was, f"{SCHEMA}.{now}")
     con.execute(f"DROP TABLE IF EXISTS temp.main.{PART_TABLE}")
-    return name, len(parts), con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+    return con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+
+
+def _by_reach(con, live: A.Program, rel: str, moves, delta_tables, inputs: dict[str, str],
+              stored_moves: _Moves) -> tuple[str, int, int] | None:
+    """Update stored relation `rel` of `live` (as `_by_part`) at the values,
+    at one of its columns, of the rows the change may reach (Note [Rows a
+    change reaches] in torchtalk/datalog/transform/reach.py): the column
+    with the fewest such values. `delta_tables(relation)`: the tables of a
+    changed input's rows that went and came. -> (column, values, rows now),
+    or None when there is no such program."""
+    from torchtalk.datalog.engines.duckdb import DuckDBEngine
+    from torchtalk.datalog.transform.reach import BOTH, DELTA, delta_name, reach
+
+    made = reach(live, rel, moves)
+    if made is None:
+        return None
+    program, deltas, read = made
+    views, sources = [], dict(inputs)
+    reached = table_of(rel + DELTA)
+
+    def view(name: str, sql: str) -> None:
+        views.append(f"_tt_reach_{len(views)}")
+        con.execute(f"CREATE OR REPLACE TEMP VIEW {views[-1]} AS {sql}")
+        sources[name] = f"temp.main.{views[-1]}"
+
+    try:
+        for name, cols in sorted(deltas, key=lambda d: (d[0], sorted(d[1]))):
+            gone, came = delta_tables(name)
+            decl = live.decls[name]
+            rows = f"SELECT * FROM {gone} UNION ALL SELECT * FROM {came}"
+            if cols:  # those whose projection on cols went or came (`delta_name`)
+                on = " AND ".join(f"t.{q(decl.columns[c].name)} = m.{q(decl.columns[c].name)}" for c in sorted(cols))
+                rows = f"SELECT t.* FROM ({rows}) t SEMI JOIN ({_delta_differs(decl, gone, came, cols)}) m ON {on}"
+            view(delta_name(name, cols), rows)
+        for name in sorted(read):
+            now, gone = inputs.get(name) or q(name), delta_tables(name)[0]
+            view(name + BOTH, f"SELECT * FROM {now} UNION ALL SELECT * FROM {gone}")
+        DuckDBEngine().materialize(program, con, {rel + DELTA: reached}, sources)
+        names = [c.name for c in live.decls[rel].columns]
+        counts = con.execute("SELECT " + ", ".join(f"count(DISTINCT {q(c)})" for c in names)
+                             + f" FROM {reached}").fetchone()
+        col = min(range(len(names)), key=lambda c: (counts[c], names[c] not in PART_COLUMNS, c))
+        parts = [v for (v,) in con.execute(f"SELECT DISTINCT {q(names[col])} FROM {reached}").fetchall()]
+    finally:  # each drop's own failure ignored (the update's error is the one to tell)
+        for sql in [f"DROP TABLE IF EXISTS {reached}", *(f"DROP VIEW IF EXISTS temp.main.{v}" for v in views)]:
+            try:
+                con.execute(sql)
+            except Exception:  # noqa: BLE001 - a drop in an aborted transaction
+                pass
+    return names[col], len(parts), _update_part(con, live, rel, col, parts, inputs, stored_moves)
 
 
 def _part_columns(live: A.Program, rel: str, moved) -> list[tuple[str, int, frozenset]]:

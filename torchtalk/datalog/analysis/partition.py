@@ -9,10 +9,14 @@ did not change. `partition_sources` checks that, rule by rule, through the
 derived relations in between, and says which (relation, column) pairs the
 values come from; the caller deletes the rows of the files those pairs'
 changed rows name and computes them again (transform/restrict.py), instead
-of the whole relation. A rule that reads a changed relation under a
-negation or an aggregate, or without the head's variable at some column,
-or through a recursive relation, makes it None: the whole relation is
-computed again.
+of the whole relation. A rule that reads a changed relation without the
+head's variable at some column, or through a recursive relation, makes it
+None: the whole relation is computed again. One that reads it under a
+negation or an aggregate with the head's variable there is by that column
+too: whether
+`!fn_device(b, _)` holds, or what `count : { p(o, _) }` counts, for a
+row of value b (or o) is a question of the rows of that value alone
+(Note [Rows changed at other columns] in torchtalk/query/derived.py).
 
 The same holds for any column, and the update tries `file` and `op`
 (PART_COLUMNS in torchtalk/query/derived.py), and takes the one with the
@@ -47,10 +51,10 @@ def partition_sources(program: A.Program, rel: str, col: int, moved: Moved) -> f
     """The (input relation, column) pairs whose changed rows' values at that
     column are the only values of `rel`'s column `col` whose rows may have
     changed; None when there is no such set (Note [Rows changed by file])."""
-    return _sources(program, rel, col, _with_derived(program, moved), frozenset())
+    return _sources(program, rel, col, moved_through(program, moved), frozenset())
 
 
-def _with_derived(program: A.Program, moved: Moved) -> Moved:
+def moved_through(program: A.Program, moved: Moved) -> Moved:
     """`moved` for every relation: a derived one may have changed when a rule
     of it reads one that did (in the columns it reads; a relation on a cycle
     is taken as changed)."""
@@ -62,7 +66,7 @@ def _with_derived(program: A.Program, moved: Moved) -> Moved:
             return moved(rel, cols)
         if rel not in memo:
             memo[rel] = True  # on a cycle: changed
-            memo[rel] = any(any_moved(atom.name, _read_columns(atom, rule) if atom is lit
+            memo[rel] = any(any_moved(atom.name, read_columns(atom, rule) if atom is lit
                                       else frozenset(range(program.decls[atom.name].arity)))
                             for rule in program.rules_for(rel) for lit in rule.body
                             for atom, _strict in A.literal_atoms(lit))
@@ -89,8 +93,8 @@ def _rule_sources(program, rule: A.Rule, col: int, moved, seen) -> frozenset | N
     for lit in rule.body:
         for atom, _strict in A.literal_atoms(lit):
             if atom is not lit and moved(atom.name, frozenset(range(program.decls[atom.name].arity))):
-                return None  # a negation or an aggregate of what changed
-        if isinstance(lit, A.Atom) and moved(lit.name, _read_columns(lit, rule)):
+                changed.append(atom)  # a negation or an aggregate of what changed: by the head's value too
+        if isinstance(lit, A.Atom) and moved(lit.name, read_columns(lit, rule)):
             changed.append(lit)
     if not changed:
         return frozenset()  # its rows are what they were
@@ -112,7 +116,7 @@ def _rule_sources(program, rule: A.Rule, col: int, moved, seen) -> frozenset | N
     return frozenset(out)
 
 
-def _read_columns(atom: A.Atom, rule: A.Rule) -> frozenset[int]:
+def read_columns(atom: A.Atom, rule: A.Rule) -> frozenset[int]:
     """The columns of a positive atom whose values its rule reads: all but
     wildcards and variables that occur once in the rule."""
     counts = Counter(v.name for v, _enclosing in occurrences(rule))
