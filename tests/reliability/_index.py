@@ -84,6 +84,11 @@ def alive(pid: int) -> bool:
     return _stat(pid)[0] not in ("", "Z", "X")
 
 
+def parent_of(pid: int) -> int:
+    """The parent pid of `pid` (0 when it is gone)."""
+    return _stat(pid)[1]
+
+
 def _stat(pid: int) -> tuple[str, int]:
     """(state letter, parent pid) of `pid`, ("", 0) when it is gone."""
     try:

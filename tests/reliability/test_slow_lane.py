@@ -14,6 +14,8 @@ from pathlib import Path
 import anyio
 import pytest
 
+from tests.reliability._index import alive, parent_of
+
 from ._http import client, http_server
 
 pytestmark = pytest.mark.real_tree
@@ -43,18 +45,6 @@ async def lane_pid(url: str, timeout: float = 30) -> int:
 async def status(url: str) -> str:
     async with client(url) as c:
         return (await c.call_tool("get_status", {})).content[0].text
-
-
-def parent_of(pid: int) -> int:
-    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-
-
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
-        return False
-    return state != "Z"
 
 
 def until_gone(pid: int, timeout: float) -> None:
