@@ -179,7 +179,7 @@ class Model:
                     moved.add(caller)
                 continue
             for callee, _line in src[1].calls:
-                head, _, rest = callee.partition(".")
+                head = callee.partition(".")[0]
                 if head in ("self", "super", "?") or head[:1] == "@":
                     hit = "__call__" in methods or callee.rpartition(".")[2] in methods
                 else:

@@ -242,26 +242,25 @@ def refresh(con: Any, program: A.Program, tables: frozenset[str], changed: froze
 
     stored_moves = _Moves(con, program)  # the stored relations computed again, and what moved in them
 
-    def moves_for(target: str):
-        """What moved, as stored relation `target` sees it (Note [Names that come and go])."""
-        unseen = frozenset(rel for rel, (key, types) in (keyed or {}).items()
-                           if numbers_drawn_names(live, target, rel, key, tables, types))
-
+    def moves_but(unseen: frozenset[str]):
+        """What moved, but for the changed fact relations `unseen`."""
         def moves(rel: str, cols: frozenset[int]) -> bool:
             if rel in stored_moves:
                 return stored_moves.moved(rel, cols)
             return rel in changed and rel not in unseen and fact_moves(rel, cols)
         return moves
 
+    def moves_for(target: str):
+        """What moved, as stored relation `target` sees it (Note [Names that come and go])."""
+        return moves_but(frozenset(rel for rel, (key, types) in (keyed or {}).items()
+                                   if numbers_drawn_names(live, target, rel, key, tables, types)))
+
     def vals(rel: str, col: int, cols=None) -> list:
         return stored_moves.values(rel, col, cols) if rel in stored_moves else values(rel, col, cols)
 
-    def any_moves(rel: str, cols: frozenset[int]) -> bool:
-        """What moved, every name of `node` too (a name that went is no
-        longer there to join: Note [Rows a change reaches])."""
-        if rel in stored_moves:
-            return stored_moves.moved(rel, cols)
-        return rel in changed and fact_moves(rel, cols)
+    # what moved, every name of `node` too: a name that went is no longer
+    # there to join (Note [Rows a change reaches])
+    any_moves = moves_but(frozenset())
 
     def delta_tables(rel: str) -> tuple[str, str]:
         return stored_moves.delta(rel) if rel in stored_moves else deltas(rel)
@@ -532,7 +531,7 @@ def _by_reach(con, live: A.Program, rel: str, moves, delta_tables, inputs: dict[
     with the fewest such values. `delta_tables(relation)`: the tables of a
     changed input's rows that went and came. -> (column, values, rows now),
     or None when there is no such program."""
-    from torchtalk.datalog.engines.duckdb import DuckDBEngine
+    from torchtalk.datalog.engines.duckdb import DuckDBEngine, drop_tables
     from torchtalk.datalog.transform.reach import BOTH, DELTA, delta_name, reach
 
     made = reach(live, rel, moves)
@@ -565,12 +564,9 @@ def _by_reach(con, live: A.Program, rel: str, moves, delta_tables, inputs: dict[
                              + f" FROM {reached}").fetchone()
         col = min(range(len(names)), key=lambda c: (counts[c], names[c] not in PART_COLUMNS, c))
         parts = [v for (v,) in con.execute(f"SELECT DISTINCT {q(names[col])} FROM {reached}").fetchall()]
-    finally:  # each drop's own failure ignored (the update's error is the one to tell)
-        for sql in [f"DROP TABLE IF EXISTS {reached}", *(f"DROP VIEW IF EXISTS temp.main.{v}" for v in views)]:
-            try:
-                con.execute(sql)
-            except Exception:  # noqa: BLE001 - a drop in an aborted transaction
-                pass
+    finally:  # the update's error is the one to tell, not a drop's
+        drop_tables(con, [reached])
+        drop_tables(con, [f"temp.main.{v}" for v in views], kind="VIEW")
     return names[col], len(parts), _update_part(con, live, rel, col, parts, inputs, stored_moves)
 
 

@@ -30,6 +30,7 @@ paths, sizes and mtimes of every file read), so a query does not re-parse.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import pickle
@@ -279,10 +280,8 @@ def _builtin_whole() -> bool:
     cached on disk as any library is, has no notes). Called under _LOADING."""
     files, key = _files_and_key((), False)
     if key not in _MEMO:
-        try:
+        with contextlib.suppress(TorchTalkError):  # kept as its error
             _load(files, key)
-        except TorchTalkError:
-            return False
     kept = _MEMO[key]
     return not isinstance(kept, TorchTalkError) and not kept[1]
 

@@ -120,6 +120,12 @@ def strata(program: A.Program, relations: Iterable[str] | None = None) -> list[S
     return [_stratum(program, comp, self_loops) for comp in comps]
 
 
+def recursive_relations(program: A.Program) -> frozenset[str]:
+    """The relations of `program`'s recursive strata (kept with the program)."""
+    return program.cached("recursive", lambda: frozenset(r for s in strata(program) if s.recursive
+                                                         for r in s.relations))
+
+
 def _stratum(program: A.Program, comp: tuple[str, ...], self_loops: set[str]) -> Stratum:
     recursive = len(comp) > 1 or comp[0] in self_loops
     linear = False

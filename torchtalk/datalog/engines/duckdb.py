@@ -155,13 +155,14 @@ def table_rows(con, ref: str) -> int:
     return n
 
 
-def drop_tables(con, tables) -> None:
-    """Drop the temp `tables` a run created (or kept, Note [One walk per answer])."""
+def drop_tables(con, tables, kind: str = "TABLE") -> None:
+    """Drop the temp `tables` a run created (or kept, Note [One walk per
+    answer]), or views with kind="VIEW"; each drop's own failure ignored."""
     duckdb = lean_duckdb()  # Note [Lean DuckDB import]
 
     for table in tables:
         try:
-            con.execute(f"DROP TABLE IF EXISTS {table}")
+            con.execute(f"DROP {kind} IF EXISTS {table}")
         except duckdb.Error:
             pass
 

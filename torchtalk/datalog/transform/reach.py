@@ -40,7 +40,7 @@ import dataclasses
 
 from torchtalk.datalog import ast as A
 from torchtalk.datalog.analysis.partition import Moved, moved_through, read_columns
-from torchtalk.datalog.analysis.strata import strata
+from torchtalk.datalog.analysis.strata import recursive_relations
 
 DELTA = "__d"  # an input's rows that went or came; a derived relation's rows a change reaches
 BOTH = "__all"  # an input's rows before and after the update
@@ -53,8 +53,7 @@ def reach(program: A.Program, rel: str, moved: Moved) -> tuple[A.Program, frozen
     it reads as they were and are (X + BOTH)), or None (Note [Rows a change
     reaches])."""
     inputs = frozenset(program.inputs)
-    recursive = program.cached("recursive", lambda: frozenset(r for s in strata(program) if s.recursive
-                                                                for r in s.relations))
+    recursive = recursive_relations(program)
     changed = moved_through(program, moved)
     decls = dict(program.decls)
     rules: list[A.Rule] = []

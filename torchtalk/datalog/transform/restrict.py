@@ -21,15 +21,14 @@ from __future__ import annotations
 import dataclasses
 
 from torchtalk.datalog import ast as A
-from torchtalk.datalog.analysis.strata import strata
+from torchtalk.datalog.analysis.strata import recursive_relations
 
 
 def restrict(program: A.Program, rel: str, col: int, part: str) -> A.Program:
     """`program` computing `rel` only for the rows whose column `col` is a
     value of the new unary input `part` (of that column's type)."""
     inputs = frozenset(program.inputs)
-    recursive = program.cached("recursive", lambda: frozenset(r for s in strata(program) if s.recursive
-                                                                for r in s.relations))
+    recursive = recursive_relations(program)
     made: dict[tuple[str, int], str | None] = {}
     copies: list[A.Rule] = []
     decls = dict(program.decls)
