@@ -117,6 +117,9 @@ class ExtractContext:
     torch_root: for an extension indexed beside its torch tree, that tree
                (its native_functions.yaml names the ATen ops), else None
                (Note [Extensions] in torchtalk/extension.py)
+    stats:     the layer's input files with their size and mtime, as its
+               fingerprint read them (None: not stat'ed): a layer may take
+               them instead of walking and stat'ing the tree again
     cached_only: a layer that parses slowly (the compiler tier) writes what
                its per-file cache holds for the current inputs and names the
                rest as pending instead of parsing them (Note [Compiler tier
@@ -141,6 +144,9 @@ class ExtractContext:
     torch_root: Path | None = None
     cached_only: bool = False
     later: Callable[[Callable[[], None]], None] | None = field(default=None, compare=False, repr=False)
+    # (path, size, mtime_ns) of every input file (`inputs`), as the index
+    # stat'ed them for the layer's fingerprint just before the run, or None
+    stats: tuple[tuple[str, int, int], ...] | None = field(default=None, compare=False, repr=False)
 
     def write_later(self, write: Callable[[], None]) -> None:
         """Run `write`, a write of the layer's own cache that the fact DB does

@@ -38,11 +38,20 @@ def write_inputs(layer_dir: Path, root: Path, code: str, stats: list[tuple[str, 
             d = os.path.dirname(d)
     for d in sorted(dirs):
         try:
-            lines.append(f"{d}\t-1\t{os.stat(d).st_mtime_ns}\t{listing(d)}\n")
+            mtime = os.stat(d).st_mtime_ns
+            known = _LISTED.get(d)
+            lines.append(f"{d}\t-1\t{mtime}\t{known[1] if known and known[0] == mtime else listing(d)}\n")
         except OSError:
             continue
     with open(layer_dir / INPUTS, "w", encoding="utf-8") as fh:
         fh.writelines(lines)
+
+
+# Note [Listings known]: dir -> (mtime, listing) of the dirs `quick_stats`
+# found as recorded in this process, for `write_inputs` to take while a dir's
+# mtime is the same (a name that came or went moves it, Note [Stale index])
+# instead of listing each again: 3 layers' 600 dirs, 20 ms of each update
+_LISTED: dict[str, tuple[int, str]] = {}
 
 
 def listing(d: str) -> str:
@@ -91,10 +100,13 @@ def quick_stats(layer_dir: Path, code: str, seen: dict[str, tuple[int, int]] | N
     _code, files, dirs = found
     for d, (mtime, names) in dirs.items():
         try:
-            if os.stat(d).st_mtime_ns != mtime and listing(d) != names:
+            now = os.stat(d).st_mtime_ns
+            if now != mtime and listing(d) != names:
                 return None
         except OSError:
             return None
+        if names:  # an inputs.tsv of before listings has none
+            _LISTED[d] = (now, names)
     out = []
     seen = {} if seen is None else seen
     for p in files:

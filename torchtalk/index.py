@@ -661,11 +661,12 @@ def _run_layer(src, db_path, schema, layer, mod, stamp, out: Path, jobs, bar,
     cache = store.ensure_writable_dir(db_path.with_name(db_path.stem + ".cache") / layer.name)
     prev_meta = (read_layer_json(previous) or {}) if previous is not None else {}
     prev_gen = prev_meta.get("generation")
+    fp, stats = stamp
     ctx = ExtractContext(root=src.root, cache_dir=cache, jobs=jobs or min(4, os.cpu_count() or 1),
-                         previous=prev_gen, generation=uuid.uuid4().hex, memo=memo, **(ctx_extra or {}))
+                         previous=prev_gen, generation=uuid.uuid4().hex, memo=memo, stats=tuple(stats),
+                         **(ctx_extra or {}))
     sink = LayerSink(layer, schema, out, bar.task(layer.name), previous=previous if prev_gen else None,
                      memo=memo, previous_counts=prev_meta.get("rows"))
-    fp, stats = stamp
     freshness.write_inputs(out, src.root, code_digest(layer, schema), stats)
     t = time.perf_counter()
     try:

@@ -114,7 +114,7 @@ def apply(tmp_db: Path, src: store.Source, schema, deltas: Deltas, tmp_facts: Pa
     dir. -> the note on its stored relations."""
     import duckdb
 
-    from torchtalk.query.derived import moved_rows, moved_values
+    from torchtalk.query.derived import FactMoves
 
     changed = changed_relations(deltas)
     con = duckdb.connect(str(tmp_db))
@@ -144,9 +144,8 @@ def apply(tmp_db: Path, src: store.Source, schema, deltas: Deltas, tmp_facts: Pa
         con.executemany("UPDATE torchtalk_meta SET value = ? WHERE key = ?", [(v, k) for k, v in meta.items()])
         con.execute("COMMIT")
         # the copy is private until renamed: the stored relations may commit apart
-        note = _refresh_derived(con, changed, lambda rel, cols: moved_rows(con, schema.decls[rel], *temps[rel], cols),
-                                log, lambda rel, col, cols=None: moved_values(con, schema.decls[rel], *temps[rel], col, cols),
-                                keyed, temps.__getitem__)
+        moves = FactMoves(con, schema.decls, temps)
+        note = _refresh_derived(con, changed, moves.moved, log, moves.values, keyed, temps.__getitem__)
         con.execute("checkpoint")
     finally:
         con.close()
@@ -155,7 +154,7 @@ def apply(tmp_db: Path, src: store.Source, schema, deltas: Deltas, tmp_facts: Pa
 
 def _apply_relation(con, decl, gone: list[str], new: list[str], work: Path, tag: str = "") -> tuple[str, str]:
     """Delete the lines `gone` (one row per line) from `decl`'s table and
-    insert `new`; -> the temp tables holding them (for `moved_rows`)."""
+    insert `new`; -> the temp tables holding them (for `FactMoves`)."""
     from torchtalk.errors import StoreError
 
     name = decl.name

@@ -306,11 +306,7 @@ def moved_rows(con, decl, gone_t: str, new_t: str, cols: frozenset[int]) -> bool
     before the delta in `gone_t`/`new_t` was applied (Note [Derived in
     place]): a lost projection no row has now, or a new one only new rows
     have."""
-    if not cols:
-        return _had_rows_moved(con, q(decl.name), gone_t, new_t)
-    if not _delta_moves(con, decl, gone_t, new_t, cols):
-        return False
-    return any(con.execute(f"{sql} LIMIT 1").fetchone() for sql in _projections_moved(decl, gone_t, new_t, cols))
+    return FactMoves(con, {decl.name: decl}, {decl.name: (gone_t, new_t)}).moved(decl.name, cols)
 
 
 def _had_rows_moved(con, table: str, gone_t: str, new_t: str) -> bool:
@@ -365,12 +361,43 @@ def moved_values(con, decl, gone_t: str, new_t: str, col: int, cols: frozenset[i
     those whose projection on `cols` (holding `col`), the columns a stored
     relation reads, went or came, when given: a line moved in a module is
     no change to what reads its APIs' names."""
-    if cols is None or col not in cols:
-        return _delta_values(con, decl, gone_t, new_t, col)
-    if not _delta_moves(con, decl, gone_t, new_t, cols):
-        return []
-    sql = " UNION ".join(_projections_moved(decl, gone_t, new_t, cols, out=col))
-    return [v for (v,) in con.execute(sql).fetchall()]
+    return FactMoves(con, {decl.name: decl}, {decl.name: (gone_t, new_t)}).values(decl.name, col, cols)
+
+
+class FactMoves:
+    """What moved in the changed fact relations of an update in place
+    (`moved_rows`, `moved_values`), over `temps`: relation -> the temp
+    tables of its rows that went and came. The projections on some columns
+    that went or came are asked of the DB once per relation and columns:
+    the stored relations that read them alike, and the refresh's two
+    questions (whether any moved, and their values at one column), take
+    them from one query, not one each (a YAML edit asked 78, 0.36 s)."""
+
+    def __init__(self, con, decls: dict, temps: dict[str, tuple[str, str]]):
+        self.con, self.decls, self.temps = con, decls, temps
+        self._seen: dict[tuple[str, frozenset[int]], list[tuple]] = {}
+
+    def projections(self, rel: str, cols: frozenset[int]) -> list[tuple]:
+        """`rel`'s projections on `cols` (in column order) that the delta
+        took away or brought (`_projections_moved`)."""
+        if (rel, cols) not in self._seen:
+            decl, (gone_t, new_t) = self.decls[rel], self.temps[rel]
+            rows = []
+            if _delta_moves(self.con, decl, gone_t, new_t, cols):
+                rows = self.con.execute(" UNION ".join(_projections_moved(decl, gone_t, new_t, cols))).fetchall()
+            self._seen[rel, cols] = rows
+        return self._seen[rel, cols]
+
+    def moved(self, rel: str, cols: frozenset[int]) -> bool:
+        if not cols:
+            return _had_rows_moved(self.con, q(rel), *self.temps[rel])
+        return bool(self.projections(rel, cols))
+
+    def values(self, rel: str, col: int, cols: frozenset[int] | None = None) -> list:
+        if cols is None or col not in cols:
+            return _delta_values(self.con, self.decls[rel], *self.temps[rel], col)
+        at = sorted(cols).index(col)
+        return list(dict.fromkeys(p[at] for p in self.projections(rel, cols)))
 
 
 WAS = "__was"  # a stored relation's table before it is computed again whole, while the refresh runs
@@ -506,7 +533,7 @@ def _update_part(con, live: A.Program, rel: str, col: int, parts: list, inputs: 
     name, table = column.name, table_of(rel)
     con.execute(f"CREATE OR REPLACE TEMP TABLE {PART_TABLE} (v {SQL_TYPES[column.type]})")
     if parts:
-        con.executemany(f"INSERT INTO {PART_TABLE} VALUES (?)", [(v,) for v in parts])
+        con.execute(f"INSERT INTO {PART_TABLE} SELECT unnest(?)", [list(parts)])  # one statement, not one a value
     part = table_of(f"{rel}__{PART}")
     con.execute(f"DROP TABLE IF EXISTS {part}")
     restricted = live.cached(("restrict", rel, col), lambda: restrict(live, rel, col, PART))
