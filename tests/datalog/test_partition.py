@@ -161,8 +161,10 @@ def test_an_update_in_the_changed_files_gives_what_computing_all_gives():
     counts, by_file = _update(con, program, "calls", gone, new)
     # b.cpp's rows only, through step0 (computed, not stored: only step reads it, and
     # positively, argument_free); callee_count counts the calls of each callee: those of
-    # the two callees whose calls changed; reach is recursive: all of it again
-    assert by_file == {"step": ("file", 1), "callee_count": ("b", 2)}
+    # the two callees whose calls changed; reach is recursive, and carries its file from
+    # itself to its head: at the values its rows as they were join the change with
+    # (Note [A recursion by a carried column])
+    assert by_file == {"step": ("file", 1), "callee_count": ("b", 2), "reach": ("file", 1)}
     assert set(counts) == {"step", "callee_count", "reach"}
     calls = [c for c in CALLS if c not in gone] + new
     assert _stored(con, program) == _stored(_db(calls, KIND, program), program)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from torchtalk.datalog.parser import parse_text
-from torchtalk.datalog.transform.reach import reach
+from torchtalk.datalog.transform.reach import reach, unrolled
 
 from .test_partition import facts_db, refresh_after, stored_rows
 
@@ -99,4 +99,63 @@ def test_an_update_at_the_values_reached_gives_what_computing_all_gives(what, de
     assert by_part.get("step") == part, (what, by_part)
     after = {rel: [r for r in rows if r not in deltas.get(rel, ([], []))[0]] + deltas.get(rel, ([], []))[1]
              for rel, rows in FACTS.items()}
+    assert stored_rows(con) == stored_rows(facts_db(program, after)), what
+
+
+# Note [A recursion by a carried column]: the functions each start reaches in at most
+# two calls (link_reach in rules/link.dl), and what reaches a marked one (to_card in
+# rules/graph.dl), which carries no column from itself to its head
+RECURSIVE = """
+.decl calls(a: symbol, b: symbol, file: symbol)
+.input calls
+.decl start(a: symbol)
+.input start
+.decl mark(a: symbol)
+.input mark
+.decl near(s: symbol, b: symbol, d: number)
+near(s, s, 0) :- start(s).
+near(s, c, d + 1) :- near(s, b, d), d < 2, calls(b, c, _).
+.decl to_mark(a: symbol)
+to_mark(a) :- mark(a).
+to_mark(a) :- to_mark(b), calls(a, b, _).
+"""
+RFACTS = {
+    "calls": [("f", "g", "a.cpp"), ("g", "h", "a.cpp"), ("h", "k", "b.cpp"), ("x", "y", "c.cpp"), ("y", "h", "c.cpp")],
+    "start": [("f",), ("x",)],
+    "mark": [("k",)],
+}
+
+
+def test_a_recursion_is_unrolled_at_the_columns_it_carries():
+    program, carried = unrolled(parse_text(RECURSIVE), "near")
+    assert carried == {0}
+    assert [str(r) for r in program.rules_for("near")] == [
+        "near(s, s, 0) :- start(s).", "near(s, c, d + 1) :- near__before(s, b, d), d < 2, calls(b, c, _)."]
+    assert "near__before" in program.inputs
+    assert unrolled(parse_text(RECURSIVE), "to_mark") is None  # a, not b, in its head
+    assert unrolled(parse_text(RECURSIVE), "start") is None  # not recursive
+
+
+@pytest.mark.parametrize("what, deltas, part", [
+    # a call more from a reached function: the starts that reach its caller (f, two steps off)
+    ("a call more", {"calls": ([], [("g", "x", "a.cpp")])}, ("s", 1)),
+    # a call gone: what f and x reached through h (x's path is its own)
+    ("a call gone", {"calls": ([("g", "h", "a.cpp")], [])}, ("s", 1)),
+    # a call more from what both starts reach (y one off x, g one off f): each start's rows
+    ("a call more from what both reach", {"calls": ([], [("g", "z", "a.cpp"), ("y", "z", "c.cpp")])}, ("s", 2)),
+    # past the bound of two steps (h is two off f and x): no start's rows
+    ("a call gone past the bound", {"calls": ([("h", "k", "b.cpp")], [])}, ("s", 0)),
+    ("a call more past the bound", {"calls": ([], [("k", "z", "b.cpp")])}, ("s", 0)),
+    ("a start more and one gone", {"start": ([("x",)], [("g",)])}, ("s", 2)),
+    # its file moved: neither reads the file of calls (nothing computed again)
+    ("a call moved to another file", {"calls": ([("f", "g", "a.cpp")], [("f", "g", "z.cpp")])}, None),
+])
+def test_a_recursion_updated_at_the_carried_values_gives_what_computing_all_gives(what, deltas, part):
+    program = parse_text(RECURSIVE)
+    con = facts_db(program, RFACTS)
+    counts, by_part = refresh_after(con, program, frozenset(program.inputs), deltas)
+    assert by_part.get("near") == part, (what, by_part)
+    assert "to_mark" not in by_part  # whole, when it moved
+    after = {rel: [r for r in rows if r not in deltas.get(rel, ([], []))[0]] + deltas.get(rel, ([], []))[1]
+             for rel, rows in RFACTS.items()}
     assert stored_rows(con) == stored_rows(facts_db(program, after)), what

@@ -296,8 +296,9 @@ def refresh(con: Any, program: A.Program, tables: frozenset[str], changed: froze
         stored_moves.drop()
     for rel in counts:
         _check_one_to_one(con, program, rel)
-    con.executemany(f"UPDATE {CATALOG} SET fingerprint = ?, rows = ? WHERE relation = ?",
-                    [(prints[rel], counts[rel], rel) for rel in sorted(counts)])
+    if counts:  # DuckDB's executemany takes no empty list: a change no stored relation reads
+        con.executemany(f"UPDATE {CATALOG} SET fingerprint = ?, rows = ? WHERE relation = ?",
+                        [(prints[rel], counts[rel], rel) for rel in sorted(counts)])
     return counts
 
 
@@ -556,16 +557,26 @@ def _by_reach(con, live: A.Program, rel: str, moves, delta_tables, inputs: dict[
     at one of its columns, of the rows the change may reach (Note [Rows a
     change reaches] in torchtalk/datalog/transform/reach.py): the column
     with the fewest such values. `delta_tables(relation)`: the tables of a
-    changed input's rows that went and came. -> (column, values, rows now),
-    or None when there is no such program."""
+    changed input's rows that went and came. A recursive `rel` is updated
+    so at a column its recursion carries (Note [A recursion by a carried
+    column]). -> (column, values, rows now), or None when there is no such
+    program."""
+    from torchtalk.datalog.analysis.strata import recursive_relations
     from torchtalk.datalog.engines.duckdb import DuckDBEngine, drop_tables
-    from torchtalk.datalog.transform.reach import BOTH, DELTA, delta_name, reach
+    from torchtalk.datalog.transform.reach import BEFORE, BOTH, DELTA, delta_name, reach, unrolled
 
-    made = reach(live, rel, moves)
+    program, columns, sources = live, None, dict(inputs)
+    if rel in recursive_relations(live):
+        got = live.cached(("unrolled", rel), lambda: unrolled(live, rel))
+        if got is None:
+            return None
+        program, columns = got
+        sources[rel + BEFORE] = table_of(rel)  # its rows as they were: not computed again yet
+    made = reach(program, rel, moves)
     if made is None:
         return None
     program, deltas, read = made
-    views, sources = [], dict(inputs)
+    views = []
     reached = table_of(rel + DELTA)
 
     def view(name: str, sql: str) -> None:
@@ -589,7 +600,8 @@ def _by_reach(con, live: A.Program, rel: str, moves, delta_tables, inputs: dict[
         names = [c.name for c in live.decls[rel].columns]
         counts = con.execute("SELECT " + ", ".join(f"count(DISTINCT {q(c)})" for c in names)
                              + f" FROM {reached}").fetchone()
-        col = min(range(len(names)), key=lambda c: (counts[c], names[c] not in PART_COLUMNS, c))
+        col = min((c for c in range(len(names)) if columns is None or c in columns),
+                  key=lambda c: (counts[c], names[c] not in PART_COLUMNS, c))
         parts = [v for (v,) in con.execute(f"SELECT DISTINCT {q(names[col])} FROM {reached}").fetchall()]
     finally:  # the update's error is the one to tell, not a drop's
         drop_tables(con, [reached])

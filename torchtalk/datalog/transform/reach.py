@@ -126,6 +126,58 @@ def reach(program: A.Program, rel: str, moved: Moved) -> tuple[A.Program, frozen
         frozenset(deltas), frozenset(read)
 
 
+BEFORE = "__before"  # a recursive relation's rows as they were, read by its unrolled rules
+
+
+# Note [A recursion by a carried column]: a recursive relation is computed
+# whole when what it reads moved (`reach` finds no program through it), and
+# `link_reach(fn, g, d)` (the functions fn's calls reach in three steps) was
+# 0.11 s of an update that adds one call. But its recursive rule carries fn
+# from the atom of itself it reads to its head, so its rows of one fn are
+# made from its rows of that fn alone: it can be computed again at some
+# values of that column, as a relation partitioned by file is. Which values:
+# take a row that came or went, and a derivation of it, after or before the
+# update, that reads a changed row. Its first step that reads one reads,
+# of the relation itself, rows made from unchanged rows only: rows it had
+# before. So the rules with the relation's own atoms read from its rows as
+# they were (the new input rel + BEFORE, its table before the update) make a
+# program without that recursion, and `reach` of it derives such a step's
+# row, whose value at the carried column is the one of every row derived
+# from it. `unrolled` makes that program; the caller computes the rows of
+# those values again with the recursion (transform/restrict.py), at a
+# carried column only.
+def unrolled(program: A.Program, rel: str) -> tuple[A.Program, frozenset[int]] | None:
+    """(`program` with `rel`'s rules reading its own atoms from the new input
+    `rel` + BEFORE, the columns every recursive rule of `rel` carries from
+    them to its head), or None when `rel` is not alone in a recursive
+    stratum or carries no column (Note [A recursion by a carried column])."""
+    from torchtalk.datalog.analysis.strata import strata
+
+    if not any(st.recursive and st.relations == (rel,) for st in strata(program)):
+        return None
+    carried = set(range(program.decls[rel].arity))
+    rules = []
+    for rule in program.rules:
+        if rule.head.name != rel:
+            rules.append(rule)
+            continue
+        body = []
+        for lit in rule.body:
+            if isinstance(lit, A.Atom) and lit.name == rel:
+                carried &= {c for c in carried if isinstance(h := rule.head.args[c], A.Var)
+                            and isinstance(t := lit.args[c], A.Var) and t.name == h.name}
+                lit = dataclasses.replace(lit, name=rel + BEFORE)
+            elif any(a.name == rel for a, _strict in A.literal_atoms(lit)):
+                return None
+            body.append(lit)
+        rules.append(dataclasses.replace(rule, body=tuple(body)))
+    if not carried:
+        return None
+    decls = {**program.decls, rel + BEFORE: dataclasses.replace(program.decls[rel], name=rel + BEFORE)}
+    dirs = program.directives + (A.IODirective(A.IOKind.INPUT, rel + BEFORE),)
+    return dataclasses.replace(program, decls=decls, rules=tuple(rules), directives=dirs), frozenset(carried)
+
+
 def delta_name(rel: str, cols: frozenset[int]) -> str:
     """The input of input `rel`'s rows that went or came whose projection
     on `cols` did (those that moved in other columns only are the same rows
