@@ -202,6 +202,20 @@ def test_each_edit_updates_in_place_to_a_cold_index(indexed, tmp_path):
         ("mm", line + 1)]
     assert_same_tables(db, _cold(copy, tmp_path, "newfn"))
 
+    # a call more in a gemm's body: a new step, and link_reach (what a kernel reaches in
+    # three calls, recursive) computed again for the functions that reached that gemm
+    # only, its rows of each by the column its recursion carries (Note [A recursion by a
+    # carried column])
+    line = _edit(copy, BLAS, "    int m_ = m, n_ = n, k_ = k", "    axpy(n, 1.0, a, 1, c, 1);\n    int m_ = m, n_ = n, k_ = k")
+    recomputed, by_file = _update(copy, db, ["cpp"])
+    assert {"step_pair", "link_reach"} <= recomputed
+    reached = [p for p in by_file if p.startswith("link_reach (")]
+    assert len(reached) == 1 and reached[0].endswith(" fns)") and reached[0] != "link_reach (0 fns)", by_file
+    calls = _rows(db, "select caller like 'at::native::cpublas::gemm(%', callee like 'at::native::cpublas::axpy(%' "
+                      "from calls where file = ? and line = ?", [BLAS, line])
+    assert calls and set(calls) == {(True, True)}, calls
+    assert_same_tables(db, _cold(copy, tmp_path, "call"))
+
     # a header 258 files include: a line more moves its rows; the includers keep theirs
     line = _edit(copy, IR_H, "  inline graph_node_list_iterator iterator() {",
                  "  // probe\n  inline graph_node_list_iterator iterator() {")

@@ -437,18 +437,24 @@ class Model:
         op = library_ref_op(leaf) if self.extension else None
         return (op,) if op else ()
 
-    def public_apis(self) -> Iterator[tuple[str, str, int]]:
-        """(internal name, file, line) of every public function, method and alias
-        in torch/ (or the files of `edge_prefix`)."""
+    def public_apis(self) -> Iterator[str]:
+        """The internal name of every public function, method and alias in
+        torch/ (or the files of `edge_prefix`)."""
         for s in self.summaries:
-            if not s.file.startswith(self.edge_prefix):
-                continue
-            for d in s.defs:
-                if d.kind != "class" and is_public(rename(f"{s.module}.{d.qual}")):
-                    yield f"{s.module}.{d.qual}", s.file, d.line
-        for name, (_, file, line) in self.aliases.items():
-            if file.startswith(self.edge_prefix) and is_public(rename(name)):
-                yield name, file, line
+            yield from self.public_defs(s)
+        yield from self.public_aliases()
+
+    def public_defs(self, s: FileSummary) -> list[str]:
+        """The internal names of summary `s`'s public functions and methods,
+        when its file is one of `edge_prefix`."""
+        if not s.file.startswith(self.edge_prefix):
+            return []
+        return [f"{s.module}.{d.qual}" for d in s.defs if d.kind != "class" and is_public(rename(f"{s.module}.{d.qual}"))]
+
+    def public_aliases(self) -> list[str]:
+        """The internal names of the public aliases of `edge_prefix`'s files."""
+        return [name for name, (_, file, _line) in self.aliases.items()
+                if file.startswith(self.edge_prefix) and is_public(rename(name))]
 
     def public_reexports(self) -> Iterator[tuple[str, str]]:
         """(public name, internal name) for a public package's `__init__.py` importing a
