@@ -348,8 +348,8 @@ def _index(tree: TreeFacts, ov: Overloads, key: str, memo: dict | None, cache: P
     if hit is not None and hit[0] == key:
         return hit[1]
     ix = R._cached_index(cache, key) if cache is not None else None
-    if ix is None:
-        ix = R.Index([ov.rename(f) for f in tree.all()])
+    if ix is None:  # Note [Lookup keys kept]
+        ix = R.Index([ov.rename(f) for f in tree.all()], key=hit[1].key if hit is not None else None)
         if cache is not None:
             (later or (lambda write: write()))(lambda: R._keep_index(cache, key, ix))
     if memo is not None:

@@ -124,7 +124,14 @@ def _builtin(name: str) -> bool:
 class LookupKey:
     """`qual` without its transparent parts: anonymous and inline namespaces
     and a static function's file part (Note [Internal linkage ids]:
-    `at::native::CPU_CAPABILITY::(anonymous:F)::f` is looked up as `at::native::f`)."""
+    `at::native::CPU_CAPABILITY::(anonymous:F)::f` is looked up as `at::native::f`).
+
+    Note [Lookup keys kept]: a key, and a scope's list, is a function of the
+    name and the transparent namespaces alone, so a new Index (a function
+    added: Note [Incremental resolution]) takes the last one's LookupKey
+    with its memo when the tree's inline namespaces are the same: the
+    tree's 72,000 keys were computed again, 0.06 s of its 0.4 s.
+    """
 
     def __init__(self, inline: Iterable[str] = ()) -> None:
         self.transparent = frozenset({ANON, *inline})
@@ -146,8 +153,14 @@ class LookupKey:
 class Index:
     """Definitions of the tree by lookup key and by short name."""
 
-    def __init__(self, facts: list[FileFacts]) -> None:
-        self.key = _lookup_key = LookupKey(n for f in facts for n in f.inline_ns)
+    def __init__(self, facts: list[FileFacts], key: LookupKey | None = None) -> None:
+        """`key`: a LookupKey of the last Index, taken with what it computed
+        when its inline namespaces are these facts' (its answers are a
+        function of them: Note [Lookup keys kept])."""
+        inline = [n for f in facts for n in f.inline_ns]
+        if key is None or key.transparent != frozenset({ANON, *inline}):
+            key = LookupKey(inline)
+        self.key = _lookup_key = key
         self.by_key: dict[str, set[str]] = defaultdict(set)
         self.free_by_name: dict[str, set[str]] = defaultdict(set)
         self.methods_by_name: dict[str, set[str]] = defaultdict(set)
