@@ -261,3 +261,17 @@ def test_a_relation_computed_again_that_did_not_move_leaves_its_readers(gone, ne
     assert set(counts) == computed
     func = [f for f in FUNC2 if f not in gone] + new
     assert _stored(con, program) == _stored(_cutoff_db(CALLS2, func, program), program)
+
+
+def test_an_update_of_a_db_without_its_stored_relations_stores_them_again():
+    """A refresh that fails leaves the stored relations out (update.py); the
+    next update, in its transaction as update.py runs it, computes them all
+    again. Asking for the missing catalog by a query that fails aborted that
+    transaction, and every later update failed on it."""
+    program = parse_text(LIB)
+    con = _db(CALLS, KIND, program)
+    con.execute("DROP SCHEMA derived CASCADE")
+    con.execute("BEGIN TRANSACTION")
+    _update(con, program, "calls", [], [("q", "g", "c.cpp", 1)])
+    con.execute("COMMIT")
+    assert _stored(con, program) == _stored(_db(CALLS + [("q", "g", "c.cpp", 1)], KIND, program), program)

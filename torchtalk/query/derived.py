@@ -720,12 +720,13 @@ def stored(con: Any) -> dict[str, str]:
 
 
 def _read_catalog(con: Any) -> dict[str, str]:
-    duckdb = lean_duckdb()  # Note [Lean DuckDB import]
-
-    try:
-        return dict(con.execute(f"SELECT relation, fingerprint FROM {CATALOG}").fetchall())
-    except duckdb.CatalogException:
+    """relation -> fingerprint of the stored relations ({} without any). A
+    missing catalog is asked of DuckDB's own tables, not by a query that
+    fails: a failed query aborts the transaction an update reads it in."""
+    if not con.execute("SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() "
+                       "AND schema_name = ? AND table_name = 'catalog'", [SCHEMA]).fetchone()[0]:
         return {}
+    return dict(con.execute(f"SELECT relation, fingerprint FROM {CATALOG}").fetchall())
 
 
 def current(con: Any, library: A.Program) -> bool:
