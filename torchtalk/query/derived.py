@@ -339,13 +339,13 @@ def _delta_values(con, decl, gone_t: str, new_t: str, col: int) -> list:
     return [v for (v,) in con.execute(f"SELECT {c} FROM {gone_t} UNION SELECT {c} FROM {new_t}").fetchall()]
 
 
-def _projections_moved(decl, gone_t: str, new_t: str, cols: frozenset[int], out: int | None = None) -> tuple[str, str]:
-    """The SELECTs of `decl`'s projections on `cols` that the delta in
-    `gone_t`/`new_t` took away (no row has it now) and brought (only new rows
-    have it), as the columns `cols`, or as column `out` alone."""
+def _projections_moved(decl, gone_t: str, new_t: str, cols: frozenset[int]) -> tuple[str, str]:
+    """The SELECTs of `decl`'s projections on `cols` (in column order) that
+    the delta in `gone_t`/`new_t` took away (no row has it now) and brought
+    (only new rows have it)."""
     table = q(decl.name)
     names = [q(decl.columns[i].name) for i in sorted(cols)]
-    sel = ", ".join(f"a.{c}" for c in names) if out is None else f"a.{q(decl.columns[out].name)}"
+    sel = ", ".join(f"a.{c}" for c in names)
     on = " AND ".join(f"t.{c} = a.{c}" for c in names)
     lost = (f'SELECT {sel} FROM (SELECT DISTINCT {", ".join(names)} FROM {gone_t}) a WHERE NOT EXISTS '
             f'(SELECT 1 FROM {table} t WHERE {on})')
