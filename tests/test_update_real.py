@@ -162,6 +162,40 @@ def test_a_py_edit_in_a_watcher_computes_again_the_test_files_it_changes(tree, t
 
 
 @pytest.mark.real_tree
+def test_a_yaml_edit_in_a_watcher_computes_again_the_test_files_it_changes(tree, tmp_path, monkeypatch):
+    """Note [Test files kept across a YAML edit]: with a watcher's memo, a
+    new op `tensorinv` (an op name the tests named test_tensorinv* start
+    with, no OpInfo's) computes again only the test files with such a test,
+    which now cover it by name; the DB equals a cold index."""
+    from extractors import tests as layer
+
+    copy = tmp_path / "pytorch"
+    subprocess.run(["cp", "-al", str(tree.resolve()), str(copy)], check=True)
+    db = tmp_path / "inc" / "tree.duckdb"
+    db.parent.mkdir()
+    _seed_cache(db, tree)
+    memo: dict = {}
+    assert api.index(copy, db, layers=TESTS_LAYERS, jobs=2, memo=memo).mode == "built"
+    named = _rows(db, "select test, file from test where kind = 'function' and (test like '%::test\\_tensorinv' "
+                      "escape '\\' or test like '%::test\\_tensorinv\\_%' escape '\\') order by test", [])
+    assert named and _rows(db, "select count(*) from tests_cover where subject = 'tensorinv'", []) == [(0,)]
+    computed: list[str] = []
+    real = layer._test_file
+    monkeypatch.setattr(layer, "_test_file", lambda m, f, s: (computed.append(s.file), real(m, f, s))[1])
+    _edit(copy, YAML, "- func: mm(Tensor self, Tensor mat2) -> Tensor\n",
+          "- func: tensorinv(Tensor self) -> Tensor\n  dispatch:\n    CPU: tensorinv_cpu\n\n"
+          "- func: mm(Tensor self, Tensor mat2) -> Tensor\n")
+    report = api.index(copy, db, layers=TESTS_LAYERS, jobs=2, memo=memo)
+    assert report.mode == "updated" and [lr.name for lr in report.layers if lr.action == "ran"] == TESTS_LAYERS
+    assert computed == sorted({f for _t, f in named})
+    covered = "select test from tests_cover where subject = 'tensorinv' and how = 'name' order by test"
+    assert _rows(db, covered, []) == [(t,) for t, _f in named]
+    monkeypatch.undo()
+    assert_same_tables(db, _cold(copy, tmp_path, "yaml-kept", TESTS_LAYERS))
+    shutil.rmtree(copy, ignore_errors=True)
+
+
+@pytest.mark.real_tree
 def test_each_edit_updates_in_place_to_a_cold_index(indexed, tmp_path):
     copy, db = indexed
 

@@ -28,7 +28,7 @@ from extractors.python import load_model
 from extractors.python.corpus import python_files
 from extractors.python.model import MODULE_ROOTS, Model
 from extractors.python.names import rename
-from extractors.python.native import NATIVE_YAML
+from extractors.python.native import NATIVE_YAML, NativeOps
 from extractors.python.summary import Def, FileSummary
 from extractors.tests.cover import CoverFinder
 from extractors.tests.opinfo import Databases
@@ -61,10 +61,11 @@ def _extract(ctx: ExtractContext, sink: Sink) -> None:
     files = [s for s in model.summaries if s.file.startswith("test/")]
     last = ctx.memo.get(KEPT) if ctx.memo is not None else None
     rows = RowLists()
-    keep = last is not None and _files_kept(model)
-    if keep:  # Note [Test files kept across a body edit]
+    keep = last is not None and _files_kept(model) and dbs.entries == last.entries
+    if keep:  # Note [Test files kept across a body edit], Note [Test files kept across a YAML edit]
         moved = {callee for callee, was in last.subjects.items() if finder.subject(callee) != was}
-        records = {s.file: rec if (rec := last.files.get(s.file)) is not None and not rec.callees & moved
+        moved |= _native_moved(last.native, model.native)
+        records = {s.file: rec if (rec := last.files.get(s.file)) is not None and rec.read.isdisjoint(moved)
                    else _test_file(model, finder, s) for s in files}
         for relation in DECLARED:
             rows[relation] = last.rows.get(relation, [])
@@ -83,7 +84,7 @@ def _extract(ctx: ExtractContext, sink: Sink) -> None:
     now = rows.distinct()
     generation = emit(ctx, sink, now, (last.generation, last.rows) if last is not None else None)
     if ctx.memo is not None:
-        ctx.memo[KEPT] = _Kept(generation, now, records, finder.subjects(), uses)
+        ctx.memo[KEPT] = _Kept(generation, now, records, finder.subjects(), uses, dbs.entries, model.native)
 
 
 # Note [Test files kept across a body edit]: the rows of a test file are a
@@ -97,11 +98,27 @@ def _extract(ctx: ExtractContext, sink: Sink) -> None:
 # took the last one's work (a body edit outside test/ and torch/testing/),
 # the run asks again the subject of every callee the last run asked, and
 # computes again only the files whose tests read one that changed (a
-# file's `callees`); the rows of the others, and of the relations that read
+# file's `read`); the rows of the others, and of the relations that read
 # only declarations (opinfo, module_runs; test_util unless the decorator and
 # base counts moved), are the last run's. Anything else computes every file
 # again. Either way the rows are written by `emit`: as deltas from the last
 # run's when the DB has those (Note [Layer deltas]).
+#
+# Note [Test files kept across a YAML edit]: an edit of native_functions.yaml
+# (an op added, a variant more) left the model's work kept (Note [A model
+# kept across a YAML edit] in extractors/python) but computed every test
+# file again: 1.5 s of the layer's 2.2 s, profiled, though a file's rows
+# read the YAML in three ways only. (1) Through the subject of a callee,
+# asked again as after a body edit. (2) By the names a test's name could
+# start with, looked up among the ops (`CoverFinder.name_op`), and the
+# methods of its untyped receivers, looked up among the Tensor methods
+# (`_from_calls`): the finder records each as ("op", name) or ("method",
+# name) beside the callees, so a file is computed again when one of its
+# names is an op or method the edit added or removed (`_native_moved`).
+# (3) Through the OpInfo entries, whose subjects are op names: the run
+# keeps nothing unless the entries are those of the last run (they also
+# give opinfo and test_util's rows). module_runs and a helper's lookup take
+# only a def (`Model.method`), which no YAML answers.
 KEPT = "tests-kept"
 # the summaries a test file's rows read whole, not only their declarations
 READ_WHOLE = ("test/", "torch/testing/")
@@ -117,7 +134,7 @@ class _FileRows:
     rows: dict[str, list[tuple]]
     decorator_uses: Counter
     base_uses: Counter
-    callees: frozenset[str]
+    read: frozenset[str | tuple[str, str]]  # CoverFinder.looked: the callees and YAML names its rows read
 
 
 @dataclass(frozen=True)
@@ -129,13 +146,27 @@ class _Kept:
     files: dict[str, _FileRows]
     subjects: dict[str, str | None]  # callee -> its subject, every one asked
     uses: tuple[Counter, Counter]  # decorator and base class uses of every file
+    entries: dict  # the OpInfo/ModuleInfo entries (Databases.entries) the rows read
+    native: NativeOps  # the YAML's ops the rows read
 
 
 def _files_kept(model: Model) -> bool:
     """Whether the last run's test files may be kept: the model took the
     last one's work, after an edit that changed no summary read whole."""
-    edits = model.body_edits
-    return edits is not None and not any(f.startswith(READ_WHOLE) for f in edits)
+    if model.adopted is None:
+        return False
+    return not any(f.startswith(READ_WHOLE) for f in model.adopted[0])
+
+
+def _native_moved(was: NativeOps, now: NativeOps) -> set[tuple[str, str]]:
+    """The YAML names whose lookup a test file's rows may answer otherwise
+    under `now` than under `was`: ("op", name) for an op name added or
+    removed, ("method", name) for a Tensor method (Note [Test files kept
+    across a YAML edit])."""
+    if was is now:
+        return set()
+    return {("op", n) for n in was.by_name.keys() ^ now.by_name.keys()} | \
+        {("method", m) for m in was.methods ^ now.methods}
 
 
 def _uses(records) -> tuple[Counter, Counter]:

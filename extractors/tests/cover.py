@@ -67,11 +67,14 @@ class CoverFinder:
         self.module_classes = module_classes
         self._subject: dict[str, str | None] = {}
         self._helpers: dict[tuple[str, str, bool], list[tuple[str, str, str, int]]] = {}  # (class, method, super)
-        self._helper_looked: dict[tuple[str, str, bool], set[str]] = {}
+        self._helper_looked: dict[tuple[str, str, bool], set[str | tuple[str, str]]] = {}
         self._op_names = model.native.by_name
-        # the callees whose subject the rows found since it was last emptied
-        # have read (Note [Test files kept across a body edit] in __init__.py)
-        self.looked: set[str] = set()
+        # what the rows found since it was last emptied have read: the callees
+        # whose subject they asked (Note [Test files kept across a body edit]
+        # in __init__.py), and as ("op", name) and ("method", name) the names
+        # they looked up among the YAML's ops and Tensor methods (Note [Test
+        # files kept across a YAML edit])
+        self.looked: set[str | tuple[str, str]] = set()
 
     def subjects(self) -> dict[str, str | None]:
         """Every callee whose subject was asked -> that subject."""
@@ -122,8 +125,10 @@ class CoverFinder:
                     yield from self._from_helper(s, d, m, head == "super")
                 continue
             if head == "?":
-                if m in methods and m not in METHOD_STOP:
-                    yield f"torch.Tensor.{m}", "method", s.file, line
+                if m not in METHOD_STOP:
+                    self.looked.add(("method", m))
+                    if m in methods:
+                        yield f"torch.Tensor.{m}", "method", s.file, line
                 continue
             subject = self.subject(callee)
             if subject:
@@ -191,6 +196,9 @@ class CoverFinder:
         words = test_name[5:].split("_")
         for n in range(len(words), 0, -1):
             cand = "_".join(words[:n])
-            if cand in self._op_names and cand not in NAME_STOP:
+            if cand in NAME_STOP:
+                continue
+            self.looked.add(("op", cand))
+            if cand in self._op_names:
                 return cand
         return None
