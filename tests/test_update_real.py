@@ -166,7 +166,8 @@ def test_a_yaml_edit_in_a_watcher_computes_again_the_test_files_it_changes(tree,
     """Note [Test files kept across a YAML edit]: with a watcher's memo, a
     new op `tensorinv` (an op name the tests named test_tensorinv* start
     with, no OpInfo's) computes again only the test files with such a test,
-    which now cover it by name; the DB equals a cold index."""
+    which now cover it by name, and the python layer walks no API again
+    (Note [API answers kept across a YAML edit]); the DB equals a cold index."""
     from extractors import tests as layer
 
     copy = tmp_path / "pytorch"
@@ -182,12 +183,16 @@ def test_a_yaml_edit_in_a_watcher_computes_again_the_test_files_it_changes(tree,
     computed: list[str] = []
     real = layer._test_file
     monkeypatch.setattr(layer, "_test_file", lambda m, f, s: (computed.append(s.file), real(m, f, s))[1])
+    was = memo["python"]["model"][1]._api_ops
     _edit(copy, YAML, "- func: mm(Tensor self, Tensor mat2) -> Tensor\n",
           "- func: tensorinv(Tensor self) -> Tensor\n  dispatch:\n    CPU: tensorinv_cpu\n\n"
           "- func: mm(Tensor self, Tensor mat2) -> Tensor\n")
     report = api.index(copy, db, layers=TESTS_LAYERS, jobs=2, memo=memo)
     assert report.mode == "updated" and [lr.name for lr in report.layers if lr.action == "ran"] == TESTS_LAYERS
     assert computed == sorted({f for _t, f in named})
+    # Note [API answers kept across a YAML edit]: no API's walk reads a tensorinv leaf
+    now = memo["python"]["model"][1]._api_ops
+    assert was and all(now.get(api) is hit for api, hit in was.items())
     covered = "select test from tests_cover where subject = 'tensorinv' and how = 'name' order by test"
     assert _rows(db, covered, []) == [(t,) for t, _f in named]
     monkeypatch.undo()

@@ -190,7 +190,7 @@ ROWS = "rows"
 # its file is, Note [Summaries kept in the process]), of a caller's edges
 # (the list of them: the same object when the model adopted it), of a
 # summary's classes (read through the model's index of bases and roots:
-# theirs while the interface is the last one's, `body_edits`), of the
+# theirs while the interface is the last one's, `adopted`), of the
 # YAML's leaves (the NativeOps), of a summary's public names, and of an
 # API's ops (the answer `api_ops` gave: the same dict when adopted), and
 # takes them where that is the same object. The rows are the same either
@@ -305,7 +305,7 @@ def _apis(model: Model, sink: Sink, memo: dict | None = None) -> None:
 
 
 def _classes(model: Model, sink: Sink, memo: dict | None = None) -> None:
-    last, now = _kept_rows(memo, CLASS_ROWS, fresh=model.body_edits is None)
+    last, now = _kept_rows(memo, CLASS_ROWS, fresh=model.adopted is None)
     roots = model.roots()
     for s in model.summaries:
         hit = last.get(id(s))
