@@ -6,9 +6,11 @@ edits twice: the watcher's second update reads its memo, Note [Layer
 memo]), and prints, per
 edit, the seconds from the file's write to the watcher's line saying the DB
 is updated (the debounce, 0.1 s, included: Note [Quiet window] in
-torchtalk/watch.py). The real tree is never modified.
+torchtalk/watch.py). The real tree is never modified. The layers are a
+default index's (ops, cpp, python, tests), as bench/incremental.py's: a
+watcher updates every layer its DB has.
 
-    python bench/watch.py [--source TREE] [--layers ops,cpp,python] [--seed-cache]
+    python bench/watch.py [--source TREE] [--layers ops,cpp,python,tests] [--seed-cache]
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ def line_of(proc: subprocess.Popen, head: str) -> str:
 
 
 def main() -> None:
-    args = arguments("ops,cpp,python")
+    args = arguments("ops,cpp,python,tests")
     rows = []
     with scratch(args) as (src, db):
         proc = subprocess.Popen([sys.executable, "-m", "torchtalk", "watch", "--source", str(src), "--db", str(db),
