@@ -16,11 +16,12 @@ own NativeSignature for every dispatch entry of the tree.
 
 Example:
     >>> native_param_types("cumsum.out(Tensor self, int dim, *, ScalarType? dtype=None, Tensor(a!) out) -> Tensor(a!)")
-    ['const Tensor&', 'int64_t', 'optional<ScalarType>', 'Tensor&']
+    ('const Tensor&', 'int64_t', 'optional<ScalarType>', 'Tensor&')
 """
 
 from __future__ import annotations
 
+import functools
 import re
 
 from extractors.cpp.names import normalize_type
@@ -71,7 +72,8 @@ def _elem(scalar: str, opt: bool) -> str:
     return f"optional<{scalar}>" if opt else scalar
 
 
-def native_param_types(func: str, symint: bool = False, const_mutable: bool = False) -> list[str]:
+@functools.lru_cache(maxsize=1 << 15)  # as Signature.parse (Note [Schema strings parsed once])
+def native_param_types(func: str, symint: bool = False, const_mutable: bool = False) -> tuple[str, ...]:
     """The normalized C++ parameter types of the native kernel of schema
     `func` (Note [Native kernel parameters]); `symint` for a `_symint` kernel,
     `const_mutable` for an entry with `use_const_ref_for_mutable_tensors: True`."""
@@ -87,4 +89,4 @@ def native_param_types(func: str, symint: bool = False, const_mutable: bool = Fa
             continue
         t, mutable = _arg_type(p.split("=", 1)[0].rsplit(None, 1)[0].replace(" ", ""), symint, const_mutable)
         (outs if kw and mutable else rest).append(normalize_type(t))
-    return rest + outs
+    return tuple(rest + outs)

@@ -13,6 +13,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -138,24 +139,38 @@ class Signature:
 
     @staticmethod
     def parse(text: str) -> Signature:
-        m = re.fullmatch(r"\s*([\w:.]+)\s*\((.*)\)\s*->\s*(.*?)\s*", text, re.S)
-        if not m:
-            raise ValueError(f"not a function schema: {text!r}")
-        full, params, rets = m.groups()
-        op = full[len("aten::"):] if full.startswith("aten::") else full
-        qual, _, overload = op.partition(".")
-        name = qual.rsplit("::", 1)[-1]
-        args, is_out, kw = [], False, False
-        for param in split_top(params):
-            if param == "*":
-                kw = True
-                continue
-            args.append(_param_name(param))
-            if kw and re.search(r"\([a-z0-9|]*!", param.split()[0]):
-                is_out = True
-        ret_items = split_top(rets[1:-1]) if rets.startswith("(") else [rets]
-        returns = tuple(r.split()[1] for r in ret_items if len(r.split()) == 2)
-        return Signature(op, name, overload, tuple(args), returns, is_out)
+        """The Signature of schema string `text` (ValueError if it is none);
+        the same object for the same text (Note [Schema strings parsed once])."""
+        return _parse_signature(text)
+
+
+# Note [Schema strings parsed once]: native_functions.yaml's ~2,600 schema
+# strings are parsed by the ops layer (twice: an entry's rows, the view_copy
+# codegen rows), the cpp layer's ATen names and the python and tests
+# layers' op model: 11,000 parses, 0.3 s profiled, in each update after an
+# edit of the YAML, where all but the edited entry's are strings parsed
+# before. A Signature is a frozen function of its string, so parses are
+# kept by string for the process (bounded: a test run indexes many trees).
+@functools.lru_cache(maxsize=1 << 15)
+def _parse_signature(text: str) -> Signature:
+    m = re.fullmatch(r"\s*([\w:.]+)\s*\((.*)\)\s*->\s*(.*?)\s*", text, re.S)
+    if not m:
+        raise ValueError(f"not a function schema: {text!r}")
+    full, params, rets = m.groups()
+    op = full[len("aten::"):] if full.startswith("aten::") else full
+    qual, _, overload = op.partition(".")
+    name = qual.rsplit("::", 1)[-1]
+    args, is_out, kw = [], False, False
+    for param in split_top(params):
+        if param == "*":
+            kw = True
+            continue
+        args.append(_param_name(param))
+        if kw and re.search(r"\([a-z0-9|]*!", param.split()[0]):
+            is_out = True
+    ret_items = split_top(rets[1:-1]) if rets.startswith("(") else [rets]
+    returns = tuple(r.split()[1] for r in ret_items if len(r.split()) == 2)
+    return Signature(op, name, overload, tuple(args), returns, is_out)
 
 
 def _param_name(param: str) -> str:
