@@ -135,6 +135,38 @@ def test_watch_stops_cleanly_on_sigterm(tree, tmp_path, runtime_dir):
     assert _rows(db, "select name from op where name = 'tt_watched'", []) == [("tt_watched",)]
 
 
+def test_the_gc_between_updates_frees_a_frozen_cycle_in_its_full_collection():
+    """Note [GC between updates]: a cycle frozen by one collection that
+    became garbage since is left by the next ones, which walk only new
+    objects, and freed by the full one."""
+    import gc
+    import weakref
+
+    from torchtalk.cli.watch import _collect_between_updates
+
+    class Node:
+        pass
+
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        a, b = Node(), Node()
+        a.other, b.other = b, a
+        gone = weakref.ref(a)
+        _collect_between_updates(full=False)  # alive: frozen
+        gc.disable()  # as the next update leaves it
+        del a, b
+        _collect_between_updates(full=False)
+        assert gone() is not None  # frozen: not walked
+        gc.disable()
+        _collect_between_updates(full=True)
+        assert gone() is None and gc.isenabled()
+    finally:
+        gc.unfreeze()
+        if not was:
+            gc.disable()
+
+
 def test_the_gc_between_updates_collects_before_it_freezes():
     """Note [GC between updates]: cyclic garbage an update left is freed,
     not frozen; the survivors are frozen and the GC runs again."""
