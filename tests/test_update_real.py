@@ -75,14 +75,15 @@ def _rows(db: Path, sql: str, params: list) -> list[tuple]:
         con.close()
 
 
-def _indexed(tree: Path, tmp_path: Path, layers: list[str]) -> tuple[Path, Path]:
-    """(a hard-linked copy of the tree, its fact DB of `layers`, just built)."""
+def _indexed(tree: Path, tmp_path: Path, layers: list[str], memo: dict | None = None) -> tuple[Path, Path]:
+    """(a hard-linked copy of the tree, its fact DB of `layers`, just built,
+    with the layers' `memo` when given, as a watcher keeps it)."""
     copy = tmp_path / "pytorch"
     subprocess.run(["cp", "-al", str(tree.resolve()), str(copy)], check=True)
     db = tmp_path / "inc" / "tree.duckdb"
     db.parent.mkdir()
     _seed_cache(db, tree)
-    assert api.index(copy, db, layers=layers, jobs=2).mode == "built"
+    assert api.index(copy, db, layers=layers, jobs=2, memo=memo).mode == "built"
     return copy, db
 
 
@@ -138,13 +139,8 @@ def test_a_py_edit_in_a_watcher_computes_again_the_test_files_it_changes(tree, t
     no more), and the DB equals a cold index."""
     from extractors import tests as layer
 
-    copy = tmp_path / "pytorch"
-    subprocess.run(["cp", "-al", str(tree.resolve()), str(copy)], check=True)
-    db = tmp_path / "inc" / "tree.duckdb"
-    db.parent.mkdir()
-    _seed_cache(db, tree)
     memo: dict = {}
-    assert api.index(copy, db, layers=TESTS_LAYERS, jobs=2, memo=memo).mode == "built"
+    copy, db = _indexed(tree, tmp_path, TESTS_LAYERS, memo)
     softmin = "select test, line from tests_cover where subject = 'torch.nn.functional.softmin' and how = 'call'"
     assert _rows(db, softmin, []) == [("test/test_nn.py::TestNN::test_softmin", 6837)]
     computed: list[str] = []
@@ -170,13 +166,8 @@ def test_a_yaml_edit_in_a_watcher_computes_again_the_test_files_it_changes(tree,
     (Note [API answers kept across a YAML edit]); the DB equals a cold index."""
     from extractors import tests as layer
 
-    copy = tmp_path / "pytorch"
-    subprocess.run(["cp", "-al", str(tree.resolve()), str(copy)], check=True)
-    db = tmp_path / "inc" / "tree.duckdb"
-    db.parent.mkdir()
-    _seed_cache(db, tree)
     memo: dict = {}
-    assert api.index(copy, db, layers=TESTS_LAYERS, jobs=2, memo=memo).mode == "built"
+    copy, db = _indexed(tree, tmp_path, TESTS_LAYERS, memo)
     named = _rows(db, "select test, file from test where kind = 'function' and (test like '%::test\\_tensorinv' "
                       "escape '\\' or test like '%::test\\_tensorinv\\_%' escape '\\') order by test", [])
     assert named and _rows(db, "select count(*) from tests_cover where subject = 'tensorinv'", []) == [(0,)]
