@@ -626,11 +626,14 @@ def _build(src, db_path, schema, plans, prev, keep, jobs, log, progress, memo, l
     tag = f"tmp-{os.getpid()}"
     tmp_facts = facts.with_name(f".{facts.name}.{tag}")
     tmp_db = db_path.with_name(f".{db_path.name}.{tag}")
+    ahead = _parse_ahead(src, db_path, plans, jobs)
     try:
         reports = []
         with _Progress(progress) as bar:
             for layer, mod, fp, rerun in plans:
                 out = tmp_facts / "layers" / layer.name
+                if hasattr(mod, "prefetch"):
+                    ahead.stop()
                 if rerun:
                     lr = _run_layer(src, db_path, schema, layer, mod, fp, out, jobs, bar,
                                     memo=memo.setdefault(layer.name, {}), ctx_extra=_extra(rerun, later))
@@ -650,6 +653,70 @@ def _build(src, db_path, schema, plans, prev, keep, jobs, log, progress, memo, l
     except BaseException:
         _discard(tmp_db, tmp_facts)
         raise
+    finally:
+        ahead.stop()
+
+
+# Note [Parsed ahead]: a build runs its layers one after the other, and
+# while the cpp layer resolves (8 s of one core) or a layer builds its
+# model, the second core is idle. A layer may offer `prefetch(ctx)`: work
+# whose only product is its per-file cache (the python and tests layers'
+# file summaries), which its run then reads instead of parsing. A build
+# that runs such a layer after another, with jobs >= 2, starts a process
+# (dying with the index, Note [Workers die with their parent]) that runs
+# them, at the lowest CPU priority (nice 19: the scans' workers keep the
+# cores they use), and stops it when the first of them starts its own run
+# (SIGTERM: the file it was writing is not left, torchtalk/atomic.py), so
+# no file is parsed twice at once.
+class _Ahead:
+    """The process parsing ahead for a build's later layers, or none."""
+
+    def __init__(self, proc=None) -> None:
+        self.proc = proc
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        self.proc.terminate()
+        self.proc.join(30)
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join()
+        self.proc = None
+
+
+def _parse_ahead(src, db_path: Path, plans, jobs) -> _Ahead:
+    """Start the process of Note [Parsed ahead] for `plans`: for the layers
+    that parse ahead and run, from the first that can on, when a layer before
+    it runs and `jobs` leaves a core for it."""
+    first = next((i for i, plan in enumerate(plans) if hasattr(plan[1], "prefetch")), len(plans))
+    ahead = [(layer, mod) for layer, mod, _fp, rerun in plans[first:] if rerun and hasattr(mod, "prefetch")]
+    if (jobs or min(4, os.cpu_count() or 1)) < 2 or not ahead or not any(plan[3] for plan in plans[:first]):
+        return _Ahead()
+    import multiprocessing as mp
+
+    from extractors.base import ExtractContext
+    from extractors.workers import watched
+
+    ctxs = [(mod.__name__, ExtractContext(root=src.root, cache_dir=store.ensure_writable_dir(
+        db_path.with_name(db_path.stem + ".cache") / layer.name))) for layer, mod in ahead]
+    proc = mp.get_context("fork").Process(target=watched, args=(os.getpid(), _ahead_child, ctxs), daemon=True)
+    proc.start()
+    return _Ahead(proc)
+
+
+def _ahead_child(ctxs) -> None:
+    """In the process of Note [Parsed ahead]: each layer's `prefetch`."""
+    import signal
+    import sys
+
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # unwinds: a cache file half written is removed
+    os.nice(19)
+    for name, ctx in ctxs:
+        try:
+            importlib.import_module(name).prefetch(ctx)
+        except Exception:  # noqa: BLE001 - a prefetch only saves the layer work: its run says what failed
+            pass
 
 
 def _run_layer(src, db_path, schema, layer, mod, stamp, out: Path, jobs, bar,

@@ -43,6 +43,19 @@ def inputs(root: Path, dirs: Iterable[str] = TOPS, torch_root: Path | None = Non
         yield root / rel
 
 
+def prefetch(ctx: ExtractContext) -> None:
+    """The summaries of the layer's files, into the cache its run reads
+    (Note [Parsed ahead] in torchtalk/index.py)."""
+    prefetch_tops(ctx, ctx.dirs or TOPS)
+
+
+def prefetch_tops(ctx: ExtractContext, tops: Iterable[str]) -> None:
+    """The summaries of the `.py` files under `tops`, into the summary cache shared by the python and tests layers."""
+    from extractors.python.corpus import prefetch_summaries
+
+    prefetch_summaries(ctx.root, python_files(ctx.root, tops), shared_cache_dir(ctx.cache_dir))
+
+
 def load_model(ctx: ExtractContext, sink: Sink, tops: Iterable[str] = TOPS) -> tuple[Model, list[FileSummary]]:
     """Summaries of `tops` (cached) and the global model; parse failures
     warned. For an extension (`ctx.torch_root`), `tops` are its packages,

@@ -148,6 +148,26 @@ def _run(root: Path, cache_dir: Path, todo: list[tuple[str, str]], jobs: int):
             yield a[2], _work(a)
 
 
+def prefetch_summaries(root: Path, files: Sequence[str], cache_dir: Path) -> int:
+    """Summarize into `cache_dir` each of `files` whose summary it lacks,
+    for a layer run later to read (Note [Parsed ahead] in torchtalk/index.py);
+    -> how many it made."""
+    made = 0
+    for rel in files:
+        try:
+            data = (root / rel).read_bytes()
+        except OSError:
+            continue  # the layer's own run says so
+        key = _key(rel, data)
+        if (cache_dir / key[:2] / f"{key}.pkl").is_file():
+            continue
+        with paused_gc():
+            summary = summarize(data, rel)
+        _store(cache_dir, key, summary)
+        made += 1
+    return made
+
+
 def _work(arg: tuple[str, str, str, str]) -> FileSummary:
     root, cache_dir, rel, key = arg
     with paused_gc():  # Note [Workers leave the parent's heap alone]

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from extractors.base import ExtractContext, RowLists, Sink, emit, paused_gc
-from extractors.python import load_model
+from extractors.python import load_model, prefetch_tops
 from extractors.python.corpus import python_files
 from extractors.python.model import MODULE_ROOTS, Model
 from extractors.python.names import rename
@@ -45,6 +45,11 @@ def inputs(root: Path) -> Iterable[Path]:
     yield root / (layout.native if layout else NATIVE_YAML)
     for rel in python_files(root, TOPS):
         yield root / rel
+
+
+def prefetch(ctx: ExtractContext) -> None:
+    """The summaries of the layer's files (Note [Parsed ahead] in torchtalk/index.py)."""
+    prefetch_tops(ctx, TOPS)
 
 
 def extract(ctx: ExtractContext, sink: Sink) -> None:
