@@ -691,18 +691,28 @@ def _parse_ahead(src, db_path: Path, plans, jobs) -> _Ahead:
     it runs and `jobs` leaves a core for it."""
     first = next((i for i, plan in enumerate(plans) if hasattr(plan[1], "prefetch")), len(plans))
     ahead = [(layer, mod) for layer, mod, _fp, rerun in plans[first:] if rerun and hasattr(mod, "prefetch")]
-    if (jobs or min(4, os.cpu_count() or 1)) < 2 or not ahead or not any(plan[3] for plan in plans[:first]):
+    if _jobs(jobs) < 2 or not ahead or not any(plan[3] for plan in plans[:first]):
         return _Ahead()
     import multiprocessing as mp
 
     from extractors.base import ExtractContext
     from extractors.workers import watched
 
-    ctxs = [(mod.__name__, ExtractContext(root=src.root, cache_dir=store.ensure_writable_dir(
-        db_path.with_name(db_path.stem + ".cache") / layer.name))) for layer, mod in ahead]
+    ctxs = [(mod.__name__, ExtractContext(root=src.root, cache_dir=_layer_cache(db_path, layer.name)))
+            for layer, mod in ahead]
     proc = mp.get_context("fork").Process(target=watched, args=(os.getpid(), _ahead_child, ctxs), daemon=True)
     proc.start()
     return _Ahead(proc)
+
+
+def _jobs(jobs: int | None) -> int:
+    """The worker processes a layer may use: `jobs`, by default up to 4 cores."""
+    return jobs or min(4, os.cpu_count() or 1)
+
+
+def _layer_cache(db_path: Path, name: str) -> Path:
+    """Layer `name`'s cache dir beside `db_path` (made, or a one-line StoreError)."""
+    return store.ensure_writable_dir(db_path.with_name(db_path.stem + ".cache") / name)
 
 
 def _ahead_child(ctxs) -> None:
@@ -728,11 +738,11 @@ def _run_layer(src, db_path, schema, layer, mod, stamp, out: Path, jobs, bar,
     from extractors.base import ExtractContext
 
     out.mkdir(parents=True)
-    cache = store.ensure_writable_dir(db_path.with_name(db_path.stem + ".cache") / layer.name)
+    cache = _layer_cache(db_path, layer.name)
     prev_meta = (read_layer_json(previous) or {}) if previous is not None else {}
     prev_gen = prev_meta.get("generation")
     fp, stats = stamp
-    ctx = ExtractContext(root=src.root, cache_dir=cache, jobs=jobs or min(4, os.cpu_count() or 1),
+    ctx = ExtractContext(root=src.root, cache_dir=cache, jobs=_jobs(jobs),
                          previous=prev_gen, generation=uuid.uuid4().hex, memo=memo, stats=tuple(stats),
                          **(ctx_extra or {}))
     sink = LayerSink(layer, schema, out, bar.task(layer.name), previous=previous if prev_gen else None,

@@ -148,24 +148,20 @@ def _run(root: Path, cache_dir: Path, todo: list[tuple[str, str]], jobs: int):
             yield a[2], _work(a)
 
 
-def prefetch_summaries(root: Path, files: Sequence[str], cache_dir: Path) -> int:
+def prefetch_summaries(root: Path, files: Sequence[str], cache_dir: Path) -> None:
     """Summarize into `cache_dir` each of `files` whose summary it lacks,
-    for a layer run later to read (Note [Parsed ahead] in torchtalk/index.py);
-    -> how many it made."""
-    made = 0
+    for a layer run later to read (Note [Parsed ahead] in torchtalk/index.py)."""
     for rel in files:
         try:
             data = (root / rel).read_bytes()
         except OSError:
             continue  # the layer's own run says so
         key = _key(rel, data)
-        if (cache_dir / key[:2] / f"{key}.pkl").is_file():
+        if _entry(cache_dir, key).is_file():
             continue
         with paused_gc():
             summary = summarize(data, rel)
         _store(cache_dir, key, summary)
-        made += 1
-    return made
 
 
 def _work(arg: tuple[str, str, str, str]) -> FileSummary:
@@ -184,8 +180,13 @@ def _key(rel: str, data: bytes) -> str:
     return h.hexdigest()
 
 
+def _entry(cache_dir: Path, key: str) -> Path:
+    """Where the summary of content key `key` is cached."""
+    return cache_dir / key[:2] / f"{key}.pkl"
+
+
 def _load(cache_dir: Path, key: str) -> FileSummary | None:
-    path = cache_dir / key[:2] / f"{key}.pkl"
+    path = _entry(cache_dir, key)
     try:
         with open(path, "rb") as fh:
             return pickle.load(fh)
@@ -196,7 +197,7 @@ def _load(cache_dir: Path, key: str) -> FileSummary | None:
 def _store(cache_dir: Path, key: str, summary: FileSummary) -> None:
     """Write atomically (temp file, then os.replace); a cache failure is not fatal."""
     try:
-        with atomic_open(cache_dir / key[:2] / f"{key}.pkl") as fh:
+        with atomic_open(_entry(cache_dir, key)) as fh:
             pickle.dump(summary, fh, protocol=pickle.HIGHEST_PROTOCOL)
     except OSError:
         pass

@@ -95,13 +95,10 @@ class Model:
         self.summaries = [s for s in summaries if s.error is None]
         self.native = native
         self.edge_prefix, self.extension = edge_prefix, extension
-        # the files of a body edit, when this model took the last one's work
-        # (Note [A model kept across a body edit]); None when it took none
-        self.body_edits: frozenset[str] | None = None
-        # the files whose summaries changed and the NativeOps of the last
-        # model, when this one took its work, whether or not the YAML moved
-        # (Note [Test files kept across a YAML edit] in extractors/tests)
-        self.adopted: tuple[frozenset[str], NativeOps] | None = None
+        # the files whose summaries changed, when this model took the last
+        # one's work (Note [A model kept across a body edit]), whether or not
+        # the YAML moved; None when it took none
+        self.adopted: frozenset[str] | None = None
         self.idx = Index(self.summaries)
         self._classified: dict[str, tuple[str, str] | None] = {}
         self.aliases: dict[str, tuple[list[str], str, int]] = {}  # internal → (raw targets, file, line)

@@ -158,9 +158,7 @@ class _Kept:
 def _files_kept(model: Model) -> bool:
     """Whether the last run's test files may be kept: the model took the
     last one's work, after an edit that changed no summary read whole."""
-    if model.adopted is None:
-        return False
-    return not any(f.startswith(READ_WHOLE) for f in model.adopted[0])
+    return model.adopted is not None and not any(f.startswith(READ_WHOLE) for f in model.adopted)
 
 
 def _native_moved(was: NativeOps, now: NativeOps) -> set[tuple[str, str]]:
