@@ -641,6 +641,69 @@ def test_incremental_resolution_renames_an_unchanged_files_def_that_became_overl
     assert fresh.rows == again.rows and fresh.stats == again.stats
 
 
+def test_a_definitions_edit_patches_the_last_index_to_the_one_built_from_every_file(tmp_path: Path, monkeypatch):
+    """Note [Index patched]: an edit that adds, removes or retypes definitions
+    only (no class, stub, alias or include changed) patches the last run's
+    Index, the watcher's (memo) or the pickled one (a new process), instead
+    of building one from every file: it equals the one built, and the rows
+    equal a fresh run's."""
+    from _index_contents import contents
+
+    from extractors.cpp import resolve as R
+    from extractors.cpp.overloads import Overloads
+
+    root = tmp_path / "tree"
+    (root / "aten").mkdir(parents=True)
+    b_cpp = "namespace at {\nvoid b() {}\nnamespace { int twin(int x) { return x; } }\n}\n"
+    files = {
+        "aten/a.cpp": "namespace at {\nvoid a() { b(); c(); d(1); twin(2); }\n}\n",
+        "aten/b.cpp": b_cpp,
+        "aten/h.h": "namespace at {\ninline void hd() {}\nusing ::at::hd;\n}\n",
+        "aten/d.cpp": "namespace at {\nvoid d(int x) {}\nnamespace { int twin(float y) { return 0; } }\n}\n",
+    }
+    for rel, text in files.items():
+        (root / rel).write_text(text)
+    edits = [
+        ("aten/b.cpp", b_cpp + "namespace at {\nvoid c() {}\n}\n"),  # a new function a.cpp calls
+        ("aten/b.cpp", b_cpp + "namespace at::inner {\nvoid c() {}\n}\n"),  # ... moved to a new namespace
+        ("aten/d.cpp", files["aten/d.cpp"] + "namespace at {\nvoid d(int x, int y) {}\n}\n"),  # an overload
+        ("aten/b.cpp", "namespace at {\nvoid b() {}\nstatic int twin(int x, int y) { return x; }\n}\n"),  # a twin retyped
+        ("aten/h.h", "namespace at {\ninline void hd() {}\ninline void he() {}\nusing ::at::hd;\n}\n"),
+        ("aten/b.cpp", b_cpp),  # back: removed
+        ("aten/d.cpp", files["aten/d.cpp"]),
+    ]
+    real_init, built = R.Index.__init__, []
+
+    def counted(self, *args, **kwargs):
+        built.append(1)
+        real_init(self, *args, **kwargs)
+
+    monkeypatch.setattr(R.Index, "__init__", counted)
+    memo: dict = {}
+    calls = []  # what at::a calls after each step
+    for i, (rel, text) in enumerate([("aten/a.cpp", files["aten/a.cpp"]), *edits]):
+        (root / rel).write_text(text)
+        built.clear()
+        # even steps in a watcher (its memo), odd ones as a new process (the pickled Index)
+        run = cpp.run(ExtractContext(root=root, cache_dir=tmp_path / "cache", jobs=1,
+                                     memo=memo if i % 2 == 0 else None))
+        assert built == ([1] if i == 0 else []), (i, rel)
+        if i % 2:
+            memo.pop("index", None)  # the process wrote the Index the watcher's next run reads
+        ix = memo["index"][1] if i % 2 == 0 else R._cached_index(tmp_path / "cache", next(
+            (tmp_path / "cache").glob("index-*.pkl")).stem.removeprefix("index-"))
+        facts = [scan_file(r, (root / r).read_bytes()) for r in sorted(files)]
+        ov = Overloads.of(facts)
+        assert contents(ix) == contents(R.Index([ov.rename(f) for f in facts])), (i, rel)
+        fresh = cpp.run(ExtractContext(root=root, cache_dir=tmp_path / f"fresh{i}", jobs=1))
+        assert run.rows == fresh.rows and run.stats == fresh.stats, (i, rel)
+        calls.append({c[1] for c in run.rows["calls"] if c[0] == "at::a"})
+    # the new function, moved, then the call of d an overload, and all of it gone again
+    assert [c & {"at::c", "at::inner::c", "at::d", "at::d(int)"} for c in calls] == [
+        {"at::d"}, {"at::c", "at::d"}, {"at::inner::c", "at::d"}, {"at::inner::c", "at::d(int)"},
+        {"at::d(int)"}, {"at::d(int)"}, {"at::d(int)"}, {"at::d"}]
+
+
 def test_an_aten_names_edit_resolves_again_only_the_files_that_spell_a_changed_op():
     """Note [Incremental resolution]: a new op (an entry added to
     native_functions.yaml) changes what `at::tt_probe_out(...)` and

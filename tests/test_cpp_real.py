@@ -435,3 +435,53 @@ def test_the_indexed_cpp_relations_hold_each_row_once(real_con):
                for rel in layer.relations}
     total = {rel: real_con.execute(f'SELECT count(*) FROM "{rel}"').fetchone()[0] for rel in layer.relations}
     assert counted == total and total["calls"] > 200_000
+
+
+def test_a_definitions_edit_patches_the_index_to_the_one_built_from_every_file(real: cpp.Run, tree: Path):
+    """Note [Index patched] on the real tree: a function added (a new one, an
+    overload, a namespace of its own, a template, an internal twin of
+    another file's), then taken out again, patches the Index to the one
+    built from every file."""
+    import pickle
+
+    from _index_contents import contents
+
+    from extractors.cpp import _current_digests, _tree_facts, source_files
+    from extractors.cpp import resolve as R
+    from extractors.cpp.overloads import Overloads
+    from extractors.cpp.project import load_macros
+    from extractors.cpp.scan import scan_file
+    from torchtalk.paths import cache_dir
+
+    macros, _warnings = load_macros(tree)
+    digests, _index = _current_digests(tree, source_files(tree), {}, macros=macros)
+    facts = _tree_facts(tree, cache_dir() / "tests" / "cpp-fast", digests, 2, None, {}, macros)[0].all()
+    ov = Overloads.of(facts)
+    base = R.Index([ov.rename(f) for f in facts])
+    # an internal function of a source file whose lookup key another file's function shares
+    twin = min(q for q in base.twin_sigs if q.startswith("at::native::(anonymous:") and q.count("::") == 3)
+    blas, act, soft = "aten/src/ATen/native/CPUBlas.cpp", "aten/src/ATen/native/Activation.cpp", \
+        "aten/src/ATen/native/cuda/SoftMax.cu"
+    edits = [
+        (blas, "namespace at::native::cpublas {", "void tt_probe() {}"),
+        (act, "namespace at::native {", "namespace cpublas { void axpy(int, int) {} }"),  # an overload, elsewhere
+        (act, "namespace at::native {", "namespace tt_new_ns { void f() {} }"),
+        (soft, "namespace at::native {", "template <typename T> void tt_t(T sorter) { sorter.sort(1); }"),
+        (act, "namespace at::native {", f"namespace {{ void {twin.rpartition('::')[2]}(int zz) {{}} }}"),
+    ]
+    by_file = {f.file: f for f in facts}
+    for rel, anchor, added in edits:
+        text = (tree / rel).read_text()
+        assert anchor in text
+        edited = scan_file(rel, text.replace(anchor, f"{anchor}\n{added}\n", 1).encode())
+        now = {**by_file, rel: edited}
+        ov_now = Overloads.of(now[r] for r in sorted(now))
+        fresh = R.Index([ov_now.rename(now[r]) for r in sorted(now)])
+        assert contents(fresh) != contents(base), (rel, added)
+        for old, new, old_ov, new_ov, files, want in (
+                (by_file[rel], edited, ov, ov_now, now, fresh),  # added
+                (edited, by_file[rel], ov_now, ov, by_file, base)):  # taken out again
+            ix = pickle.loads(pickle.dumps(base if want is fresh else fresh, pickle.HIGHEST_PROTOCOL))
+            ix.patch([old_ov.rename(old)], [new_ov.rename(new)], lambda rels, fs=files, o=new_ov: [
+                o.rename(fs[r]) for r in rels])
+            assert contents(ix) == contents(want), (rel, added, want is fresh)

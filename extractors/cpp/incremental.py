@@ -20,7 +20,8 @@ by the last run's digest) to see which definitions changed:
     definition that changed (the changed files' definitions before and after;
     every lookup goes through short names, so the others resolve as before),
     or defines or mentions a name whose overloads changed (its defs are
-    renamed, Note [Overload ids]); the Index is built again from every file;
+    renamed, Note [Overload ids]); the last Index and Overloads are patched
+    (Note [Index patched] in resolve.py), or built again from every file;
   - anything else: every file is resolved again.
 An edit of native_functions.yaml changes the ATen names of a few ops
 (`changed_ops`: an op added, its variants or returns changed). Resolution
@@ -252,15 +253,31 @@ def resolve_tree(tree: TreeFacts, digests: dict[str, str] | None = None, previou
     parts = _file_parts(tree, digests, prev["parts"] if prev else {})
     order = list(parts)
     changes = _Changes(tree, prev["parts"], parts) if prev else None
-    ov = prev["overloads"] if changes and changes.same_overloads() else Overloads.of(tree.all())
     iface = _combined(R.RESOLVE_VERSION, (parts[r].iface for r in order))
     shape = _combined(R.RESOLVE_VERSION, (parts[r].shape for r in order))
+    key = _combined(R.RESOLVE_VERSION, (parts[r].index for r in order))[:24]
+    last = None  # Note [Index patched]: the last run's Index, when only definitions changed
+    if changes is not None and changes.known and prev.get("shape") == shape and key != _index_key(prev):
+        last = _last_index(prev, memo, index_cache)
+    if changes and changes.same_overloads():
+        ov = prev["overloads"]
+    elif last is not None:
+        ov = prev["overloads"].patched(
+            [f for f in changes.before.values() if f is not None], [f for f in changes.after.values() if f is not None],
+            lambda q: _defined_in(last, changes, q), lambda rels: _loaded(tree, rels))
+    else:
+        ov = Overloads.of(tree.all())
     kept = _kept_files(prev, tree, changes, iface, shape, ov, aten) if prev else {}
     todo = [r for r in order if not ((hit := kept.get(r)) is not None and hit[0] is not None
                                      and hit[0] == (digests or {}).get(r))]
     tree.load(todo)
-    ix = _index(tree, ov, _combined(R.RESOLVE_VERSION, (parts[r].index for r in order))[:24], memo, index_cache,
-                later)
+    patch = None
+    if last is not None:
+        def patch(ix: R.Index) -> None:
+            ix.patch([prev["overloads"].rename(f) for f in changes.before.values() if f is not None],
+                     [ov.rename(f) for f in changes.after.values() if f is not None],
+                     lambda rels: [ov.rename(f) for f in _loaded(tree, rels)])
+    ix = _index(tree, ov, key, memo, index_cache, later, (last, patch) if patch is not None else None)
     rv = R.Resolver(ix)
     rv.aten, rv.ov = aten, ov
     files: dict[str, tuple] = {}
@@ -323,6 +340,40 @@ def _own(rel: str, frows: dict[str, list[tuple]], file_columns: dict[str, int] |
     return True
 
 
+def _index_key(state: dict) -> str:
+    """The key of the Index of a run whose state is `state` (as `_index` takes it)."""
+    from extractors.cpp import resolve as R
+
+    return _combined(R.RESOLVE_VERSION, (p.index for p in state["parts"].values()))[:24]
+
+
+def _last_index(prev: dict, memo: dict | None, cache: Path | None):
+    """The last run's Index (`prev`: its state): the one in `memo`, or
+    pickled in `cache`, or None."""
+    from extractors.cpp import resolve as R
+
+    key = _index_key(prev)
+    hit = memo.get("index") if memo is not None else None
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    return R._cached_index(cache, key) if cache is not None else None
+
+
+def _defined_in(ix, changes: _Changes, q: str) -> list[str]:
+    """The files that define `q` now: those of the last run's Index `ix`
+    but the changed files, and the changed files that define it now."""
+    from extractors.cpp.resolve import _files
+
+    out = [x for x in _files(ix._def_files.get(q)) if x not in changes.after]
+    return out + [r for r, f in changes.after.items() if f is not None and any(d[0] == q for d in f.defs)]
+
+
+def _loaded(tree: TreeFacts, rels: list[str]) -> list[FileFacts]:
+    """The FileFacts of the tree files `rels` (those it has)."""
+    tree.load(rels)
+    return [f for f in map(tree.get, rels) if f is not None]
+
+
 def _merged(files: dict[str, tuple]) -> tuple[dict[str, list[tuple]], dict[str, int]]:
     rows: dict[str, list[tuple]] = defaultdict(list)
     stats: dict[str, int] = defaultdict(int)
@@ -334,12 +385,15 @@ def _merged(files: dict[str, tuple]) -> tuple[dict[str, list[tuple]], dict[str, 
     return rows, stats
 
 
-def _index(tree: TreeFacts, ov: Overloads, key: str, memo: dict | None, cache: Path | None, later=None):
+def _index(tree: TreeFacts, ov: Overloads, key: str, memo: dict | None, cache: Path | None, later=None,
+           patch: tuple | None = None):
     """The Index of the tree's renamed facts: the one in `memo` (a
     long-running caller's, Note [Layer memo]) or pickled in `cache`
     (`index-<key>.pkl`, the last one only) when built from the same input
-    (`key`: the files' Parts.index, lines aside), else a new one from every
-    file. Resolving reads an Index, never changes it."""
+    (`key`: the files' Parts.index, lines aside), else the last run's
+    patched when `patch` = (that Index, what patches it) is given (Note
+    [Index patched]), else a new one from every file. Resolving reads an
+    Index, never changes it."""
     from extractors.cpp import resolve as R
 
     if memo is None and cache is None:
@@ -348,8 +402,14 @@ def _index(tree: TreeFacts, ov: Overloads, key: str, memo: dict | None, cache: P
     if hit is not None and hit[0] == key:
         return hit[1]
     ix = R._cached_index(cache, key) if cache is not None else None
-    if ix is None:  # Note [Lookup keys kept]
-        ix = R.Index([ov.rename(f) for f in tree.all()], key=hit[1].key if hit is not None else None)
+    if ix is None:
+        if patch is not None:
+            if memo is not None:  # patched in place: never the last key's once it is
+                memo.pop("index", None)
+            ix = patch[0]
+            patch[1](ix)
+        else:  # Note [Lookup keys kept]
+            ix = R.Index([ov.rename(f) for f in tree.all()], key=hit[1].key if hit is not None else None)
         if cache is not None:
             (later or (lambda write: write()))(lambda: R._keep_index(cache, key, ix))
     if memo is not None:

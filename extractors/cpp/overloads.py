@@ -20,7 +20,7 @@ Example:
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 
 from extractors.cpp.argtypes import param_types, pick_typed
@@ -46,6 +46,29 @@ class Overloads:
                 if sig:
                     sigs[qual].setdefault(qual + sig[0], (*sig[1:3], *(sig[3:5] if len(sig) > 4 else ((), ()))))
         return cls({q: ov for q, ov in sigs.items() if len(ov) > 1})
+
+    def patched(self, before: Iterable[FileFacts], after: Iterable[FileFacts],
+                defined_in: Callable[[str], Iterable[str]],
+                facts_of: Callable[[list[str]], Iterable[FileFacts]]) -> Overloads:
+        """The Overloads of the tree where the files of `before` are now
+        `after` (unrenamed FileFacts): those of the names they define, before
+        or after, computed again from the files that define them now
+        (`defined_in(name)`; `facts_of(files)`: their FileFacts), in the
+        files' order as `of` reads them; the others' as they were. -> self
+        when no name's overloads changed (Note [Index patched] in resolve.py)."""
+        quals = {d[0] for f in (*before, *after) for d in f.defs}
+        files = sorted({x for q in quals for x in defined_in(q)})
+        now = Overloads.of(f for f in facts_of(files) if f is not None).table
+        table = None
+        for q in quals:
+            got, had = now.get(q), self.table.get(q)
+            if (got and list(got.items())) != (had and list(had.items())):  # in order: the rows' order
+                table = table if table is not None else dict(self.table)
+                if got:
+                    table[q] = got
+                else:
+                    table.pop(q, None)
+        return self if table is None else Overloads(table)
 
     def rename(self, f: FileFacts) -> FileFacts:
         """`f` with each overload's def named by its id (a def whose
