@@ -354,9 +354,8 @@ def _last_index(prev: dict, memo: dict | None, cache: Path | None):
 
     key = _index_key(prev)
     hit = memo.get("index") if memo is not None else None
-    if hit is not None and hit[0] == key:
-        return hit[1]
-    return R._cached_index(cache, key) if cache is not None else None
+    ix = hit[1] if hit is not None and hit[0] == key else R._cached_index(cache, key) if cache is not None else None
+    return ix if hasattr(ix, "_def_files") else None  # one an older version pickled is built again
 
 
 def _defined_in(ix, changes: _Changes, q: str) -> list[str]:
