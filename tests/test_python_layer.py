@@ -612,6 +612,7 @@ def test_a_body_edit_computes_only_its_files_edges_again(tmp_path: Path, monkeyp
     file's functions only, and gives the rows of a fresh run; a new def
     (another interface) resolves every call again."""
     from extractors import python as layer
+    from extractors.python import names
     from extractors.python.model import Model
 
     root = make_tree(tmp_path / "tree", SNIPPETS)
@@ -621,6 +622,9 @@ def test_a_body_edit_computes_only_its_files_edges_again(tmp_path: Path, monkeyp
     computed: list[str] = []
     compute = Model._compute_edges
     monkeypatch.setattr(Model, "_compute_edges", lambda self, caller: (computed.append(caller), compute(self, caller))[1])
+    made: list[str] = []  # the modules made (Note [Modules kept]): those of the summaries not kept
+    module = names._Module.__init__
+    monkeypatch.setattr(names._Module, "__init__", lambda self, s: (made.append(s.file), module(self, s))[1])
     runs = iter(range(1, 100))
 
     def edit(rel: str, old: str, new: str) -> ListSink:
@@ -628,10 +632,12 @@ def test_a_body_edit_computes_only_its_files_edges_again(tmp_path: Path, monkeyp
         path = root / rel
         path.write_text(path.read_text().replace(old, new, 1))
         computed.clear()
+        made.clear()
         sink = DeltaSink(last)
         gen = memo[layer.ROWS][0]
         layer.extract(ExtractContext(root, tmp_path / "cache" / "python", 1, previous=gen,
                                      generation=f"g{next(runs)}", memo=memo), sink)
+        assert made == [rel]
         asked = list(computed)
         fresh = ListSink()
         layer.extract(ExtractContext(root, tmp_path / "fresh" / "python", 1), fresh)
@@ -693,3 +699,19 @@ def test_a_yaml_edit_computes_only_the_edges_it_may_move_again(tmp_path: Path, m
     rows = rows_after(NATIVE)
     assert set(computed) == {"torch.probe.by_name", "torch.probe.by_method"}
     assert not {r for r in rows["py_api"] if r[1] == "tt_new"}
+
+
+@pytest.mark.real_tree
+def test_an_update_takes_its_files_from_the_inputs_the_index_stated(tree: Path) -> None:
+    """A layer run takes its `.py` files from the stats of its inputs the
+    index took for its fingerprint (ExtractContext.stats), not a walk of the
+    tree: the same files, for the python and the tests layers."""
+    from extractors import python as layer
+    from extractors import tests as tests_layer
+    from extractors.python.corpus import input_files, python_files
+    from torchtalk.index import input_stats
+
+    for mod in (layer, tests_layer):
+        files = input_files(tree, mod.TOPS, input_stats(mod, tree))
+        assert files == python_files(tree, mod.TOPS) and len(files) > 1900
+        assert all(f.endswith(".py") for f in files)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from extractors.base import ExtractContext, RowLists, Sink, emit, paused_gc
 from extractors.ops_yaml import KEPT_PARSES
-from extractors.python.corpus import python_files, shared_cache_dir, summarize_tree
+from extractors.python.corpus import input_files, python_files, shared_cache_dir, summarize_tree
 from extractors.python.model import DECOMP_REGISTRARS, MODULE_ROOTS, REF_MAKERS, Model
 from extractors.python.names import rename
 from extractors.python.native import NATIVE_YAML, NativeOps, load_native
@@ -61,7 +61,7 @@ def load_model(ctx: ExtractContext, sink: Sink, tops: Iterable[str] = TOPS) -> t
     warned. For an extension (`ctx.torch_root`), `tops` are its packages,
     its APIs those of their files, and its `torch.ops.NS.X` calls op calls."""
     tops = tuple(tops)
-    files = python_files(ctx.root, tops)
+    files = input_files(ctx.root, tops, ctx.stats)
     sink.progress(0, total=len(files), what="python files")
     summaries = summarize_tree(
         ctx.root, files, shared_cache_dir(ctx.cache_dir), ctx.jobs,
@@ -70,10 +70,12 @@ def load_model(ctx: ExtractContext, sink: Sink, tops: Iterable[str] = TOPS) -> t
     for s in summaries:
         if s.error is not None:
             sink.warn(s.file, s.error[0], f"Python file does not parse: {s.error[1]}")
+    last = ctx.memo.get("model") if ctx.memo is not None else None
+    kept = last[1].idx if last is not None else None  # its modules of the summaries kept (Note [Modules kept])
     if ctx.torch_root is None:
-        model = Model(summaries, _native(ctx.root))
+        model = Model(summaries, _native(ctx.root), kept=kept)
     else:
-        model = Model(summaries, _native(ctx.torch_root), tuple(f"{t}/" for t in tops), extension=True)
+        model = Model(summaries, _native(ctx.torch_root), tuple(f"{t}/" for t in tops), extension=True, kept=kept)
     if ctx.memo is not None:
         _adopt_last(ctx.memo, model, summaries)
     return model, summaries

@@ -52,6 +52,18 @@ def python_files(root: Path, tops: Iterable[str]) -> list[str]:
     return sorted(out)
 
 
+def input_files(root: Path, tops: Iterable[str], stats: Sequence[tuple[str, int, int]] | None) -> list[str]:
+    """`python_files(root, tops)`, from `stats` (a layer's ExtractContext.stats:
+    its inputs, stat'ed for its fingerprint, which are those files) when
+    given: an update walks the tree's 5,000 `.py` files no more (40 ms a
+    layer)."""
+    if stats is None:
+        return python_files(root, tops)
+    heads = tuple(f"{root}/{top}/" for top in tops)
+    cut = len(str(root)) + 1
+    return sorted(p[cut:] for p, _size, _mtime in stats if p.endswith(".py") and p.startswith(heads))
+
+
 def summarize_tree(
     root: Path, files: Sequence[str], cache_dir: Path, jobs: int = 1, progress=None
 ) -> list[FileSummary]:

@@ -87,11 +87,13 @@ class Model:
     """Everything the python layer derives globally."""
 
     def __init__(self, summaries: list[FileSummary], native: NativeOps, edge_prefix: str | tuple[str, ...] = "torch/",
-                 extension: bool = False) -> None:
+                 extension: bool = False, kept: Index | None = None) -> None:
         """`edge_prefix`: the files whose functions are APIs with call edges;
         `extension`: the model of an extension indexed beside its torch (Note
         [Extensions] in torchtalk/extension.py), where a `torch.ops.NS.X` call
-        of another namespace than aten is an op call (Note [Library ops])."""
+        of another namespace than aten is an op call (Note [Library ops]);
+        `kept`: the last model's Index, whose modules of the same summaries
+        this one's takes (Note [Modules kept] in names.py)."""
         self.summaries = [s for s in summaries if s.error is None]
         self.native = native
         self.edge_prefix, self.extension = edge_prefix, extension
@@ -99,7 +101,7 @@ class Model:
         # one's work (Note [A model kept across a body edit]), whether or not
         # the YAML moved; None when it took none
         self.adopted: frozenset[str] | None = None
-        self.idx = Index(self.summaries)
+        self.idx = Index(self.summaries, kept)
         self._classified: dict[str, tuple[str, str] | None] = {}
         self.aliases: dict[str, tuple[list[str], str, int]] = {}  # internal → (raw targets, file, line)
         for s in self.summaries:

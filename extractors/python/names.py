@@ -57,6 +57,12 @@ def alias_targets(ir: tuple) -> list[str]:
     return []
 
 
+# Note [Modules kept]: a module's tables (_Module) are a function of its
+# summary alone and never change once made; a summary is kept as the same
+# object while its file is (Note [Summaries kept in the process] in
+# corpus.py). So a watcher's next model takes the last one's module of each
+# summary kept: of the 5,000 modules of torch/ and test/, an edit of one
+# makes one again (they were 50 ms of each model, two models an update).
 class _Module:
     __slots__ = ("summary", "defs", "top", "imports", "aliases", "alias_all", "stars")
 
@@ -78,11 +84,15 @@ class _Module:
 class Index:
     """Modules by dotted name, with canonicalization and class hierarchy."""
 
-    def __init__(self, summaries: Iterable[FileSummary]) -> None:
+    def __init__(self, summaries: Iterable[FileSummary], kept: Index | None = None) -> None:
+        """`kept`: an earlier Index, whose module of a summary this one takes
+        when it is of the same summary object (Note [Modules kept])."""
         self.modules: dict[str, _Module] = {}
+        last = kept.modules if kept is not None else {}
         for s in summaries:
             if s.error is None:
-                self.modules[s.module] = _Module(s)
+                mod = last.get(s.module)
+                self.modules[s.module] = mod if mod is not None and mod.summary is s else _Module(s)
         self._memo: dict[str, tuple[str, bool]] = {}
         self._defs_memo: dict[str, tuple[FileSummary, Def] | None] = {}
 
