@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from extractors.python.localtypes import CALL, NONE, UNKNOWN, is_plain
-from extractors.python.names import Index, rename
+from extractors.python.names import Index, edge_rows, rename
 from extractors.python.native import NativeOps, aten_ref_ops, library_ref_op
 from extractors.python.summary import META_MAKER, Def, FileSummary
 
@@ -104,19 +104,17 @@ class Model:
         self.idx = Index(self.summaries, kept)
         self._classified: dict[str, tuple[str, str] | None] = {}
         self.aliases: dict[str, tuple[list[str], str, int]] = {}  # internal → (raw targets, file, line)
-        for s in self.summaries:
-            mod = self.idx.modules[s.module]
-            for name, (_, line) in mod.aliases.items():
-                self.aliases[f"{s.module}.{name}"] = (mod.alias_all[name], s.file, line)
+        modules = self.idx.modules
+        for s in self.summaries:  # the module's rows (of the last summary of its name: Note [Modules kept])
+            self.aliases.update(modules[s.module].alias_rows)
         # Call edges of torch/ functions and aliases, computed on first use
         # (the tests layer needs only the few its tests reach).
         self._edge_src: dict[str, tuple[FileSummary, Def] | None] = {}
         for s in self.summaries:
             if not s.file.startswith(edge_prefix):
                 continue  # tests use classify() directly
-            for d in s.defs:
-                if d.kind != "class":
-                    self._edge_src[f"{s.module}.{d.qual}"] = (s, d)
+            mod = modules[s.module]
+            self._edge_src.update(mod.edge_rows if mod.summary is s else edge_rows(s))
         for name in self.aliases:
             self._edge_src[name] = None
         self._edges: dict[str, list[Edge]] = {}
