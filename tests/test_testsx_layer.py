@@ -9,6 +9,7 @@ import pytest
 from test_python_layer import SNIPPETS, DeltaSink, ListSink, make_tree
 
 from extractors.base import ExtractContext
+from extractors.python import names
 
 TESTING = "torch/testing/_internal"
 
@@ -218,6 +219,9 @@ def test_a_body_edit_keeps_the_test_files_it_cannot_change(tmp_path: Path, monke
     computed: list[str] = []
     real_file = layer._test_file
     monkeypatch.setattr(layer, "_test_file", lambda m, f, s: (computed.append(s.file), real_file(m, f, s))[1])
+    walked: list[tuple] = []  # the class hierarchies walked: a model that adopts the last one's takes its answers
+    real_walk = names.Index.subclasses_of
+    monkeypatch.setattr(names.Index, "subclasses_of", lambda ix, roots: (walked.append(tuple(roots)), real_walk(ix, roots))[1])
     runs = iter(range(1, 100))
     last = DeltaSink()
     gen = None
@@ -228,21 +232,23 @@ def test_a_body_edit_keeps_the_test_files_it_cannot_change(tmp_path: Path, monke
             path = root / rel
             path.write_text(path.read_text().replace(old, new, 1))
         computed.clear()
+        walked.clear()
         sink, now = DeltaSink(last), f"g{next(runs)}"
         layer.extract(ExtractContext(root, tmp_path / "cache" / "tests", 1, previous=gen, generation=now, memo=memo), sink)
-        asked = list(computed)
+        asked, walks = list(computed), list(walked)
         fresh = ListSink()
         layer.extract(ExtractContext(root, tmp_path / "fresh" / "tests", 1), fresh)
         assert sink.result() == fresh.rows
-        computed[:] = asked
+        computed[:], walked[:] = asked, walks
         last, gen = sink, memo[layer.KEPT].generation
         return sink.result()
 
     update()
-    assert sorted(computed) == ["test/test_extra.py", "test/test_things.py"]
+    assert sorted(computed) == ["test/test_extra.py", "test/test_things.py"] and walked
     row = ("test/test_extra.py::TestExtra::test_helper", "torch.extra.helper_api", "call", "test/test_extra.py", 6)
     rows = update("torch/extra.py", "    return x", "    y = 1\n    return torch.abs(x)")
     assert computed == ["test/test_extra.py"]  # the only file calling the API whose subject moved
+    assert walked == []  # the same classes: the last model's hierarchies
     assert row in rows["tests_cover"]
     rows = update("torch/extra.py", "    y = 1\n", "")  # lines move, the subject stays
     assert computed == [] and row in rows["tests_cover"]

@@ -121,6 +121,7 @@ class Model:
         # api_ops's answers: API -> (op -> (how, file, line), the callers whose edges its walk read)
         self._api_ops: dict[str, tuple[dict[str, tuple[str, str, int]], frozenset[str]]] = {}
         self._roots: dict[str, str] | None = None
+        self._subclasses: dict[tuple[str, ...], dict[str, str]] = {}  # `subclasses_of`'s answers
         self._typed: dict[tuple[str, str], list[tuple[str, str]]] = {}
         self._attr_types: dict[tuple[str, str], frozenset[str] | None] = {}
 
@@ -135,6 +136,7 @@ class Model:
         self._typed.update(last._typed)
         self._attr_types.update(last._attr_types)
         self._roots = last._roots
+        self._subclasses = last._subclasses  # read only: a function of the interface, as the roots
         edited = set()
         for caller, src in self._edge_src.items():
             if not unchanged(src[0].file if src is not None else self.aliases[caller][1]):
@@ -494,6 +496,16 @@ class Model:
                     yield f"{s.module}.{local}", internal
 
     # ---------------------------------------------------------------- registrations
+    def subclasses_of(self, roots: Iterable[str]) -> dict[str, str]:
+        """`idx.subclasses_of(roots)` (read only), kept with the model's
+        caches: a model that adopts the last one's takes its answers too
+        (Note [A model kept across a body edit])."""
+        key = tuple(roots)
+        hit = self._subclasses.get(key)
+        if hit is None:
+            hit = self._subclasses[key] = self.idx.subclasses_of(key)
+        return hit
+
     def registrations(self) -> Iterator[tuple[str, str, str, str, int]]:
         """(registry, op, py, file, line) for decorators naming ATen ops."""
         for s in self.summaries:

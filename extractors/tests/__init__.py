@@ -61,7 +61,7 @@ def extract(ctx: ExtractContext, sink: Sink) -> None:
 def _extract(ctx: ExtractContext, sink: Sink) -> None:
     model, _ = load_model(ctx, sink, TOPS)
     dbs = Databases(model)
-    classes = model.idx.subclasses_of(MODULE_ROOTS)
+    classes = model.subclasses_of(MODULE_ROOTS)
     finder = CoverFinder(model, dbs, frozenset(rename(c) for c in classes))
     files = [s for s in model.summaries if s.file.startswith("test/")]
     last = ctx.memo.get(KEPT) if ctx.memo is not None else None
