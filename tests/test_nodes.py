@@ -87,6 +87,17 @@ def test_numbers_are_buckets_of_the_md5_and_ranks_in_them():
     assert gone == {high: first[high]} and came == {low: first[high], high: first[high] + 1}
     assert {n: i for n, i in after.items() if n not in (low, high)} == {
         n: i for n, i in first.items() if n != high}
+    # the lower one goes (no table holds it): the higher one takes its number back, and no other name
+    # moves (Note [Buckets numbered again]); every number is the one a numbering from scratch gives
+    deltas = _apply(con, "calls", [(CALL[0], low, *CALL[2:])], [])
+    gone, came = (dict(con.execute(f"SELECT name, id FROM {t}").fetchall())
+                  for t in number_nodes(con, decls, None, deltas))
+    assert gone == {low: first[high], high: first[high] + 1} and came == {high: first[high]}
+    assert dict(_numbered(con)) == first
+    again = build_db()
+    again.execute("INSERT INTO calls VALUES (?, ?, ?, ?, ?)", [CALL[0], high, *CALL[2:]])
+    number_nodes(again, decls, None)
+    assert _numbered(con) == _numbered(again)
 
 
 def _same_bucket() -> tuple[str, str]:

@@ -64,9 +64,13 @@ def number_nodes(con, decls, facts: Path | None, deltas: dict[str, tuple[str, st
                          hint="facts/schema.dl declares them (Note [Node numbers])")
     if deltas is not None and _names_stay(con, decls, deltas):
         return None
-    names = " UNION ".join(f"SELECT {quote(c)} AS name FROM {quote(r)}" for r, c in node_columns(decls))
     # the first 7 hex digits of the MD5: the bucket (Note [Numbers that stay])
     bucket = f"CAST(('0x' || left(md5(name), {BUCKET_BITS // 4})) AS BIGINT)"
+    if deltas is None:
+        names = " UNION ".join(f"SELECT {quote(c)} AS name FROM {quote(r)}" for r, c in node_columns(decls))
+        old = RELATION
+    else:  # Note [Buckets numbered again]
+        names, old = _names_of_moved_buckets(con, decls, deltas, bucket)
     ranked = (f"SELECT name, bucket, row_number() OVER (PARTITION BY bucket ORDER BY name) AS _rank "
               f"FROM (SELECT name, {bucket} AS bucket FROM ({names}) WHERE name IS NOT NULL)")
     con.execute(f"CREATE OR REPLACE TEMP TABLE _tt_node_now AS "
@@ -79,9 +83,12 @@ def number_nodes(con, decls, facts: Path | None, deltas: dict[str, tuple[str, st
                          hint="report it (Note [Numbers that stay] in torchtalk/nodes.py)")
     con.execute("ALTER TABLE _tt_node_now DROP COLUMN _rank")
     gone, new = "_tt_gone_node", "_tt_new_node"
-    con.execute(f"CREATE OR REPLACE TEMP TABLE {gone} AS SELECT * FROM {RELATION} EXCEPT SELECT * FROM _tt_node_now")
-    con.execute(f"CREATE OR REPLACE TEMP TABLE {new} AS SELECT * FROM _tt_node_now EXCEPT SELECT * FROM {RELATION}")
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {gone} AS SELECT * FROM {old} EXCEPT SELECT * FROM _tt_node_now")
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {new} AS SELECT * FROM _tt_node_now EXCEPT SELECT * FROM {old}")
     con.execute("DROP TABLE _tt_node_now")
+    if old != RELATION:
+        for t in (old, "_tt_node_came", "_tt_node_went"):
+            con.execute(f"DROP TABLE {t}")
     if not any(con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in (gone, new)):
         return None
     con.execute(f"DELETE FROM {RELATION} WHERE name IN (SELECT name FROM {gone})")
@@ -93,6 +100,39 @@ def number_nodes(con, decls, facts: Path | None, deltas: dict[str, tuple[str, st
     # a new file (copy_rows renames it in): the old one may be hard-linked
     copy_rows(con, f"SELECT * FROM {RELATION} ORDER BY name", facts / f"{RELATION}.facts")
     return gone, new
+
+
+# Note [Buckets numbered again]: when an update brings names or loses
+# some, a name's number moves only if it shares a bucket with one of them
+# (Note [Numbers that stay]). So `node` is numbered again in those buckets
+# only, from the names it had there, less those no table holds now, and
+# the names that came: the names that came are those of the inserted rows
+# that `node` lacks; those that went, the names of the deleted rows, not of
+# the inserted ones, that no fact table holds (a semi-join of each node
+# column with those few names, not the union of every name: the numbering
+# of a new C++ function's update took 0.14 s, its MD5s and ranks of 53,000
+# names). The rows equal a numbering of every name (tests/test_nodes_real.py).
+def _names_of_moved_buckets(con, decls, deltas: dict[str, tuple[str, str]], bucket: str) -> tuple[str, str]:
+    """(the SELECT of the names of the buckets an update moved, the temp
+    table of `node`'s rows of those buckets before it)."""
+    from torchtalk.store import quote
+
+    cols = [(r, c) for r, c in node_columns(decls) if r in deltas]
+
+    def names(side: int) -> str:
+        return " UNION ".join(f"SELECT {quote(c)} AS name FROM {deltas[r][side]}" for r, c in cols)
+
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _tt_node_came AS SELECT name FROM ({names(1)}) n "
+                f"WHERE name IS NOT NULL AND NOT EXISTS (SELECT 1 FROM {RELATION} k WHERE k.name = n.name)")
+    held = " AND ".join(f"NOT EXISTS (SELECT 1 FROM {quote(r)} t WHERE t.{quote(c)} = g.name)"
+                        for r, c in node_columns(decls))
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _tt_node_went AS SELECT name FROM "
+                f"(SELECT name FROM ({names(0)}) WHERE name IS NOT NULL EXCEPT SELECT name FROM ({names(1)})) g "
+                f"WHERE {held}")
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _tt_node_was AS SELECT * FROM {RELATION} WHERE id // {PER_BUCKET} IN "
+                f"(SELECT {bucket} FROM (SELECT name FROM _tt_node_came UNION SELECT name FROM _tt_node_went))")
+    return ("SELECT name FROM _tt_node_was WHERE name NOT IN (SELECT name FROM _tt_node_went) "
+            "UNION SELECT name FROM _tt_node_came"), "_tt_node_was"
 
 
 # Note [Names that stay]: numbering the nodes reads every node column of
