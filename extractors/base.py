@@ -206,6 +206,17 @@ def paused_gc(resume: bool = True) -> Iterator[None]:
             gc.enable()
 
 
+def stats_under(stats: Iterable[tuple[str, int, int]], root: Path, dirs: Iterable[str],
+                suffixes: str | tuple[str, ...]) -> dict[str, tuple[int, int]]:
+    """rel -> (size, mtime_ns) of the files of `stats` (a layer's
+    ExtractContext.stats: its inputs, as the index stat'ed them for its
+    fingerprint) under `root`/`dirs` whose names end with `suffixes`: what
+    an update takes instead of walking and stat'ing the tree again."""
+    heads = tuple(f"{root}/{top}/" for top in dirs)
+    cut = len(str(root)) + 1
+    return {p[cut:]: (size, mtime) for p, size, mtime in stats if p.startswith(heads) and p.endswith(suffixes)}
+
+
 def file_identity(path: Path) -> tuple[int, int, int] | None:
     """(inode, size, mtime) of the file at `path`, None when it is not there:
     what a cache kept in memory checks to be of the file it was read from

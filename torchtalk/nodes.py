@@ -117,18 +117,11 @@ def _names_of_moved_buckets(con, decls, deltas: dict[str, tuple[str, str]], buck
     table of `node`'s rows of those buckets before it)."""
     from torchtalk.store import quote
 
-    cols = [(r, c) for r, c in node_columns(decls) if r in deltas]
-
-    def names(side: int) -> str:
-        return " UNION ".join(f"SELECT {quote(c)} AS name FROM {deltas[r][side]}" for r, c in cols)
-
-    con.execute(f"CREATE OR REPLACE TEMP TABLE _tt_node_came AS SELECT name FROM ({names(1)}) n "
-                f"WHERE name IS NOT NULL AND NOT EXISTS (SELECT 1 FROM {RELATION} k WHERE k.name = n.name)")
+    came, left = _moved_names(decls, deltas)
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _tt_node_came AS {came}")
     held = " AND ".join(f"NOT EXISTS (SELECT 1 FROM {quote(r)} t WHERE t.{quote(c)} = g.name)"
                         for r, c in node_columns(decls))
-    con.execute(f"CREATE OR REPLACE TEMP TABLE _tt_node_went AS SELECT name FROM "
-                f"(SELECT name FROM ({names(0)}) WHERE name IS NOT NULL EXCEPT SELECT name FROM ({names(1)})) g "
-                f"WHERE {held}")
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _tt_node_went AS SELECT name FROM ({left}) g WHERE {held}")
     con.execute(f"CREATE OR REPLACE TEMP TABLE _tt_node_was AS SELECT * FROM {RELATION} WHERE id // {PER_BUCKET} IN "
                 f"(SELECT {bucket} FROM (SELECT name FROM _tt_node_came UNION SELECT name FROM _tt_node_went))")
     return ("SELECT name FROM _tt_node_was WHERE name NOT IN (SELECT name FROM _tt_node_went) "
@@ -147,16 +140,24 @@ def _names_of_moved_buckets(con, decls, deltas: dict[str, tuple[str, str]], buck
 def _names_stay(con, decls, deltas: dict[str, tuple[str, str]]) -> bool:
     """Whether the update whose changed rows are `deltas` (relation ->
     (deleted, inserted) temp tables) leaves the node names as they were."""
+
+    if not any(r in deltas for r, _c in node_columns(decls)):
+        return True
+    came, left = _moved_names(decls, deltas)
+    return not con.execute(f"SELECT EXISTS ({came}) OR EXISTS ({left})").fetchone()[0]
+
+
+def _moved_names(decls, deltas: dict[str, tuple[str, str]]) -> tuple[str, str]:
+    """The SELECTs of the names of the rows an update inserted that `node`
+    lacks, and of the names of the rows it deleted, not of those it
+    inserted (which other rows may hold still)."""
     from torchtalk.store import quote
 
     cols = [(r, c) for r, c in node_columns(decls) if r in deltas]
-    if not cols:
-        return True
 
     def names(side: int) -> str:
         return " UNION ".join(f"SELECT {quote(c)} AS name FROM {deltas[r][side]}" for r, c in cols)
 
-    came = f"SELECT name FROM ({names(1)}) n WHERE name IS NOT NULL AND NOT EXISTS " \
-           f"(SELECT 1 FROM {RELATION} k WHERE k.name = n.name)"
-    gone = f"SELECT name FROM ({names(0)}) WHERE name IS NOT NULL EXCEPT SELECT name FROM ({names(1)})"
-    return not con.execute(f"SELECT EXISTS ({came}) OR EXISTS ({gone})").fetchone()[0]
+    came = (f"SELECT name FROM ({names(1)}) n WHERE name IS NOT NULL AND NOT EXISTS "
+            f"(SELECT 1 FROM {RELATION} k WHERE k.name = n.name)")
+    return came, f"SELECT name FROM ({names(0)}) WHERE name IS NOT NULL EXCEPT SELECT name FROM ({names(1)})"

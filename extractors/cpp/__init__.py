@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from extractors.base import ExtractContext, Sink, emit, file_identity, paused_gc
+from extractors.base import ExtractContext, Sink, emit, file_identity, paused_gc, stats_under
 
 SOURCE_DIRS = ("aten", "c10", "torch/csrc")
 EXTENSIONS = (".cpp", ".cc", ".h", ".hpp", ".cu", ".cuh", ".mm")
@@ -152,11 +152,7 @@ def _stat_of_sources(ctx: ExtractContext, root: Path, dirs: Iterable[str]) -> di
     `inputs`, the same walk), or None without them. An update takes them
     instead of walking and stat'ing the tree's 4,000 files again (30 ms); a
     file written in between is one the next run's fingerprint sees moved."""
-    if ctx.stats is None:
-        return None
-    heads = tuple(f"{root}/{top}/" for top in dirs)
-    cut = len(str(root)) + 1
-    return {p[cut:]: (size, mtime) for p, size, mtime in ctx.stats if p.startswith(heads) and p.endswith(EXTENSIONS)}
+    return None if ctx.stats is None else stats_under(ctx.stats, root, dirs, EXTENSIONS)
 
 
 def _combined(digests: dict[str, str]) -> str:

@@ -255,9 +255,9 @@ def resolve_tree(tree: TreeFacts, digests: dict[str, str] | None = None, previou
     changes = _Changes(tree, prev["parts"], parts) if prev else None
     iface = _combined(R.RESOLVE_VERSION, (parts[r].iface for r in order))
     shape = _combined(R.RESOLVE_VERSION, (parts[r].shape for r in order))
-    key = _combined(R.RESOLVE_VERSION, (parts[r].index for r in order))[:24]
+    key = _index_key(parts[r] for r in order)
     last = None  # Note [Index patched]: the last run's Index, when only definitions changed
-    if changes is not None and changes.known and prev.get("shape") == shape and key != _index_key(prev):
+    if changes is not None and changes.known and prev.get("shape") == shape and key != _index_key(prev["parts"].values()):
         last = _last_index(prev, memo, index_cache)
     if changes and changes.same_overloads():
         ov = prev["overloads"]
@@ -340,11 +340,11 @@ def _own(rel: str, frows: dict[str, list[tuple]], file_columns: dict[str, int] |
     return True
 
 
-def _index_key(state: dict) -> str:
-    """The key of the Index of a run whose state is `state` (as `_index` takes it)."""
+def _index_key(parts: Iterable[Parts]) -> str:
+    """The key of the Index of the files of `parts`, in the tree's order (as `_index` takes it)."""
     from extractors.cpp import resolve as R
 
-    return _combined(R.RESOLVE_VERSION, (p.index for p in state["parts"].values()))[:24]
+    return _combined(R.RESOLVE_VERSION, (p.index for p in parts))[:24]
 
 
 def _last_index(prev: dict, memo: dict | None, cache: Path | None):
@@ -352,7 +352,7 @@ def _last_index(prev: dict, memo: dict | None, cache: Path | None):
     pickled in `cache`, or None."""
     from extractors.cpp import resolve as R
 
-    key = _index_key(prev)
+    key = _index_key(prev["parts"].values())
     hit = memo.get("index") if memo is not None else None
     ix = hit[1] if hit is not None and hit[0] == key else R._cached_index(cache, key) if cache is not None else None
     return ix if hasattr(ix, "_def_files") else None  # one an older version pickled is built again

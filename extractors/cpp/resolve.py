@@ -267,7 +267,7 @@ class Index:
         for key in public & self.internal_cls.keys():
             del self.internal_cls[key]
         self._public_cls = frozenset(public_cls)  # Note [Index patched]: what a patch reads of the classes
-        self._def_files = {q: next(iter(fs)) if len(fs) == 1 else tuple(sorted(fs)) for q, fs in def_files.items()}
+        self._def_files = {q: _defined(fs) for q, fs in def_files.items()}
         self._global_rows = global_rows
         self.internal = dict(self.internal)
         self.twin_sigs = _twin_sigs(facts, self.by_key, self.internal, _lookup_key)
@@ -285,9 +285,8 @@ class Index:
         """Make this Index the one of the tree where the files of `before`
         are now `after` (renamed FileFacts, as the Index's), when only their
         definitions changed: their classes, stubs, inline namespaces,
-        aliases and includes are as they were, and so are the overloads
-        (Note [Index patched]). `facts_of(files)`: the tree's FileFacts of
-        those files now."""
+        aliases and includes are as they were (Note [Index patched]).
+        `facts_of(files)`: the tree's FileFacts of those files now."""
         key = self.key
         plains = {split_sig(d[0])[0] for f in (*before, *after) for d in f.defs}
         old_names: dict[str, set[str]] = defaultdict(set)
@@ -302,7 +301,7 @@ class Index:
             now = {x for x in _files(self._def_files.get(q)) if x not in files}
             now.update(f.file for f in after if any(split_sig(d[0])[0] == q for d in f.defs))
             if now:
-                self._def_files[q] = next(iter(now)) if len(now) == 1 else tuple(sorted(now))
+                self._def_files[q] = _defined(now)
             else:
                 self._def_files.pop(q, None)
         by_file = {f.file: f for f in facts_of(sorted({x for q in plains for x in _files(self._def_files.get(q))}))}
@@ -352,11 +351,7 @@ class Index:
         for q in was_twin - now_twin:
             self.twin_sigs.pop(q, None)
         todo = now_twin - (was_twin - plains)
-        twin_facts = {f.file: f for f in facts_of(sorted({x for q in todo for x in _files(self._def_files[q])}))}
-        for q in todo:
-            self.twin_sigs[q] = frozenset(sig[0] if sig else "?" for f in map(twin_facts.get, _files(self._def_files[q]))
-                                          for (qual, *_d), sig in zip(f.defs, f.sigs or ((),) * len(f.defs), strict=True)
-                                          if split_sig(qual)[0] == q)
+        self.twin_sigs.update(_def_sigs(facts_of(sorted({x for q in todo for x in _files(self._def_files[q])})), todo))
         if any(k not in by_key for k in keys):  # a scope may have lost its last definition
             self.namespaces = _scopes_of((*by_key, *self.classes))
         else:
@@ -410,6 +405,11 @@ def _scopes_of(keys: Iterable[str]) -> set[str]:
             out.add(k)
             k = k.rpartition("::")[0]
     return out
+
+
+def _defined(files: set[str]) -> str | tuple[str, ...]:
+    """An `Index._def_files` value: the one file (most names have one), else the files in order."""
+    return next(iter(files)) if len(files) == 1 else tuple(sorted(files))
 
 
 def _files(defined: str | tuple[str, ...] | None) -> tuple[str, ...]:
@@ -1048,7 +1048,11 @@ def _twin_sigs(facts: list[FileFacts], by_key: dict[str, set[str]], internal: di
     functions that share a lookup key with a source file's internal one
     (Note [Internal linkage]: which of them the file sees)."""
     keys = {key(q) for q in internal}
-    wanted = {q for k in keys for q in by_key.get(k, ()) if len(by_key[k]) > 1}
+    return _def_sigs(facts, {q for k in keys for q in by_key.get(k, ()) if len(by_key[k]) > 1})
+
+
+def _def_sigs(facts: Iterable[FileFacts], wanted: set[str]) -> dict[str, frozenset[str]]:
+    """{plain id: the parameter lists ("?" unknown) of its definitions in `facts`} of the ids of `wanted`."""
     out: dict[str, set[str]] = defaultdict(set)
     for f in facts:
         for (qual, _n, _l, _fl), sig in zip(f.defs, f.sigs or ((),) * len(f.defs), strict=True):

@@ -23,7 +23,7 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
-from extractors.base import file_identity, paused_gc, source_digest
+from extractors.base import file_identity, paused_gc, source_digest, stats_under
 from extractors.python.summary import FileSummary, summarize
 from extractors.workers import pool_worker
 from torchtalk.atomic import atomic_open
@@ -57,11 +57,7 @@ def input_files(root: Path, tops: Iterable[str], stats: Sequence[tuple[str, int,
     its inputs, stat'ed for its fingerprint, which are those files) when
     given: an update walks the tree's 5,000 `.py` files no more (40 ms a
     layer)."""
-    if stats is None:
-        return python_files(root, tops)
-    heads = tuple(f"{root}/{top}/" for top in tops)
-    cut = len(str(root)) + 1
-    return sorted(p[cut:] for p, _size, _mtime in stats if p.endswith(".py") and p.startswith(heads))
+    return python_files(root, tops) if stats is None else sorted(stats_under(stats, root, tops, ".py"))
 
 
 def summarize_tree(

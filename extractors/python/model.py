@@ -495,7 +495,6 @@ class Model:
                 if found and (self.extension or not is_public(rename(internal))) and internal in self._edge_src:
                     yield f"{s.module}.{local}", internal
 
-    # ---------------------------------------------------------------- registrations
     def subclasses_of(self, roots: Iterable[str]) -> dict[str, str]:
         """`idx.subclasses_of(roots)` (read only), kept with the model's
         caches: a model that adopts the last one's takes its answers too
@@ -506,6 +505,7 @@ class Model:
             hit = self._subclasses[key] = self.idx.subclasses_of(key)
         return hit
 
+    # ---------------------------------------------------------------- registrations
     def registrations(self) -> Iterator[tuple[str, str, str, str, int]]:
         """(registry, op, py, file, line) for decorators naming ATen ops."""
         for s in self.summaries:
