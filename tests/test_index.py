@@ -337,12 +337,43 @@ def test_the_cpp_state_is_written_after_the_db_and_a_lost_one_costs_nothing(smal
     cpp.write_text("namespace at::native {\nvoid g() {}\n// a line\nvoid foo_impl() { g(); }\n}\n")
     assert api.index(small, db, layers=["ops", "cpp"], later=later).mode == "updated"
     assert rows(db, "select caller, callee, line from calls") == [("at::native::foo_impl", "at::native::g", 4)]
-    later.clear()  # killed before the write: the state is the first run's
+    # Note [Old files removed later]: the DB and facts dir replaced are kept aside until then
+    old_db, old_facts = (db.with_name(f".{n}.old-{os.getpid()}") for n in (db.name, store.facts_dir(db).name))
+    assert rows(old_db, "select caller, callee, line from calls") == [("at::native::foo_impl", "at::native::g", 3)]
+    assert (old_facts / "layers" / "cpp" / "calls.facts").read_text() == "at::native::foo_impl\tat::native::g\t" \
+        "aten/src/ATen/native/Foo.cpp\t3\tscope\n"
+    later.clear()  # killed before the write: the state is the first run's, the old files are left
     assert state.stat().st_mtime_ns == written
     cpp.write_text("namespace at::native {\nvoid g() {}\n// a line\n// and one\nvoid foo_impl() { g(); g(); }\n}\n")
     assert api.index(small, db, layers=["ops", "cpp"]).mode == "updated"
     assert state.stat().st_mtime_ns != written  # written before `index` returned
+    assert sorted(p.name for p in db.parent.iterdir() if ".old-" in p.name) == []  # the leftovers too
     from tests.test_incremental import assert_same_tables
 
     assert rows(db, "select caller, callee, line from calls") == [("at::native::foo_impl", "at::native::g", 5)]
     assert_same_tables(db, api.index(small, tmp_path / "cold" / "tree.duckdb", layers=["ops", "cpp"]).db)
+
+
+def test_a_memo_knows_the_db_it_wrote_last(small, cache, tmp_path, monkeypatch):
+    """Note [The DB written last]: with the memo of the run that wrote the
+    DB, an update takes it as updatable without reading its meta; once the
+    file is another (written by a run without that memo), the meta is read."""
+    from torchtalk import update as update_mod
+
+    cpp = small / "aten/src/ATen/native/Foo.cpp"
+    cpp.write_text("namespace at::native {\nvoid g() {}\nvoid foo_impl() { g(); }\n}\n")
+    db, memo, asked = tmp_path / "db" / "tree.duckdb", {}, []
+    real = update_mod.updatable
+    monkeypatch.setattr(update_mod, "updatable", lambda *a: (asked.append(a[1].name), real(*a))[1])
+    assert api.index(small, db, layers=["ops", "cpp"], memo=memo).mode == "built"
+    for line in (4, 5):
+        cpp.write_text("namespace at::native {\nvoid g() {}\n" + "// a line\n" * (line - 3) + "void foo_impl() { g(); }\n}\n")
+        assert api.index(small, db, layers=["ops", "cpp"], memo=memo).mode == "updated"
+        assert rows(db, "select line from calls") == [(line,)]
+    assert asked == []
+    cpp.write_text("namespace at::native {\nvoid g() {}\nvoid foo_impl() { g(); }\n}\n")
+    assert api.index(small, db, layers=["ops", "cpp"]).mode == "updated"  # another run: another file
+    assert asked == [store.facts_dir(db).name]
+    cpp.write_text("namespace at::native {\nvoid g() {}\n\nvoid foo_impl() { g(); }\n}\n")
+    assert api.index(small, db, layers=["ops", "cpp"], memo=memo).mode == "updated"
+    assert asked == [store.facts_dir(db).name] * 2 and rows(db, "select line from calls") == [(4,)]

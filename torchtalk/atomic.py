@@ -46,14 +46,18 @@ def atomic_path(path: Path) -> Iterator[Path]:
         raise
 
 
-def replace_dir(new: Path, final: Path) -> None:
+def replace_dir(new: Path, final: Path, aside: list[Path] | None = None) -> None:
     """Put directory `new` in place of `final` (which may not exist): the old
-    one is renamed aside first and removed after, so `final` is never a mix."""
+    one is renamed aside first and removed after, so `final` is never a mix.
+    `aside`: a list that takes the old one, for the caller to remove later."""
     trash = final.with_name(f".{final.name}.old-{os.getpid()}")
     if final.exists():
         os.replace(final, trash)
     os.replace(new, final)
-    shutil.rmtree(trash, ignore_errors=True)
+    if aside is not None and trash.exists():
+        aside.append(trash)
+    else:
+        shutil.rmtree(trash, ignore_errors=True)
 
 
 def link_tree(src: Path, dst: Path) -> None:

@@ -358,7 +358,7 @@ def _index_locked(src, db_path, schema, chosen, notes, jobs, force, log, progres
     # Note [No GC in an update] in extractors/base.py; in a build too: once the layers (which pause it
     # themselves) have run, storing the rule relations walked their rows in each collection (1.9 s of 7)
     with paused_gc(resume=resume_gc):
-        if not force and not dropped and _can_update(db_path, facts, schema, src, plans, prev, keep):
+        if not force and not dropped and _can_update(db_path, facts, schema, src, plans, prev, keep, memo):
             reports, mode = _update(src, db_path, schema, plans, prev, keep, jobs, log, progress, memo,
                                     later), "updated"
         else:
@@ -421,13 +421,17 @@ def _extra(rerun, later=None) -> dict:
     return {"cached_only": rerun == CACHED_ONLY, "later": later}
 
 
-def _can_update(db_path, facts, schema, src, plans, prev, keep) -> bool:
+def _can_update(db_path, facts, schema, src, plans, prev, keep, memo: dict | None = None) -> bool:
     """Whether the DB can be updated in place (Note [Update in place]): it is
-    current but for some layers' inputs, and holds the same layers."""
+    current but for some layers' inputs, and holds the same layers. `memo`:
+    a long-running caller's, where the DB this process wrote last is known
+    to be (Note [The DB written last])."""
     from torchtalk.errors import StoreError
 
     if {p[0].name for p in plans} | set(keep) != set(prev):
         return False
+    if memo is not None and memo.get(_WRITTEN) == _written_key(db_path, facts, schema, src):
+        return True
     try:
         con = store.open_db(db_path)
     except StoreError:
@@ -436,6 +440,26 @@ def _can_update(db_path, facts, schema, src, plans, prev, keep) -> bool:
         return update.updatable(con, facts, schema.digest, str(src.root))
     finally:
         con.close()
+
+
+# the memo's key of the DB this process wrote last (Note [The DB written last])
+_WRITTEN = "db-written"
+
+
+def _written_key(db_path: Path, facts: Path, schema, src) -> tuple:
+    """The DB file's identity, with what `update.updatable` reads of it and its facts dir."""
+    from extractors.base import file_identity
+
+    return file_identity(db_path), update.facts_id(facts), schema.digest, str(src.root), store.FORMAT
+
+
+# Note [The DB written last]: `_can_update` opens the DB to read its meta
+# (20-40 ms of a watcher's every update). The watcher's last update wrote
+# that DB itself, and its meta is what `update.updatable` asks for; so an
+# index run with a memo keeps, after its swap, the DB file's identity
+# (inode, size, mtime: a file replaced or written since is another) and its
+# facts dir's id, and the next run takes the DB as updatable while both are
+# still those.
 
 
 def _update(src, db_path, schema, plans, prev, keep, jobs, log, progress, memo, later=None) -> tuple[LayerReport, ...]:
@@ -473,7 +497,13 @@ def _update(src, db_path, schema, plans, prev, keep, jobs, log, progress, memo, 
         shutil.rmtree(tmp_facts / ".delta", ignore_errors=True)
         log(f"updated in place: {len(changed)} relations changed"
             + (f" ({', '.join(sorted(changed))})" if changed else ""))
-        _swap(tmp_db, db_path, tmp_facts, facts)
+        aside: list[Path] = []
+        _swap(tmp_db, db_path, tmp_facts, facts, aside)
+        memo[_WRITTEN] = _written_key(db_path, facts, schema, src)  # Note [The DB written last]
+        if later is not None:  # Note [Old files removed later]
+            later(lambda: _remove_aside(aside))
+        else:
+            _remove_aside(aside)
         return tuple(reports)
     except BaseException:
         _discard(tmp_db, tmp_facts)
@@ -498,7 +528,8 @@ def _remove_stale(db_path: Path, facts: Path) -> None:
         match = next((d for d in stale if want is not None and update.facts_id(d) == want), None)
         if match is not None and update.facts_id(facts) != want:
             replace_dir(match, facts)
-    for pattern in (f".{db_path.name}.tmp-*", f".{facts.name}.tmp-*", f".{facts.name}.old-*"):
+    for pattern in (f".{db_path.name}.tmp-*", f".{facts.name}.tmp-*", f".{facts.name}.old-*",
+                    f".{db_path.name}.old-*"):  # Note [Old files removed later]
         for p in db_path.parent.glob(pattern):
             if p.is_dir():
                 shutil.rmtree(p, ignore_errors=True)
@@ -649,6 +680,7 @@ def _build(src, db_path, schema, plans, prev, keep, jobs, log, progress, memo, l
         (tmp_facts / update.FACTS_ID).write_text(uuid.uuid4().hex)
         _write_db(tmp_db, src, schema, tmp_facts, facts)
         _swap(tmp_db, db_path, tmp_facts, facts)
+        memo[_WRITTEN] = _written_key(db_path, facts, schema, src)  # Note [The DB written last]
         return tuple(reports)
     except BaseException:
         _discard(tmp_db, tmp_facts)
@@ -860,10 +892,41 @@ def _store_derived(con, counts: list[tuple[str, int]]) -> None:
     con.execute("insert into torchtalk_meta values (?, ?)", ["derived", note])
 
 
-def _swap(tmp_db: Path, db_path: Path, tmp_facts: Path, facts: Path) -> None:
-    """DB first (atomic os.replace), then the facts dir (see Note [Index steps])."""
+def _swap(tmp_db: Path, db_path: Path, tmp_facts: Path, facts: Path, aside: list[Path] | None = None) -> None:
+    """DB first (atomic os.replace), then the facts dir (see Note [Index
+    steps]). `aside`: a list that takes the old DB file and facts dir, kept
+    under other names for the caller to remove (Note [Old files removed
+    later]); else they are removed here."""
+    if aside is not None and db_path.exists():
+        old = db_path.with_name(f".{db_path.name}.old-{os.getpid()}")
+        old.unlink(missing_ok=True)
+        try:
+            os.link(db_path, old)  # the replace then frees no data: `old` still holds it
+            aside.append(old)
+        except OSError:  # no hard links here: the replace frees it
+            pass
     os.replace(tmp_db, db_path)
-    replace_dir(tmp_facts, facts)
+    replace_dir(tmp_facts, facts, aside)
+
+
+def _remove_aside(aside: list[Path]) -> None:
+    """Remove the old DB file and facts dir `_swap` kept aside."""
+    for p in aside:
+        if p.is_dir():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            p.unlink(missing_ok=True)
+
+
+# Note [Old files removed later]: an update's swap replaces a 110 MB DB
+# file and a facts dir whose changed files (calls.facts, 38 MB) have no
+# other link, and the file system frees their blocks there and then, on
+# the way to the watcher's line. So an update keeps them under other names
+# (a hard link to the old DB file; the old facts dir renamed aside, as
+# replace_dir does anyway) and removes them with the layers' cache writes,
+# after the update is out (Note [Cache written after the update] in
+# extractors/base.py). An index killed before that leaves them, and the
+# next one removes them first (`_remove_stale`).
 
 
 class _Progress:
