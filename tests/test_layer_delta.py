@@ -203,6 +203,18 @@ def test_moved_compares_projections_as_sets(tmp_path, schema):
     temps = update._apply_relation(con, decl, [], [line(("k", "g", "b.cpp", 1, "unique"))], tmp_path, "_c")
     assert moved_rows(con, decl, *temps, frozenset({0}))
     assert not moved_rows(con, decl, *temps, frozenset({1}))
+    # projections holding the file (Note [Rows of the delta's files]): f calls g from c.cpp too
+    temps = update._apply_relation(con, decl, [], [line(("f", "g", "c.cpp", 5, "unique"))], tmp_path, "_d")
+    assert moved_rows(con, decl, *temps, frozenset({0, 1, 2}))
+    assert not moved_rows(con, decl, *temps, frozenset({0, 1}))
+    # f's call at a.cpp:11 goes: its other one in a.cpp still holds (f, g, a.cpp)
+    temps = update._apply_relation(con, decl, [line(rows[0][:3] + (11, "unique"))], [], tmp_path, "_e")
+    assert not moved_rows(con, decl, *temps, frozenset({0, 1, 2}))
+    assert moved_rows(con, decl, *temps, frozenset({0, 2, 3}))
+    # ... and that one goes: (f, g, a.cpp) is lost, though c.cpp's row holds (f, g)
+    temps = update._apply_relation(con, decl, [line(rows[1])], [], tmp_path, "_f")
+    assert moved_rows(con, decl, *temps, frozenset({0, 1, 2}))
+    assert not moved_rows(con, decl, *temps, frozenset({0, 1}))
 
 
 def test_changed_rows_are_the_set_differences_of_the_windows():

@@ -345,6 +345,9 @@ def _projections_moved(decl, gone_t: str, new_t: str, cols: frozenset[int]) -> t
     (only new rows have it)."""
     table = q(decl.name)
     names = [q(decl.columns[i].name) for i in sorted(cols)]
+    if q("file") in names:  # Note [Rows of the delta's files]
+        table = (f'(SELECT * FROM {table} WHERE "file" IN '
+                 f'(SELECT "file" FROM {gone_t} UNION SELECT "file" FROM {new_t}))')
     sel = ", ".join(f"a.{c}" for c in names)
     on = " AND ".join(f"t.{c} = a.{c}" for c in names)
     lost = (f'SELECT {sel} FROM (SELECT DISTINCT {", ".join(names)} FROM {gone_t}) a WHERE NOT EXISTS '
@@ -354,6 +357,16 @@ def _projections_moved(decl, gone_t: str, new_t: str, cols: frozenset[int]) -> t
             f"WHERE NOT EXISTS (SELECT 1 FROM {gone_t} g WHERE {on_g}) "
             f'AND (SELECT count(*) FROM {table} t WHERE {on}) <= a._n')
     return lost, came
+
+
+# Note [Rows of the delta's files]: whether a projection that went is still
+# held by some row, and how many rows hold one that came, is asked of the
+# whole table: an anti-join probing its 230,000 rows (calls) with the few
+# projections of the delta, 15-18 ms each, five of them in a .cpp body
+# edit's refresh. A row holding a projection has its values, so when the
+# projection holds the file, only the rows of the delta's files can: the
+# table is first cut to those, by a semi-join on one dictionary-coded
+# column, and the same question takes 8 ms.
 
 
 def moved_values(con, decl, gone_t: str, new_t: str, col: int, cols: frozenset[int] | None = None) -> list:
