@@ -175,3 +175,28 @@ def test_an_update_leaves_the_gc_paused_in_the_program_only(mini, monkeypatch, c
             assert gc.isenabled() is not program
         finally:
             gc.enable()
+
+
+def test_a_record_is_read_once_per_file(mini, monkeypatch):
+    """Note [Records read once]: the record the index wrote (or read) is
+    taken again while its file is the same (linked or renamed too), and a
+    file written anew is read; either way it is what parsing gives."""
+    src, db = mini
+    layer = store.facts_dir(db) / "layers" / "ops"
+    written = freshness._read(layer)
+    freshness._RECORDS.clear()
+    parsed = freshness._read(layer)
+    assert parsed == written and parsed[1] and parsed[2]  # as written: files and dirs
+    reads: list[str] = []
+    read_text = Path.read_text
+    monkeypatch.setattr(Path, "read_text", lambda p, *a, **k: (reads.append(p.name), read_text(p, *a, **k))[1])
+    moved = layer.parent / "moved"
+    os.link(layer / freshness.INPUTS, layer.parent / "linked.tsv")
+    moved.mkdir()
+    os.replace(layer.parent / "linked.tsv", moved / freshness.INPUTS)
+    assert freshness._read(moved) == parsed and reads == []
+    text = (moved / freshness.INPUTS).read_text()
+    (moved / freshness.INPUTS).unlink()
+    (moved / freshness.INPUTS).write_text(text.replace("#code\t", "#code\tx"))
+    reads.clear()
+    assert freshness._read(moved) == ("x" + parsed[0], parsed[1], parsed[2]) and reads == [freshness.INPUTS]

@@ -36,15 +36,18 @@ def write_inputs(layer_dir: Path, root: Path, code: str, stats: list[tuple[str, 
         while d not in dirs and d.startswith(top):
             dirs.add(d)
             d = os.path.dirname(d)
+    listed = {}
     for d in sorted(dirs):
         try:
             mtime = os.stat(d).st_mtime_ns
             known = _LISTED.get(d)
-            lines.append(f"{d}\t-1\t{mtime}\t{known[1] if known and known[0] == mtime else listing(d)}\n")
+            listed[d] = (mtime, known[1] if known and known[0] == mtime else listing(d))
+            lines.append(f"{d}\t-1\t{mtime}\t{listed[d][1]}\n")
         except OSError:
             continue
     with open(layer_dir / INPUTS, "w", encoding="utf-8") as fh:
         fh.writelines(lines)
+    _keep_read(layer_dir / INPUTS, (code, {p: (size, mtime) for p, size, mtime in stats}, listed))
 
 
 # Note [Listings known]: dir -> (mtime, listing) of the dirs `quick_stats`
@@ -65,9 +68,41 @@ def listing(d: str) -> str:
     return hashlib.sha1("\0".join(names).encode()).hexdigest()[:16]
 
 
+# Note [Records read once]: a watcher's update reads every layer's
+# inputs.tsv (10,000 lines) to stamp it, and most are the ones the last
+# update read or wrote: linked into the new facts dir (a layer that did not
+# run) or written by this process. So a record is kept by its file's
+# identity (device, inode, size, mtime: a link or a rename keeps them, a
+# rewrite does not), as read or written, for the next read of the same file.
+# The record is never changed by its readers.
+_RECORDS: dict[tuple, tuple] = {}
+_RECORDS_KEPT = 16
+
+
+def _identity(path: Path) -> tuple | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def _keep_read(path: Path, record: tuple) -> None:
+    ident = _identity(path)
+    if ident is not None:
+        if len(_RECORDS) >= _RECORDS_KEPT:
+            _RECORDS.pop(next(iter(_RECORDS)))
+        _RECORDS[ident] = record
+
+
 def _read(layer_dir: Path) -> tuple[str, dict[str, tuple[int, int]], dict[str, tuple[int, str]]] | None:
     """(code digest, files -> (size, mtime), dirs -> (mtime, listing)) of a
-    layer's inputs.tsv, None without one."""
+    layer's inputs.tsv, None without one (Note [Records read once])."""
+    ident = _identity(layer_dir / INPUTS)
+    if ident is None:
+        return None
+    if ident in _RECORDS:
+        return _RECORDS[ident]
     try:
         text = (layer_dir / INPUTS).read_text(encoding="utf-8")
     except OSError:
@@ -82,6 +117,7 @@ def _read(layer_dir: Path) -> tuple[str, dict[str, tuple[int, int]], dict[str, t
             dirs[path] = (int(mtime), names[0] if names else "")
         else:
             files[path] = (int(size), int(mtime))
+    _keep_read(layer_dir / INPUTS, (code, files, dirs))
     return code, files, dirs
 
 
