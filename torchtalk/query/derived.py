@@ -545,9 +545,9 @@ def _update_part(con, live: A.Program, rel: str, col: int, parts: list, inputs: 
 
     column = live.decls[rel].columns[col]
     name, table = column.name, table_of(rel)
-    con.execute(f"CREATE OR REPLACE TEMP TABLE {PART_TABLE} (v {SQL_TYPES[column.type]})")
-    if parts:
-        con.execute(f"INSERT INTO {PART_TABLE} SELECT unnest(?)", [list(parts)])  # one statement, not one a value
+    # one statement, not one a value (nor one to create it); it is dropped with the connection
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {PART_TABLE} AS SELECT unnest(?::{SQL_TYPES[column.type]}[]) AS v",
+                [list(parts)])
     part = table_of(f"{rel}__{PART}")
     con.execute(f"DROP TABLE IF EXISTS {part}")
     restricted = live.cached(("restrict", rel, col), lambda: restrict(live, rel, col, PART))
@@ -560,7 +560,6 @@ def _update_part(con, live: A.Program, rel: str, col: int, parts: list, inputs: 
     con.execute(f"INSERT INTO {table} SELECT * FROM {part}")
     con.execute(f"ALTER TABLE {part} RENAME TO {now}")  # its rows of those parts before and now
     stored_moves.part(rel, was, f"{SCHEMA}.{now}")
-    con.execute(f"DROP TABLE IF EXISTS temp.main.{PART_TABLE}")
     return con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
 
 
