@@ -145,7 +145,8 @@ def apply(tmp_db: Path, src: store.Source, schema, deltas: Deltas, tmp_facts: Pa
         con.execute("COMMIT")
         # the copy is private until renamed: the stored relations may commit apart
         moves = FactMoves(con, schema.decls, temps)
-        note = _refresh_derived(con, changed, moves.moved, log, moves.values, keyed, temps.__getitem__)
+        note = _refresh_derived(con, changed, moves.moved, log, moves.values, keyed, temps.__getitem__,
+                                moves.ask_ahead)
         con.execute("checkpoint")
     finally:
         con.close()
@@ -190,7 +191,8 @@ def _rows_table(con, decl, table: str, lines: list[str], path: Path) -> None:
                 [str(path), "\t"])
 
 
-def _refresh_derived(con, changed: frozenset[str], moved, log, values=None, keyed=None, deltas=None) -> str:
+def _refresh_derived(con, changed: frozenset[str], moved, log, values=None, keyed=None, deltas=None,
+                     ask_ahead=None) -> str:
     """Recompute the stored relations that read a changed relation (Note
     [Derived in place]), those whose rows changed in some files (or at some
     ops) only there (Note [Rows changed by file]); a failure leaves them
@@ -209,7 +211,7 @@ def _refresh_derived(con, changed: frozenset[str], moved, log, values=None, keye
     try:
         by_part: dict[str, tuple[str, int]] = {}
         counts = refresh(con, load_library(user=False), tables, changed, moved, empty, values, by_part, keyed,
-                         deltas)
+                         deltas, ask_ahead)
     except (TorchTalkError, duckdb.Error) as exc:
         con.execute("ROLLBACK")
         what = exc.headline() if isinstance(exc, TorchTalkError) else str(exc).splitlines()[0]
