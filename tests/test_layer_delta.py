@@ -250,28 +250,3 @@ def test_without_drops_one_copy_of_each_line_and_says_a_missing_one():
     assert _without(["a\n", "b\n", "b\n"], ["b\n", "b\n"], "r") == ["a\n"]
     with pytest.raises(ExtractError, match="delta removes 1 rows the last run did not have"):
         _without(["a\n", "b\n", "b\n"], ["c\n", "b\n"], "r")
-
-
-def test_questions_asked_together_answer_as_one_each(tmp_path, schema, monkeypatch):
-    """Note [Questions asked together]: the column sets asked ahead, in one
-    statement, answer as `_delta_moves` asked one at a time, which is then
-    not asked again for them."""
-    from torchtalk.query import derived
-    from torchtalk.query.derived import FactMoves
-
-    con = duckdb.connect()
-    decl = schema.decls["calls"]
-    store.create_tables(con, {"calls": decl})
-    rows = [("f", "g", "a.cpp", 10, "unique"), ("h", "g", "a.cpp", 20, "unique")]
-    con.executemany("insert into calls values (?, ?, ?, ?, ?)", rows)
-    line = "\t".join(map(str, rows[0])) + "\n"
-    temps = {"calls": update._apply_relation(con, decl, [line], [line.replace("\t10\t", "\t11\t")], tmp_path)}
-    sets = [frozenset(c) for c in ({0, 1}, {3}, {0, 3}, {1, 2})]
-    one_by_one = {c: derived._delta_moves(con, decl, *temps["calls"], c) for c in sets}
-    assert one_by_one == {sets[0]: False, sets[1]: True, sets[2]: True, sets[3]: False}
-    moves = FactMoves(con, {"calls": decl}, temps)
-    moves.ask_ahead({"calls": set(sets), "func": {frozenset({0})}})  # no delta of func: nothing to ask
-    asked: list = []
-    monkeypatch.setattr(derived, "_delta_moves", lambda *a: asked.append(a) or True)
-    assert {c: moves.moved("calls", c) for c in sets} == one_by_one and asked == []
-    assert not moves.moved("calls", frozenset({2})) and len(asked) == 1  # not asked ahead: asked now

@@ -145,8 +145,7 @@ def apply(tmp_db: Path, src: store.Source, schema, deltas: Deltas, tmp_facts: Pa
         con.execute("COMMIT")
         # the copy is private until renamed: the stored relations may commit apart
         moves = FactMoves(con, schema.decls, temps)
-        note = _refresh_derived(con, changed, moves.moved, log, moves.values, keyed, temps.__getitem__,
-                                moves.ask_ahead)
+        note = _refresh_derived(con, changed, moves.moved, log, moves.values, keyed, temps.__getitem__)
         con.execute("checkpoint")
     finally:
         con.close()
@@ -191,8 +190,7 @@ def _rows_table(con, decl, table: str, lines: list[str], path: Path) -> None:
                 [str(path), "\t"])
 
 
-def _refresh_derived(con, changed: frozenset[str], moved, log, values=None, keyed=None, deltas=None,
-                     ask_ahead=None) -> str:
+def _refresh_derived(con, changed: frozenset[str], moved, log, values=None, keyed=None, deltas=None) -> str:
     """Recompute the stored relations that read a changed relation (Note
     [Derived in place]), those whose rows changed in some files (or at some
     ops) only there (Note [Rows changed by file]); a failure leaves them
@@ -211,7 +209,7 @@ def _refresh_derived(con, changed: frozenset[str], moved, log, values=None, keye
     try:
         by_part: dict[str, tuple[str, int]] = {}
         counts = refresh(con, load_library(user=False), tables, changed, moved, empty, values, by_part, keyed,
-                         deltas, ask_ahead)
+                         deltas)
     except (TorchTalkError, duckdb.Error) as exc:
         con.execute("ROLLBACK")
         what = exc.headline() if isinstance(exc, TorchTalkError) else str(exc).splitlines()[0]

@@ -153,7 +153,7 @@ def refresh(con: Any, program: A.Program, tables: frozenset[str], changed: froze
             moved=None, empty: frozenset[str] = frozenset(), values=None,
             by_part: dict[str, tuple[str, int]] | None = None,
             keyed: dict[str, tuple[int, frozenset[str]]] | None = None,
-            deltas=None, ask_ahead=None) -> dict[str, int]:
+            deltas=None) -> dict[str, int]:
     """Compute again, on the writable `con` of a DB updated in place, the
     stored relations whose rows may have changed: those whose fingerprint
     is no longer the library's, and those that read a fact relation in
@@ -175,9 +175,7 @@ def refresh(con: Any, program: A.Program, tables: frozenset[str], changed: froze
     changed fact relation's rows that went and came; given, a relation that
     no column partitions is updated at the values of the rows the change
     reaches (Note [Rows a change reaches] in
-    torchtalk/datalog/transform/reach.py). `ask_ahead(asks)`: told first
-    the column sets of each changed fact relation that `moved` may be asked
-    about (Note [Questions asked together]).
+    torchtalk/datalog/transform/reach.py).
 
     Note [Derived in place]: an update that changes the rows of a few fact
     relations (torchtalk/update.py) leaves every stored relation whose rules
@@ -269,13 +267,6 @@ def refresh(con: Any, program: A.Program, tables: frozenset[str], changed: froze
 
     counts: dict[str, int] = {}
     stored = frozenset(prints)
-    if ask_ahead is not None and moved is not None:  # Note [Questions asked together]
-        asks: dict[str, set[frozenset[int]]] = {}
-        for rel in sorted(stored):
-            needs = needed_columns(live, rel, stored)
-            for c in changed & needs.keys():
-                asks.setdefault(c, set()).add(needs[c])
-        ask_ahead(asks)
     try:
         for group in program.cached(("stored strata", stored), lambda: [
                 tuple(r for r in st.relations if r in stored) for st in strata(program)]):
@@ -399,19 +390,6 @@ class FactMoves:
     def __init__(self, con, decls: dict, temps: dict[str, tuple[str, str]]):
         self.con, self.decls, self.temps = con, decls, temps
         self._seen: dict[tuple[str, frozenset[int]], list[tuple]] = {}
-        self._differs: dict[tuple[str, frozenset[int]], bool] = {}  # `_delta_moves`' answers, asked ahead
-
-    def ask_ahead(self, asks: dict[str, set[frozenset[int]]]) -> None:
-        """`_delta_moves` of each relation's column sets in `asks`, one
-        statement a relation (Note [Questions asked together])."""
-        for rel in sorted(asks):
-            sets = sorted((c for c in asks[rel] if c and (rel, c) not in self._differs), key=sorted)
-            if rel not in self.temps or rel not in self.decls or not sets:
-                continue
-            decl, (gone_t, new_t) = self.decls[rel], self.temps[rel]
-            got = self.con.execute("SELECT " + ", ".join(
-                f"EXISTS ({_delta_differs(decl, gone_t, new_t, c)})" for c in sets)).fetchone()
-            self._differs.update(zip(((rel, c) for c in sets), got, strict=True))
 
     def projections(self, rel: str, cols: frozenset[int]) -> list[tuple]:
         """`rel`'s projections on `cols` (in column order) that the delta
@@ -419,8 +397,7 @@ class FactMoves:
         if (rel, cols) not in self._seen:
             decl, (gone_t, new_t) = self.decls[rel], self.temps[rel]
             rows = []
-            differs = self._differs.get((rel, cols))
-            if differs if differs is not None else _delta_moves(self.con, decl, gone_t, new_t, cols):
+            if _delta_moves(self.con, decl, gone_t, new_t, cols):
                 rows = self.con.execute(" UNION ".join(_projections_moved(decl, gone_t, new_t, cols))).fetchall()
             self._seen[rel, cols] = rows
         return self._seen[rel, cols]
@@ -435,16 +412,6 @@ class FactMoves:
             return _delta_values(self.con, self.decls[rel], *self.temps[rel], col)
         at = sorted(cols).index(col)
         return list(dict.fromkeys(p[at] for p in self.projections(rel, cols)))
-
-
-# Note [Questions asked together]: whether a changed fact relation's rows,
-# seen through the columns a stored relation reads, are another set is one
-# small statement over its delta (`_delta_moves`), asked for each set of
-# columns some stored relation reads: 19 of them in a .cpp body edit's
-# refresh, 28 in a YAML edit's, each 1-4 ms, nearly all of it the
-# statement's own cost, not its work. The column sets are the library's
-# (`needed_columns`), so the refresh asks them of each changed relation at
-# once, one statement a relation, before it walks the strata.
 
 
 WAS = "__was"  # a stored relation's table before it is computed again whole, while the refresh runs
