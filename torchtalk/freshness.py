@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 from pathlib import Path
 
 INPUTS = "inputs.tsv"
@@ -74,9 +75,11 @@ def listing(d: str) -> str:
 # run) or written by this process. So a record is kept by its file's
 # identity (device, inode, size, mtime: a link or a rename keeps them, a
 # rewrite does not), as read or written, for the next read of the same file.
-# The record is never changed by its readers.
+# The record is never changed by its readers. A query server's threads read
+# records (the stale note) while the watcher's update writes them: a lock.
 _RECORDS: dict[tuple, tuple] = {}
 _RECORDS_KEPT = 16
+_RECORDS_LOCK = threading.Lock()
 
 
 def _identity(path: Path) -> tuple | None:
@@ -90,9 +93,10 @@ def _identity(path: Path) -> tuple | None:
 def _keep_read(path: Path, record: tuple) -> None:
     ident = _identity(path)
     if ident is not None:
-        if len(_RECORDS) >= _RECORDS_KEPT:
-            _RECORDS.pop(next(iter(_RECORDS)))
-        _RECORDS[ident] = record
+        with _RECORDS_LOCK:
+            if len(_RECORDS) >= _RECORDS_KEPT:
+                _RECORDS.pop(next(iter(_RECORDS)))
+            _RECORDS[ident] = record
 
 
 def _read(layer_dir: Path) -> tuple[str, dict[str, tuple[int, int]], dict[str, tuple[int, str]]] | None:
@@ -101,8 +105,10 @@ def _read(layer_dir: Path) -> tuple[str, dict[str, tuple[int, int]], dict[str, t
     ident = _identity(layer_dir / INPUTS)
     if ident is None:
         return None
-    if ident in _RECORDS:
-        return _RECORDS[ident]
+    with _RECORDS_LOCK:
+        hit = _RECORDS.get(ident)
+    if hit is not None:
+        return hit
     try:
         text = (layer_dir / INPUTS).read_text(encoding="utf-8")
     except OSError:
