@@ -501,9 +501,9 @@ def _update(src, db_path, schema, plans, prev, keep, jobs, log, progress, memo, 
         _swap(tmp_db, db_path, tmp_facts, facts, aside)
         memo[_WRITTEN] = _written_key(db_path, facts, schema, src)  # Note [The DB written last]
         if later is not None:  # Note [Old files removed later]
-            later(lambda: _remove_aside(aside))
+            later(lambda: _remove_paths(aside))
         else:
-            _remove_aside(aside)
+            _remove_paths(aside)
         return tuple(reports)
     except BaseException:
         _discard(tmp_db, tmp_facts)
@@ -530,11 +530,7 @@ def _remove_stale(db_path: Path, facts: Path) -> None:
             replace_dir(match, facts)
     for pattern in (f".{db_path.name}.tmp-*", f".{facts.name}.tmp-*", f".{facts.name}.old-*",
                     f".{db_path.name}.old-*"):  # Note [Old files removed later]
-        for p in db_path.parent.glob(pattern):
-            if p.is_dir():
-                shutil.rmtree(p, ignore_errors=True)
-            else:
-                p.unlink(missing_ok=True)
+        _remove_paths(db_path.parent.glob(pattern))
 
 
 def _db_facts_id(db_path: Path) -> str | None:
@@ -909,9 +905,10 @@ def _swap(tmp_db: Path, db_path: Path, tmp_facts: Path, facts: Path, aside: list
     replace_dir(tmp_facts, facts, aside)
 
 
-def _remove_aside(aside: list[Path]) -> None:
-    """Remove the old DB file and facts dir `_swap` kept aside."""
-    for p in aside:
+def _remove_paths(paths: Iterable[Path]) -> None:
+    """Remove each of `paths`, a file or a dir (the old DB file and facts
+    dir `_swap` kept aside, a killed index's leftovers)."""
+    for p in paths:
         if p.is_dir():
             shutil.rmtree(p, ignore_errors=True)
         else:

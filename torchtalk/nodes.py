@@ -140,7 +140,6 @@ def _names_of_moved_buckets(con, decls, deltas: dict[str, tuple[str, str]], buck
 def _names_stay(con, decls, deltas: dict[str, tuple[str, str]]) -> bool:
     """Whether the update whose changed rows are `deltas` (relation ->
     (deleted, inserted) temp tables) leaves the node names as they were."""
-
     if not any(r in deltas for r, _c in node_columns(decls)):
         return True
     came, left = _moved_names(decls, deltas)
