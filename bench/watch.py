@@ -5,7 +5,7 @@ edits of bench/incremental.py one at a time (the .cpp body and the .py
 edits twice: the watcher's second update reads its memo, Note [Layer
 memo]), and prints, per
 edit, the seconds from the file's write to the watcher's line saying the DB
-is updated (the debounce, 0.1 s, included: Note [Quiet window] in
+is updated (the debounce included, 0.025 s for the one file of each edit: Note [Quiet window] in
 torchtalk/watch.py). The real tree is never modified. The layers are a
 default index's (ops, cpp, python, tests), as bench/incremental.py's: a
 watcher updates every layer its DB has.

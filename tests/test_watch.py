@@ -44,7 +44,7 @@ def test_relevant_keeps_source_files_only(tmp_path):
 def test_a_burst_of_writes_is_one_batch(tmp_path):
     root = _tree(tmp_path)
     batches = Batches()
-    w = Watcher(root, batches, quiet=0.5, max_delay=10)
+    w = Watcher(root, batches, quiet=0.5, max_delay=10, quiet_one=0.5)
     w.start()
     try:
         time.sleep(0.2)
@@ -57,6 +57,28 @@ def test_a_burst_of_writes_is_one_batch(tmp_path):
         time.sleep(1.0)  # no second batch follows
         assert batches.got == [frozenset(names)]
         assert w.pending.files == ()
+    finally:
+        w.stop()
+
+
+def test_one_file_waits_the_short_window(tmp_path):
+    """Note [Quiet window]: a batch of one file is handed over after
+    `quiet_one`, not `quiet`; two files written together are still one batch."""
+    root = _tree(tmp_path)
+    batches = Batches()
+    w = Watcher(root, batches, quiet=3.0, max_delay=10)
+    w.start()
+    try:
+        time.sleep(0.2)
+        t = time.monotonic()
+        (root / "aten/src/a.cpp").write_text("int a;\n")
+        batches.wait(1)
+        assert batches.got == [frozenset({"aten/src/a.cpp"})]
+        assert time.monotonic() - t < 2.0  # the 3 s window would have held it
+        (root / "aten/src/b.cpp").write_text("int b;\n")
+        (root / "torch/nn/c.py").write_text("c = 1\n")
+        batches.wait(2)
+        assert batches.got[1:] == [frozenset({"aten/src/b.cpp", "torch/nn/c.py"})]
     finally:
         w.stop()
 

@@ -10,14 +10,15 @@ HELP = "keep a tree's fact database up to date as its files change (Ctrl-C stops
 
 
 def register(p: argparse.ArgumentParser) -> None:
-    from torchtalk.watch import QUIET_S
+    from torchtalk.watch import QUIET_ONE_S, QUIET_S
 
     p.add_argument("--source", type=Path, help="PyTorch tree (default: the fetched 2.6.0 tree)")
     p.add_argument("--db", type=Path, help="database file (default: in the user cache dir, keyed by the tree)")
     p.add_argument("--layers", help="comma-separated layers to keep up to date (default: those `index` runs)")
     p.add_argument("--jobs", type=int, help="worker processes for the layers that use them")
     p.add_argument("--debounce", type=float, default=None, metavar="S",
-                   help=f"seconds without a change before an update (default {QUIET_S})")
+                   help=f"seconds without a change before an update (default {QUIET_S}; "
+                        f"{QUIET_ONE_S} when one file changed)")
     p.add_argument("--no-serve", dest="serve", action="store_false",
                    help="do not answer `torchtalk query` for the DB (by default it does, from memory: "
                         "about 0.7 GB for the PyTorch tree; TORCHTALK_SERVER=0 too)")
@@ -34,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     from torchtalk.errors import InputError, TorchTalkError
     from torchtalk.paths import default_source
     from torchtalk.qclient import enabled as qserver_enabled
-    from torchtalk.watch import QUIET_S, Watcher, describe
+    from torchtalk.watch import Watcher, describe
 
     if args.jobs is not None and args.jobs < 1:
         raise InputError(f"--jobs must be at least 1, got {args.jobs}")
@@ -88,7 +89,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"torchtalk: update failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
 
     update()
-    watcher = Watcher(root, update, quiet=QUIET_S if args.debounce is None else args.debounce, on_error=failed)
+    quiet = {} if args.debounce is None else {"quiet": args.debounce, "quiet_one": args.debounce}
+    watcher = Watcher(root, update, on_error=failed, **quiet)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())  # `kill` stops as Ctrl-C does: the update running ends first
     try:  # from the watcher's start: a Ctrl-C right after "watching" still stops it cleanly
