@@ -704,6 +704,60 @@ def test_a_definitions_edit_patches_the_last_index_to_the_one_built_from_every_f
         {"at::d(int)"}, {"at::d(int)"}, {"at::d(int)"}, {"at::d"}]
 
 
+def test_helper_launches_are_walked_again_only_when_a_cuda_file_changes(tmp_path: Path, monkeypatch):
+    """Note [Helper launches kept]: an edit of a .cpp file that holds no CUDA
+    function, launch or call the helpers' walks read uses the last run's
+    walks (in a watcher, and in a new process reading the state); a CUDA
+    file's edit walks again. The rows equal a fresh run's after each edit."""
+    from extractors.cpp import resolve as R
+
+    root = tmp_path / "tree"
+    (root / "aten/src/ATen/native/cuda").mkdir(parents=True)
+    loops = ("namespace at::native {\n"
+             "template <typename F>\n__global__ void elementwise_kernel(int n, F f) {}\n"
+             "template <typename F>\nvoid launch_it(int n, const F& f) {\n"
+             "  elementwise_kernel<F><<<1, 128, 0, stream>>>(n, f);\n}\n"
+             "template <typename F>\nvoid gpu_kernel(TensorIteratorBase& iter, const F& f) { launch_it(1, f); }\n"
+             "}\n")
+    files = {
+        "aten/src/ATen/native/cuda/Loops.cuh": loops,
+        "aten/src/ATen/native/cuda/Relu.cu": (
+            "namespace at::native {\nvoid relu_cuda(TensorIteratorBase& iter) {\n"
+            "  gpu_kernel(iter, [] GPU_LAMBDA (float a) -> float { return a; });\n}\n}\n"),
+        "aten/src/ATen/native/Relu.cpp": "namespace at::native {\nvoid relu_cpu() {}\n}\n",
+    }
+    for rel, text in files.items():
+        (root / rel).write_text(text)
+    walks = []
+    real = R._helper_walks
+    monkeypatch.setattr(R, "_helper_walks", lambda *a: walks.append(1) or real(*a))
+    more = loops.replace("  elementwise_kernel<F>", "  vectorized_kernel<<<1, 1>>>(n);\n  elementwise_kernel<F>")
+    more = more.replace("template <typename F>\nvoid launch_it", "__global__ void vectorized_kernel(int n) {}\n"
+                        "template <typename F>\nvoid launch_it")
+    steps = [
+        (None, None, True),  # the first run walks
+        ("aten/src/ATen/native/Relu.cpp", "namespace at::native {\nvoid relu_cpu() { relu_cpu(); }\n}\n", False),
+        ("aten/src/ATen/native/Relu.cpp", "namespace at::native {\nvoid relu_cpu() {}\nvoid more() {}\n}\n", False),
+        ("aten/src/ATen/native/cuda/Loops.cuh", more, True),  # a kernel more, launched by the helper's callee
+        ("aten/src/ATen/native/Relu.cpp", "namespace at::native {\nvoid relu_cpu() {}\n}\n", False),
+        ("aten/src/ATen/native/cuda/Relu.cu", files["aten/src/ATen/native/cuda/Relu.cu"] + "// more\n", True),
+    ]
+    memo: dict = {}
+    helper_rows = []
+    for i, (rel, text, walked) in enumerate(steps):
+        if rel is not None:
+            (root / rel).write_text(text)
+        walks.clear()
+        run = cpp.run(ExtractContext(root=root, cache_dir=tmp_path / "cache", jobs=1,
+                                     memo=memo if i % 2 == 0 else None))
+        assert walks == ([1] if walked else []), (i, rel)
+        fresh = cpp.run(ExtractContext(root=root, cache_dir=tmp_path / f"fresh{i}", jobs=1))
+        assert run.rows == fresh.rows and run.stats == fresh.stats, (i, rel)
+        helper_rows.append(sorted(r[1] for r in run.rows["launches"] if r[4] == "gpu_kernel"))
+    assert helper_rows == [["at::native::elementwise_kernel"]] * 3 + [
+        ["at::native::elementwise_kernel", "at::native::vectorized_kernel"]] * 3
+
+
 def test_an_aten_names_edit_resolves_again_only_the_files_that_spell_a_changed_op():
     """Note [Incremental resolution]: a new op (an entry added to
     native_functions.yaml) changes what `at::tt_probe_out(...)` and

@@ -293,7 +293,8 @@ def resolve_tree(tree: TreeFacts, digests: dict[str, str] | None = None, previou
     rows, stats = _merged(files)
     before = {rel: len(rs) for rel, rs in rows.items()}
     rv.use_file(None)
-    R._helper_launches([s for v in files.values() for s in v[3]], rows, rv)
+    helpers = R._helper_launches([s for v in files.values() for s in v[3]], rows, rv,
+                                 _helpers_kept(prev, files, todo) if prev else None)
     if prev and ov is prev["overloads"] and "overload_rows" in prev:
         overload_rows = prev["overload_rows"]
     else:
@@ -316,7 +317,39 @@ def resolve_tree(tree: TreeFacts, digests: dict[str, str] | None = None, previou
         stats[rel] = len(rs)
     return dict(rows), dict(stats), {"format": FILES_FORMAT, "iface": iface, "shape": shape, "parts": parts,
                                      "overloads": ov, "overload_rows": dict(overload_rows), "files": files,
-                                     "visible": visible, "aten": aten}
+                                     "visible": visible, "aten": aten, "helpers": helpers}
+
+
+# Note [Helper launches kept]: the kernels a launch helper reaches (Note
+# [Helper launches] in resolve.py) are read from the CUDA functions
+# (`func` rows of lang cuda), the calls of those functions and of the
+# helpers, and the `launches` rows; walking them costs 40 ms over the
+# tree's 230,000 calls. An update whose changed files, before and after,
+# hold none of those rows (no CUDA function, no launch, no call by a
+# function the last walks read) leaves every walk as it was, so the last
+# run's helper -> kernels is used as it is: an edit of a .cpp file that
+# defines no CUDA function walks nothing. A helper the last run did not
+# walk from is walked, with the rest, anew.
+
+
+def _helpers_kept(prev: dict, files: dict[str, tuple], todo: list[str]) -> tuple | None:
+    """The last run's (walked functions, helper -> kernels) when the files
+    of `todo` and those gone since, before and after, hold no row the walks
+    read (Note [Helper launches kept]); else None."""
+    helpers = prev.get("helpers")
+    if helpers is None:
+        return None
+    walked = helpers[0]
+    old = prev["files"]
+    entries = [old.get(r) for r in todo] + [files[r] for r in todo] + [v for r, v in old.items() if r not in files]
+    for entry in entries:
+        if entry is None:
+            continue
+        frows = entry[1]
+        if (frows.get("launches") or any(r[4] == "cuda" for r in frows.get("func", ()))
+                or any(r[0] in walked for r in frows.get("calls", ()))):
+            return None
+    return helpers
 
 
 # Note [Rows of their own file]: the tree's rows of a relation are its

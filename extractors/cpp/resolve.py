@@ -1482,34 +1482,50 @@ def _construct_rows(f: FileFacts, rv: Resolver, rows) -> None:
         rows["stub_register"].extend((stub or "::".join(stub_parts), key, g, f.file, line) for g in fn_of(fn, scope))
 
 
-def _helper_launches(sites, rows, rv: Resolver) -> None:
+def _helper_launches(sites, rows, rv: Resolver, known: tuple | None = None) -> tuple:
     """Note [Helper launches]: a call of a launch helper (`gpu_kernel(iter,
     lambda)`) launches whatever `__global__` kernels the helper's definition
     reaches through resolved non-member calls between CUDA-file functions and
     `<<<>>>` launches (for gpu_kernel:
     vectorized_elementwise_kernel, unrolled_elementwise_kernel,
-    elementwise_kernel); one `launches` row per kernel, `how` = the helper."""
-    func, calls = rows["func"], rows["calls"]
+    elementwise_kernel); one `launches` row per kernel, `how` = the helper.
+
+    Returns (the functions the walks read the calls of, helper -> the
+    kernels it reaches, sorted): `known`, the last run's, is used instead of
+    walking again when it holds every helper of `sites` (Note [Helper
+    launches kept] in incremental.py says when the caller may pass it)."""
+    # the three relations are in `rows` (a defaultdict), with or without rows, either way
+    func, calls, out = rows["func"], rows["calls"], rows["launches"]
+    if known is not None and all(helper in known[1] for _c, helper, _f, _l in sites if helper):
+        walked, memo = known
+    else:
+        walked, memo = _helper_walks(sites, func, calls, out)
+    for caller, helper, file, line in sites:
+        if not helper:
+            continue
+        how = split_sig(helper)[0].rpartition("::")[2]
+        for kernel in memo[helper]:
+            out.append((caller, kernel, file, line, how))
+    return walked, memo
+
+
+def _helper_walks(sites, func, calls, launches) -> tuple[frozenset[str], dict[str, tuple[str, ...]]]:
+    """(the functions whose calls a walk from a helper reads, helper -> the
+    kernels it reaches) for the helpers of `sites`, over the tree's rows."""
     cuda_fns = set(map(itemgetter(0), compress(func, map("cuda".__eq__, map(itemgetter(4), func)))))
     # a walk from a helper reads the steps of the helpers and of the CUDA functions
     # it reaches only: those calls are picked in C's loops (230K calls, 40 -> 8 ms)
-    walked = cuda_fns | {helper for _c, helper, _f, _l in sites if helper}
+    walked = frozenset(cuda_fns | {helper for _c, helper, _f, _l in sites if helper})
     succ: dict[str, set[str]] = defaultdict(set)
     for caller, callee, _f, _l, via in compress(calls, map(walked.__contains__, map(itemgetter(0), calls))):
         if callee in cuda_fns and "member" not in via:
             succ[caller].add(callee)
     launched: dict[str, set[str]] = defaultdict(set)
-    for host, kernel, _f, _l, _how in rows["launches"]:
+    for host, kernel, _f, _l, _how in launches:
         launched[host].add(kernel)
-    memo: dict[str, set[str]] = {}
-    for caller, helper, file, line in sites:
-        if not helper:
-            continue
-        if helper not in memo:
-            memo[helper] = _reach_kernels(helper, succ, launched)
-        how = split_sig(helper)[0].rpartition("::")[2]
-        for kernel in memo[helper]:
-            rows["launches"].append((caller, kernel, file, line, how))
+    memo = {helper: tuple(sorted(_reach_kernels(helper, succ, launched)))
+            for helper in {helper for _c, helper, _f, _l in sites if helper}}
+    return walked, memo
 
 
 def _reach_kernels(start: str, succ, launched) -> set[str]:
