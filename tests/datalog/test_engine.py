@@ -520,3 +520,33 @@ def test_given_rows_a_count_reads_are_kept_apart():
     assert as_read(program, "shown", SHOWN, frozenset({"rows"})) == SHOWN
     got = evaluate(program, duckdb.connect(), outputs=["rows"], facts={"shown": SHOWN})["rows"]
     assert sorted(got) == [("a", 4), ("b", 1), ("c", 1)]
+
+
+def test_columns_kept_while_a_refresh_runs_probe_a_found_table_once():
+    """Note [Columns kept in a refresh]: inside `columns_kept`, a writable
+    connection's table found once is not probed again; one not found is
+    (it may be made later); outside, every call probes."""
+    from torchtalk.datalog.engines.duckdb import columns_kept, db_tables
+
+    class Probes:
+        def __init__(self, con):
+            self.con, self.probed = con, []
+
+        def execute(self, sql, *args):
+            if sql.endswith(" LIMIT 0"):
+                self.probed.append(sql.split()[3])
+            return self.con.execute(sql, *args)
+
+    con = duckdb.connect()
+    con.execute("CREATE TABLE e (a VARCHAR, n BIGINT)")
+    probes = Probes(con)
+    with columns_kept(probes):
+        assert db_tables(probes, ['"e"', '"f"']) == {'"e"': [("a", "VARCHAR"), ("n", "BIGINT")]}
+        with columns_kept(probes):  # a block inside keeps the outer one's
+            assert db_tables(probes, ['"e"']) == {'"e"': [("a", "VARCHAR"), ("n", "BIGINT")]}
+        con.execute("CREATE TABLE f (x BIGINT)")
+        assert db_tables(probes, ['"e"', '"f"']) == {'"e"': [("a", "VARCHAR"), ("n", "BIGINT")],
+                                                      '"f"': [("x", "BIGINT")]}
+    assert probes.probed == ['"e"', '"f"', '"f"']
+    db_tables(probes, ['"e"'])
+    assert probes.probed[3:] == ['"e"']

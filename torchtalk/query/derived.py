@@ -229,7 +229,7 @@ def refresh(con: Any, program: A.Program, tables: frozenset[str], changed: froze
         return materialize(con, program, tables)
     from torchtalk.datalog.analysis.drawn import numbers_drawn_names
     from torchtalk.datalog.analysis.strata import strata
-    from torchtalk.datalog.engines.duckdb import DuckDBEngine
+    from torchtalk.datalog.engines.duckdb import DuckDBEngine, columns_kept
     from torchtalk.datalog.transform.prune import prune
 
     live = program.cached(("empty", empty), lambda: prune(program, empty)) if empty else program
@@ -268,30 +268,31 @@ def refresh(con: Any, program: A.Program, tables: frozenset[str], changed: froze
     counts: dict[str, int] = {}
     stored = frozenset(prints)
     try:
-        for group in program.cached(("stored strata", stored), lambda: [
-                tuple(r for r in st.relations if r in stored) for st in strata(program)]):
-            if not group:
-                continue
-            moving = [rel for rel in group if have[rel] != prints[rel] or _reads_a_move(
-                live, rel, stored, moves_for(rel), frozenset(changed) | stored_moves.names())]
-            if not moving:
-                continue
-            reading = program.cached(("reading", tables, group), lambda group=group: _reading(
-                program, tables, stored - set(group)))
-            inputs = {r: table_of(r) for r in prints if r not in group}
-            if len(group) == 1 and values is not None and have[group[0]] == prints[group[0]]:
-                done = _by_part(con, reading, group[0], moves_for(group[0]), vals, inputs, stored_moves)
-                if done is None and deltas is not None:
-                    done = _by_reach(con, reading, group[0], any_moves, delta_tables, inputs, stored_moves)
-                if done is not None:
-                    name, n, counts[group[0]] = done
-                    if by_part is not None:
-                        by_part[group[0]] = (name, n)
+        with columns_kept(con):  # Note [Columns kept in a refresh] in datalog/engines/duckdb.py
+            for group in program.cached(("stored strata", stored), lambda: [
+                    tuple(r for r in st.relations if r in stored) for st in strata(program)]):
+                if not group:
                     continue
-            for rel in group:  # what it was, to say what moved (Note [Derived in place])
-                con.execute(f"ALTER TABLE {table_of(rel)} RENAME TO {q(rel + WAS)}")
-                stored_moves.whole(rel)
-            counts |= DuckDBEngine().materialize(reading, con, {rel: table_of(rel) for rel in group}, inputs)
+                moving = [rel for rel in group if have[rel] != prints[rel] or _reads_a_move(
+                    live, rel, stored, moves_for(rel), frozenset(changed) | stored_moves.names())]
+                if not moving:
+                    continue
+                reading = program.cached(("reading", tables, group), lambda group=group: _reading(
+                    program, tables, stored - set(group)))
+                inputs = {r: table_of(r) for r in prints if r not in group}
+                if len(group) == 1 and values is not None and have[group[0]] == prints[group[0]]:
+                    done = _by_part(con, reading, group[0], moves_for(group[0]), vals, inputs, stored_moves)
+                    if done is None and deltas is not None:
+                        done = _by_reach(con, reading, group[0], any_moves, delta_tables, inputs, stored_moves)
+                    if done is not None:
+                        name, n, counts[group[0]] = done
+                        if by_part is not None:
+                            by_part[group[0]] = (name, n)
+                        continue
+                for rel in group:  # what it was, to say what moved (Note [Derived in place])
+                    con.execute(f"ALTER TABLE {table_of(rel)} RENAME TO {q(rel + WAS)}")
+                    stored_moves.whole(rel)
+                counts |= DuckDBEngine().materialize(reading, con, {rel: table_of(rel) for rel in group}, inputs)
     finally:
         stored_moves.drop()
     for rel in counts:

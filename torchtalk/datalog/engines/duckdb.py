@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import re
 import uuid
+from contextlib import contextmanager
 from typing import Any
 
 from torchtalk.datalog import ast as A
@@ -286,10 +287,13 @@ def db_tables(con, names: list[str]) -> dict[str, list[tuple[str, str]]]:
     duckdb = lean_duckdb()
 
     cache = _probe_cache(con)
+    fixed = _FIXED.get(id(con)) if cache is None else None
     out: dict[str, list[tuple[str, str]]] = {}
     for name in names:
         if cache is not None and name in cache:
             cols = cache[name]
+        elif fixed is not None and name in fixed:
+            cols = fixed[name]
         else:
             try:
                 desc = con.execute(f"SELECT * FROM {name} LIMIT 0").description
@@ -298,9 +302,37 @@ def db_tables(con, names: list[str]) -> dict[str, list[tuple[str, str]]]:
                 cols = None
             if cache is not None:
                 cache[name] = cols
+            elif fixed is not None and cols is not None:
+                fixed[name] = cols
         if cols is not None:
             out[name] = cols
     return out
+
+
+# Note [Columns kept in a refresh]: a writable connection's probes are not
+# kept (its tables may change), but while an update refreshes the stored
+# relations the tables it reads keep their columns: their rows change,
+# and a stored relation computed again is made anew from the same
+# .decl. Each relation of a refresh probed its ~10 inputs again (48
+# probes in a .cpp body edit's refresh, half a millisecond each). So
+# inside `columns_kept(con)` the columns found are kept until the block
+# ends; a table not found is probed again (it may be made later).
+_FIXED: dict[int, dict[str, list[tuple[str, str]]]] = {}
+
+
+@contextmanager
+def columns_kept(con):
+    """Keep the columns of the tables `con`'s runs find while the block
+    runs (Note [Columns kept in a refresh]); the tables' columns must not
+    change meanwhile; a block inside another keeps the outer one's)."""
+    if id(con) in _FIXED:
+        yield
+        return
+    _FIXED[id(con)] = {}
+    try:
+        yield
+    finally:
+        _FIXED.pop(id(con), None)
 
 
 def _probe_cache(con) -> dict | None:
