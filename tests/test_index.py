@@ -377,3 +377,52 @@ def test_a_memo_knows_the_db_it_wrote_last(small, cache, tmp_path, monkeypatch):
     cpp.write_text("namespace at::native {\nvoid g() {}\n\nvoid foo_impl() { g(); }\n}\n")
     assert api.index(small, db, layers=["ops", "cpp"], memo=memo).mode == "updated"
     assert asked == [store.facts_dir(db).name] * 2 and rows(db, "select line from calls") == [(4,)]
+
+
+def test_a_watcher_takes_the_copy_of_the_db_made_ahead(small, cache, tmp_path, monkeypatch):
+    """Note [A copy made ahead]: with a memo and `later`, the DB put in
+    place is copied after the line for the next update, which takes that
+    copy instead of copying; a DB another run replaced since is copied, and
+    the stale copy removed; `release` removes the copy, and another index
+    removes that of a process no longer there."""
+    from tests.test_incremental import assert_same_tables
+    from torchtalk import index as index_mod
+    from torchtalk import update as update_mod
+
+    cpp = small / "aten/src/ATen/native/Foo.cpp"
+    cpp.write_text("namespace at::native {\nvoid g() {}\nvoid foo_impl() { g(); }\n}\n")
+    db, memo, later, copied = tmp_path / "db" / "tree.duckdb", {}, [], []
+    real = update_mod.copy_db
+    monkeypatch.setattr(update_mod, "copy_db", lambda a, b: (copied.append(b.name), real(a, b))[1])
+    ahead = db.with_name(f".{db.name}.next-{os.getpid()}")
+
+    def run(line: int, **kw) -> str:
+        cpp.write_text("namespace at::native {\nvoid g() {}\n" + "// a line\n" * (line - 3) + "void foo_impl() { g(); }\n}\n")
+        mode = api.index(small, db, layers=["ops", "cpp"], **kw).mode
+        assert rows(db, "select line from calls") == [(line,)]
+        return mode
+
+    assert run(3, memo=memo, later=later) == "built"
+    assert not ahead.exists()
+    later.pop()()
+    assert ahead.exists() and copied == [ahead.name]
+    assert run(4, memo=memo, later=later) == "updated"
+    assert copied == [ahead.name] and not ahead.exists()  # the update took the copy: none made
+    later.pop()()
+    assert ahead.exists() and copied == [ahead.name] * 2
+    assert run(5) == "updated"  # another run (no memo): another DB file, copied
+    assert copied[2:] == [f".{db.name}.tmp-{os.getpid()}"]
+    assert run(6, memo=memo, later=later) == "updated"  # the copy made ahead is stale: copied, and removed
+    assert copied[3:] == [f".{db.name}.tmp-{os.getpid()}"] and not ahead.exists()
+    later.pop()()
+    assert ahead.exists()
+    assert_same_tables(db, api.index(small, tmp_path / "cold" / "tree.duckdb", layers=["ops", "cpp"]).db)
+    index_mod.release(memo)
+    assert not ahead.exists()
+    import subprocess
+
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    gone = db.with_name(f".{db.name}.next-{ended.pid}")  # a process no longer there
+    gone.write_bytes(b"a copy")
+    assert run(7) == "updated" and not gone.exists()

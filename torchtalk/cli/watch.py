@@ -110,6 +110,9 @@ def run(args: argparse.Namespace) -> int:
         if server is not None:
             server.stop()
             server.facts.close()
+        from torchtalk.index import release
+
+        release(memo)  # the copy of the DB made for the next update (Note [A copy made ahead])
     return 0
 
 
