@@ -250,3 +250,51 @@ def test_without_drops_one_copy_of_each_line_and_says_a_missing_one():
     assert _without(["a\n", "b\n", "b\n"], ["b\n", "b\n"], "r") == ["a\n"]
     with pytest.raises(ExtractError, match="delta removes 1 rows the last run did not have"):
         _without(["a\n", "b\n", "b\n"], ["c\n", "b\n"], "r")
+
+
+def test_deltas_asked_in_python_answer_as_the_db(tmp_path, schema):
+    """Note [Deltas asked in Python]: over random deltas of a small table,
+    FactMoves given the delta's lines says what moved, and the values at a
+    column, as the one asking the DB does, for every set of columns."""
+    import random
+    from itertools import combinations
+
+    from torchtalk.query.derived import FactMoves
+
+    rng = random.Random(0)
+    con = duckdb.connect()
+    decl = schema.decls["calls"]
+    store.create_tables(con, {"calls": decl})
+    con.execute("insert into torchtalk_relations values ('calls', 0)")
+
+    def line(r):
+        return "\t".join(map(str, r)) + "\n"
+
+    def row():
+        return (rng.choice("fgh"), rng.choice("gk"), rng.choice(["a.cpp", "b.cpp"]), rng.randint(1, 4),
+                rng.choice(["unique", "scope"]))
+
+    held: list[tuple] = []
+    sets = [frozenset(c) for n in range(1, 6) for c in combinations(range(5), n)]
+    for step in range(25):
+        gone = rng.sample(held, rng.randint(0, min(3, len(held))))
+        new = [row() for _ in range(rng.randint(0, 3))]
+        for r in gone:
+            held.remove(r)
+        held += new
+        lines = ([line(r) for r in gone], [line(r) for r in new])
+        temps = update._apply_relation(con, decl, *lines, tmp_path, f"_{step}")
+        by_db = FactMoves(con, {"calls": decl}, {"calls": temps})
+        by_lines = FactMoves(con, {"calls": decl}, {"calls": temps}, {"calls": lines})
+        for col in range(5):
+            assert sorted(by_lines.values("calls", col)) == sorted(by_db.values("calls", col)), (step, col)
+        for cols in sets:
+            assert by_lines.moved("calls", cols) == by_db.moved("calls", cols), (step, cols)
+            col = min(cols)
+            assert sorted(by_lines.values("calls", col, cols)) == sorted(by_db.values("calls", col, cols)), \
+                (step, cols)
+    # a field `\N` is none, as DuckDB reads it
+    lines = ([], [line(("f", "\\N", "c.cpp", 1, "unique"))])
+    temps = update._apply_relation(con, decl, *lines, tmp_path, "_null")
+    assert FactMoves(con, {"calls": decl}, {"calls": temps}, {"calls": lines}).values("calls", 1) == [None] \
+        == FactMoves(con, {"calls": decl}, {"calls": temps}).values("calls", 1)

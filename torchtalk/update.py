@@ -144,7 +144,7 @@ def apply(tmp_db: Path, src: store.Source, schema, deltas: Deltas, tmp_facts: Pa
         con.executemany("UPDATE torchtalk_meta SET value = ? WHERE key = ?", [(v, k) for k, v in meta.items()])
         con.execute("COMMIT")
         # the copy is private until renamed: the stored relations may commit apart
-        moves = FactMoves(con, schema.decls, temps)
+        moves = FactMoves(con, schema.decls, temps, {rel: deltas[rel] for rel in temps if rel in deltas})
         note = _refresh_derived(con, changed, moves.moved, log, moves.values, keyed, temps.__getitem__)
         con.execute("checkpoint")
     finally:

@@ -25,6 +25,7 @@ Example:
 from __future__ import annotations
 
 import hashlib
+from operator import itemgetter
 from typing import Any
 
 from torchtalk.datalog import ast as A
@@ -379,6 +380,20 @@ def moved_values(con, decl, gone_t: str, new_t: str, col: int, cols: frozenset[i
     return FactMoves(con, {decl.name: decl}, {decl.name: (gone_t, new_t)}).values(decl.name, col, cols)
 
 
+# Note [Deltas asked in Python]: whether a changed fact relation's rows
+# that went and came hold other projections on some columns (the first
+# question of every `FactMoves.projections`), and their values at one
+# column, were asked of the DB: 14 statements of 1-5 ms in a .cpp body
+# edit's refresh, over deltas of a few hundred rows. The update has those
+# rows as the lines it wrote (Note [Layer deltas]): a tab between fields,
+# no tab or line break inside one (`sink._clean`), `\N` for none, as
+# DuckDB's reader of them is told (`store.read_csv_sql`); so the same
+# questions are set comparisons of their split lines. Whether a
+# projection is still held by another row of the table is still asked of
+# the DB.
+NULL = "\\N"  # none, in a fact file
+
+
 class FactMoves:
     """What moved in the changed fact relations of an update in place
     (`moved_rows`, `moved_values`), over `temps`: relation -> the temp
@@ -388,8 +403,11 @@ class FactMoves:
     questions (whether any moved, and their values at one column), take
     them from one query, not one each (a YAML edit asked 78, 0.36 s)."""
 
-    def __init__(self, con, decls: dict, temps: dict[str, tuple[str, str]]):
+    def __init__(self, con, decls: dict, temps: dict[str, tuple[str, str]],
+                 lines: dict[str, tuple[list[str], list[str]]] | None = None):
         self.con, self.decls, self.temps = con, decls, temps
+        self.lines = lines or {}  # relation -> its delta's fact-file lines (Note [Deltas asked in Python])
+        self._fields: dict[str, tuple[list[list[str]], list[list[str]]]] = {}
         self._seen: dict[tuple[str, frozenset[int]], list[tuple]] = {}
 
     def projections(self, rel: str, cols: frozenset[int]) -> list[tuple]:
@@ -398,10 +416,27 @@ class FactMoves:
         if (rel, cols) not in self._seen:
             decl, (gone_t, new_t) = self.decls[rel], self.temps[rel]
             rows = []
-            if _delta_moves(self.con, decl, gone_t, new_t, cols):
+            if self._differs(rel, cols):
                 rows = self.con.execute(" UNION ".join(_projections_moved(decl, gone_t, new_t, cols))).fetchall()
             self._seen[rel, cols] = rows
         return self._seen[rel, cols]
+
+    def _split(self, rel: str) -> tuple[list[list[str]], list[list[str]]]:
+        """The fields of the delta's lines that went and came (Note [Deltas asked in Python])."""
+        got = self._fields.get(rel)
+        if got is None:
+            got = self._fields[rel] = tuple([line.rstrip("\n").split("\t") for line in part]
+                                            for part in self.lines[rel])
+        return got
+
+    def _differs(self, rel: str, cols: frozenset[int]) -> bool:
+        """Whether the delta's rows that went and came hold other
+        projections on `cols` (`_delta_differs` finds one)."""
+        if rel not in self.lines:
+            return _delta_moves(self.con, self.decls[rel], *self.temps[rel], cols)
+        gone, came = self._split(rel)
+        key = itemgetter(*sorted(cols))
+        return set(map(key, gone)) != set(map(key, came))
 
     def moved(self, rel: str, cols: frozenset[int]) -> bool:
         if not cols:
@@ -409,6 +444,10 @@ class FactMoves:
         return bool(self.projections(rel, cols))
 
     def values(self, rel: str, col: int, cols: frozenset[int] | None = None) -> list:
+        if (cols is None or col not in cols) and rel in self.lines:
+            number = self.decls[rel].columns[col].type == A.ColType.NUMBER
+            return list(dict.fromkeys(None if f[col] == NULL else int(f[col]) if number else f[col]
+                                      for part in self._split(rel) for f in part))
         if cols is None or col not in cols:
             return _delta_values(self.con, self.decls[rel], *self.temps[rel], col)
         at = sorted(cols).index(col)
