@@ -122,6 +122,10 @@ def apply(tmp_db: Path, src: store.Source, schema, deltas: Deltas, tmp_facts: Pa
         con.execute("BEGIN TRANSACTION")
         temps = {rel: _apply_relation(con, schema.decls[rel], *deltas[rel], tmp_facts / ".delta", f"_{i}")
                  for i, rel in enumerate(sorted(changed))}
+        # each relation's rows now: as many as before, less those deleted (each found), plus those inserted
+        held = dict(con.execute("SELECT relation, rows FROM torchtalk_relations").fetchall())
+        con.executemany("UPDATE torchtalk_relations SET rows = ? WHERE relation = ?",
+                        [(held[rel] - len(deltas[rel][0]) + len(deltas[rel][1]), rel) for rel in sorted(temps)])
         nodes = None  # Note [Node numbers]: the names that came or went
         if changed & {rel for rel, _ in node_columns(schema.decls)}:
             nodes = number_nodes(con, schema.decls, tmp_facts, temps)
@@ -154,7 +158,8 @@ def apply(tmp_db: Path, src: store.Source, schema, deltas: Deltas, tmp_facts: Pa
 
 def _apply_relation(con, decl, gone: list[str], new: list[str], work: Path, tag: str = "") -> tuple[str, str]:
     """Delete the lines `gone` (one row per line) from `decl`'s table and
-    insert `new`; -> the temp tables holding them (for `FactMoves`)."""
+    insert `new` (its count in torchtalk_relations is the caller's); -> the
+    temp tables holding them (for `FactMoves`)."""
     from torchtalk.errors import StoreError
 
     name = decl.name
@@ -174,8 +179,6 @@ def _apply_relation(con, decl, gone: list[str], new: list[str], work: Path, tag:
                              hint="re-run `torchtalk index --force`")
     if new:
         con.execute(f'INSERT INTO "{name}" SELECT * FROM {new_t}')
-    rows = con.execute(f'SELECT count(*) FROM "{name}"').fetchone()[0]
-    con.execute("UPDATE torchtalk_relations SET rows = ? WHERE relation = ?", [rows, name])
     return gone_t, new_t
 
 
