@@ -426,3 +426,19 @@ def test_a_watcher_takes_the_copy_of_the_db_made_ahead(small, cache, tmp_path, m
     gone = db.with_name(f".{db.name}.next-{ended.pid}")  # a process no longer there
     gone.write_bytes(b"a copy")
     assert run(7) == "updated" and not gone.exists()
+
+
+def test_an_update_where_no_row_changed(small, cache, tmp_path):
+    """A layer whose input changed but whose rows did not (a blank line at
+    a .cpp's end) is an update in place with no changed relation: the DB
+    is as a cold index of the tree."""
+    from tests.test_incremental import assert_same_tables
+
+    cpp = small / "aten/src/ATen/native/Foo.cpp"
+    cpp.write_text("namespace at::native {\nvoid g() {}\nvoid foo_impl() { g(); }\n}\n")
+    db = tmp_path / "db" / "tree.duckdb"
+    assert api.index(small, db, layers=["ops", "cpp"]).mode == "built"
+    cpp.write_text(cpp.read_text() + "\n")
+    report = api.index(small, db, layers=["ops", "cpp"])
+    assert report.mode == "updated" and [lr.action for lr in report.layers if lr.name == "cpp"] == ["ran"]
+    assert_same_tables(db, api.index(small, tmp_path / "cold" / "tree.duckdb", layers=["ops", "cpp"]).db)

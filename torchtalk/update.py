@@ -123,9 +123,10 @@ def apply(tmp_db: Path, src: store.Source, schema, deltas: Deltas, tmp_facts: Pa
         temps = {rel: _apply_relation(con, schema.decls[rel], *deltas[rel], tmp_facts / ".delta", f"_{i}")
                  for i, rel in enumerate(sorted(changed))}
         # each relation's rows now: as many as before, less those deleted (each found), plus those inserted
-        held = dict(con.execute("SELECT relation, rows FROM torchtalk_relations").fetchall())
-        con.executemany("UPDATE torchtalk_relations SET rows = ? WHERE relation = ?",
-                        [(held[rel] - len(deltas[rel][0]) + len(deltas[rel][1]), rel) for rel in sorted(temps)])
+        if temps:  # DuckDB's executemany takes no empty list (a layer ran again, and no row changed)
+            held = dict(con.execute("SELECT relation, rows FROM torchtalk_relations").fetchall())
+            con.executemany("UPDATE torchtalk_relations SET rows = ? WHERE relation = ?",
+                            [(held[rel] - len(deltas[rel][0]) + len(deltas[rel][1]), rel) for rel in sorted(temps)])
         nodes = None  # Note [Node numbers]: the names that came or went
         if changed & {rel for rel, _ in node_columns(schema.decls)}:
             nodes = number_nodes(con, schema.decls, tmp_facts, temps)
