@@ -1513,9 +1513,10 @@ def _helper_walks(sites, func, calls, launches) -> tuple[frozenset[str], dict[st
     """(the functions whose calls a walk from a helper reads, helper -> the
     kernels it reaches) for the helpers of `sites`, over the tree's rows."""
     cuda_fns = set(map(itemgetter(0), compress(func, map("cuda".__eq__, map(itemgetter(4), func)))))
+    helpers = {helper for _c, helper, _f, _l in sites if helper}
     # a walk from a helper reads the steps of the helpers and of the CUDA functions
     # it reaches only: those calls are picked in C's loops (230K calls, 40 -> 8 ms)
-    walked = frozenset(cuda_fns | {helper for _c, helper, _f, _l in sites if helper})
+    walked = frozenset(cuda_fns | helpers)
     succ: dict[str, set[str]] = defaultdict(set)
     for caller, callee, _f, _l, via in compress(calls, map(walked.__contains__, map(itemgetter(0), calls))):
         if callee in cuda_fns and "member" not in via:
@@ -1523,8 +1524,7 @@ def _helper_walks(sites, func, calls, launches) -> tuple[frozenset[str], dict[st
     launched: dict[str, set[str]] = defaultdict(set)
     for host, kernel, _f, _l, _how in launches:
         launched[host].add(kernel)
-    memo = {helper: tuple(sorted(_reach_kernels(helper, succ, launched)))
-            for helper in {helper for _c, helper, _f, _l in sites if helper}}
+    memo = {helper: tuple(sorted(_reach_kernels(helper, succ, launched))) for helper in helpers}
     return walked, memo
 
 

@@ -444,12 +444,12 @@ class FactMoves:
         return bool(self.projections(rel, cols))
 
     def values(self, rel: str, col: int, cols: frozenset[int] | None = None) -> list:
-        if (cols is None or col not in cols) and rel in self.lines:
+        if cols is None or col not in cols:
+            if rel not in self.lines:
+                return _delta_values(self.con, self.decls[rel], *self.temps[rel], col)
             number = self.decls[rel].columns[col].type == A.ColType.NUMBER
             return list(dict.fromkeys(None if f[col] == NULL else int(f[col]) if number else f[col]
                                       for part in self._split(rel) for f in part))
-        if cols is None or col not in cols:
-            return _delta_values(self.con, self.decls[rel], *self.temps[rel], col)
         at = sorted(cols).index(col)
         return list(dict.fromkeys(p[at] for p in self.projections(rel, cols)))
 
