@@ -191,3 +191,23 @@ def test_flash_attention_launches_the_kernel_held_in_a_local(con):
     got = _kernels(con, "kernels(_flash_attention_forward, key=CUDA)")
     kernels = {k for _o, _k, k, *_ in got}
     assert {"flash_fwd_kernel", "flash_fwd_splitkv_kernel"} <= kernels and "kernel" not in kernels
+
+
+def test_walks_read_at_the_launches_keep_every_launch(con):
+    """down_host_dist and down_host_res (Note [Walks read at the launches] in
+    rules/graph.dl) are down_dist's and down_res's rows at the hosts of
+    launches, none missing and none more, for the ops of every name
+    starting with "a" (each kernel's walk toward the cards, as kernels(op)'s)."""
+    out = _eval(con, '#include "kernels.dl"\nkernels_arg(o) :- op(o, _, _, _, _, _), match("a.*", o).\n'
+                'kernels_depth(5).\n'
+                '.decl host(h: symbol)\nhost(h) :- launches(h, _, _, _, _).\n'
+                '.decl dist(s: symbol, u: symbol, v: symbol, c: symbol, d: number)\n'
+                'dist(s, u, v, c, d) :- down_dist(s, u, v, c, d), host(c).\n'
+                '.decl res(s: symbol, u: symbol, v: symbol, c: symbol, r: symbol)\n'
+                'res(s, u, v, c, r) :- down_res(s, u, v, c, r), host(c).\n',
+                ["dist", "res", "down_host_dist", "down_host_res", "down_dist"])
+    assert len(out["down_dist"]) > 10 * len(out["dist"])  # most nodes a walk reaches launch nothing
+    assert len(out["dist"]) > 500
+    assert sorted(out["down_host_dist"]) == sorted(out["dist"])
+    assert sorted(out["down_host_res"]) == sorted(out["res"])
+    assert {r for *_, r in out["res"]} == {"resolved", "guess"}
