@@ -234,6 +234,37 @@ def test_a_membership_test_comes_before_the_steps_it_spares():
     assert out
 
 
+def test_two_atoms_binding_one_variable_read_the_fewer_rows():
+    """Note [Two ways to one variable]: the callers k of a node j (`step`)
+    that are at distance d - 1 (`level`) are read from whichever of the two
+    has fewer rows at its bound columns: a hub's thousands of callers are
+    not read for the few nodes at that distance, and a node with few callers
+    is read by them, without building the other's index. The rows are the
+    join's either way."""
+    prog = parse_text("""
+    .decl at(i: number, j: number, d: number)
+    .decl step(k: number, j: number, g: number)
+    .decl level(i: number, k: number, e: number)
+    .decl out(i: number, k: number, e: number)
+    out(i, k, e) :- at(i, j, d), d > 0, step(k, j, _), level(i, k, e), e = d - 1.
+    """)
+    (rule,) = prog.rules
+    step = ({(k, 0, k % 2) for k in range(1, 3000)}  # the hub, node 0: every node calls it, twice over
+            | {(k, j, 0) for j in range(1, 400) for k in (j + 1, j + 2, j + 3)})
+    level = {(i, k, k % 4) for i in (1, 2) for k in range(0, 4000, 97)}
+    env = {"step": Relation(step, kept=True), "level": Relation(level)}
+    for at, hub in (({(1, j, 1 + j % 3) for j in range(1, 400)}, False), ({(1, 0, 3), (2, 0, 1)}, True)):
+        env["at"] = Relation(at)
+        plan = memrule._compile(rule, env, None)
+        assert ":= " in plan.source  # the two ways, chosen at each binding
+        out: set = set()
+        plan.run([env[name] for name, _ in plan.slots], out)
+        want = {(i, k, d - 1) for i, j, d in at for k, j2, _g in step if j2 == j and (i, k, d - 1) in level}
+        assert out == want and out
+        # only the hub's nodes were read from `level`, by an index of it on (i, e)
+        assert ((0, 2) in env["level"]._indexes) is hub
+
+
 def test_a_text_scan_by_trigram_finds_each_case_as_written():
     """Note [Text scans]: a needle of three characters or more is found among
     the rows holding its first three in that case, found once for every

@@ -427,12 +427,22 @@ class _Source:
             depth = self.filters(body, pending, bound, lines, depth)
             depth = self.atom(body[delta[0]], delta[1], True, bound, lines, depth)
         outer = depth == 2 and body is self.rule.body  # nothing placed yet: the loop runs once
-        for best in self.order(body, atoms, pending, bound, outer):
+        order = self.order(body, atoms, pending, bound, outer)
+        done: set[int] = set()
+        for pos, best in enumerate(order):
+            if best in done:
+                continue
             depth = self.filters(body, pending, bound, lines, depth)
             whole = self.hashing(body[best], bound, outer and depth == 2)[0]
             scan = self.text_scan(body, body[best], pending, bound)
             if scan is not None:
                 pending.remove(scan[2])
+            if not whole and scan is None and pos + 1 < len(order):
+                shared = self.two_ways(body[best], body[order[pos + 1]], bound)
+                if shared is not None:  # Note [Two ways to one variable]
+                    depth = self.both(body[best], body[order[pos + 1]], shared, bound, lines, depth)
+                    done.add(order[pos + 1])
+                    continue
             depth = self.atom(
                 body[best], self.env[body[best].name], False, bound, lines, depth, scan, whole
             )
@@ -711,6 +721,67 @@ class _Source:
                 lines.append(f"{pad}if {t}[{j}] != {self.expr(a, bound)}: continue")
         return depth + 1
 
+    def two_ways(self, first: A.Atom, then: A.Atom, bound: set) -> list[tuple[str, int, int]] | None:
+        """(variable, its column in `first`, in `then`) for each variable
+        both bind, when `first` read by its bound columns binds just those
+        and `then`, read next, has some column bound and binds nothing else
+        (Note [Two ways to one variable]); else None."""
+        out = []
+        for atom in (first, then):
+            cols = self.key_cols(atom, bound)
+            if not cols or len(cols) == len(atom.args):
+                return None
+            new = [(a.name, j) for j, a in enumerate(atom.args)
+                   if j not in cols and not isinstance(a, A.Wildcard)]
+            if not all(isinstance(atom.args[j], A.Var) for _, j in new) or len({n for n, _ in new}) < len(new):
+                return None
+            out.append(dict(new))
+        if not out[0] or out[0].keys() != out[1].keys():
+            return None
+        if any(isinstance(a, A.Wildcard) for a in first.args) and not self.env[first.name].kept:
+            return None  # testing a row of `first` would need an index of it, built whether used or not
+        return [(n, j, out[1][n]) for n, j in out[0].items()]
+
+    def both(self, first: A.Atom, then: A.Atom, shared: list[tuple[str, int, int]], bound: set,
+             lines: list[str], depth: int) -> int:
+        """The values of the variables `shared` (two_ways) that both
+        `first` and `then` hold at the bound columns, read from whichever
+        of the two has fewer rows there (Note [Two ways to one variable])."""
+        pad = " " * (4 * depth)
+        n = self.next()
+        got, t = f"_a{n}", f"t{n}"
+
+        def lookup(atom: A.Atom) -> tuple[tuple[int, ...], str]:
+            cols = self.key_cols(atom, bound)
+            return tuple(cols), self.key([self.expr(atom.args[j], bound) for j in cols])
+
+        def found(col: int) -> str:  # the shared values of row `_r`, their columns at `col` of `shared`
+            cols = [share[col] for share in shared]
+            return f"_r[{cols[0]}]" if len(cols) == 1 else self.tuple([f"_r[{j}]" for j in cols])
+
+        def holds(atom: A.Atom, col: int) -> str:  # `atom` has a row of row `_r`'s shared values (`col`)
+            for share in shared:
+                self.names[share[0]] = f"_r[{share[col]}]"
+            return self.member(atom, bound | {share[0] for share in shared})
+
+        cols_a, key_a = lookup(first)
+        cols_b, key_b = lookup(then)
+        rows_a = self.slot(first.name, False, cols_a)
+        rel_b = self.slot(then.name, False, "self")
+        other = f"_b{n}"
+        from_b = f"[{found(2)} for _r in {other} if {holds(first, 2)}]"
+        from_a = f"[{found(1)} for _r in {got} if {holds(then, 1)}]"
+        lines.append(f"{pad}{got} = {rows_a}.get({key_a}, ())")
+        lines.append(f"{pad}if len({got}) > {TWO_WAYS_AT} and len({other} := {rel_b}.index({cols_b!r}).get({key_b}, ())) < len({got}):")
+        lines.append(f"{pad}    {got} = {from_b}")
+        lines.append(f"{pad}else:")
+        lines.append(f"{pad}    {got} = {from_a}")
+        lines.append(f"{pad}for {t} in {got}:")
+        for i, (name, *_) in enumerate(shared):
+            self.names[name] = t if len(shared) == 1 else f"{t}[{i}]"
+            bound.add(name)
+        return depth + 1
+
     def slot(self, name: str, is_delta: bool, how) -> str:
         """A local of the function holding relation `name`'s rows ("rows")
         or its index by the columns `how`."""
@@ -846,6 +917,22 @@ def _whole_rows(lines: list[str]) -> list[str]:
         return [*lines[:-2], f"{loop[1]}out.update({loop[3]})"]
     return lines
 
+
+# Note [Two ways to one variable]: a rule's plan reads its atoms in one
+# order, by estimates that take a relation's rows as spread evenly over
+# its keys. They are not: down_chain_at's step back (chains.dl) reads the
+# callers of a chain's node j on device n (`step_dev(k, j, n, _)`, 0.8 rows
+# by the estimate) and keeps those at distance d - 1 (`down_min(i, u, v,
+# k, e)`); but the nodes on chains toward kernels are the called ones
+# (gpu_kernel has hundreds of callers), and paths(torch.softmax -> cuda)
+# read 48,764 callers for 123 rows, where the nodes at that distance were
+# 8,313. When two atoms read next to each other each bind the same
+# variables and nothing more (`two_ways`), the values both hold are read,
+# for each binding before them, from whichever has fewer rows at its bound
+# columns, and tested in the other: the first atom's when it has at most
+# TWO_WAYS_AT (the second's index, a relation the run derived, is then
+# never built), else the smaller.
+TWO_WAYS_AT = 8
 
 # How many of the rows a literal keeps, for plans (`_Source.step`).
 _SELECTIVITY = {A.Comparison: 0.3, A.Builtin: 0.1, A.Negation: 0.5}
