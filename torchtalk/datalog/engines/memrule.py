@@ -42,19 +42,30 @@ class Relation:
     first use: columns -> {key: [rows]} (a one-column key is the value
     itself, a longer one a tuple)."""
 
-    __slots__ = ("rows", "_indexes", "_distinct", "kept")
+    __slots__ = ("rows", "_indexes", "_distinct", "_per_key", "kept")
 
     def __init__(self, rows: set, kept: bool = False) -> None:
         self.rows = rows
         self.kept = kept  # a Session's table: its indexes are kept too (Note [Frozen tables] in memory.py)
         self._indexes: dict[tuple[int, ...], dict] = {}
         self._distinct: dict[int, int] = {}
+        self._per_key: dict[tuple[int, ...], float] = {}
 
     def distinct(self, col: int) -> int:
         """How many values column `col` holds (for plans; kept once counted)."""
         got = self._distinct.get(col)
         if got is None:
             got = self._distinct[col] = len(set(map(itemgetter(col), self.rows))) or 1  # C's loop
+        return got
+
+    def per_key(self, cols: tuple[int, ...]) -> float:
+        """The rows a lookup by columns `cols` finds, on average over the
+        rows' own keys (Note [Rows per key]; kept once counted)."""
+        got = self._per_key.get(cols)
+        if got is None:
+            ix = self._indexes.get(cols)
+            sizes = map(len, ix.values()) if ix is not None else Counter(map(itemgetter(*cols), self.rows)).values()
+            got = self._per_key[cols] = max(1.0, sum(b * b for b in sizes) / max(1, len(self.rows)))
         return got
 
     def know_distinct(self, counts: dict[int, int]) -> None:
@@ -499,7 +510,8 @@ class _Source:
         if len(cols) == len(atom.args):  # a membership test (Note [Probed from elsewhere])
             rows = min(1.0, n / max(1.0, _prod(max(rel.distinct(j), self.domain(body, atom, j)) for j in cols)))
         else:
-            rows = max(n / _prod(rel.distinct(j) for j in cols), 1.0) if cols else float(n)
+            rows = float(n) if not cols else rel.per_key(tuple(cols)) if not rel.kept else \
+                max(n / _prod(rel.distinct(j) for j in cols), 1.0)
         after = self.closure(
             body, pending, have | {a.name for a in atom.args if isinstance(a, A.Var)}
         )
@@ -948,6 +960,17 @@ _SELECTIVITY = {A.Comparison: 0.3, A.Builtin: 0.1, A.Negation: 0.5}
 # most distinct values any other atom of the body holds for its variable,
 # if more: where the probes come from, the plan does not yet know, so the
 # test is taken as selective as the largest source could make it.
+# Note [Rows per key]: a lookup by some columns of a relation the run
+# derived is taken to find the rows per key its own keys see on average
+# (the sum of its buckets' squares over its rows), not its rows over its
+# distinct keys: a walk's rows are far from even (down_min of
+# kernels(interpolate): 3,353 rows, mostly one seed's and one device's),
+# and chains.dl's down_chain_at read every node a seed reached, on the
+# even estimate of 26 per (seed, from, device), for each of 73 needed
+# nodes (5 ms), where looking each up by its number reads one. Counted
+# once per relation (a pass over its rows, or its index if built), as
+# `distinct` is; a Session's table, whose counts DuckDB gives (Note
+# [Distinct counts from DuckDB] in memory.py), keeps the even estimate.
 # Note [Index builds in a plan]: hashing a row into an index costs about a
 # row visited, and a key met first (a new bucket) three more
 NEW_KEY = 3.0
