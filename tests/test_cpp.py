@@ -758,6 +758,50 @@ def test_helper_launches_are_walked_again_only_when_a_cuda_file_changes(tmp_path
         ["at::native::elementwise_kernel", "at::native::vectorized_kernel"]] * 3
 
 
+def test_the_state_is_written_by_file_and_read_back_whole(tmp_path: Path, monkeypatch):
+    """Note [State by file]: the layer's state read back, by a new process,
+    gives the rows and counts the run that wrote it had (the files' rows
+    merged again, with the helper launches and the library's op rows); an
+    update, in a watcher or in a new process, writes again only the entry
+    of the file it changed."""
+    import marshal
+
+    from extractors.cpp import STATE, _read_memo
+
+    root, cache = tmp_path / "tree", tmp_path / "cache"
+    (root / "aten/src/ATen/native/cuda").mkdir(parents=True)
+    files = {
+        "aten/src/ATen/native/cuda/Loops.cuh": (
+            "namespace at::native {\ntemplate <typename F>\n__global__ void elementwise_kernel(int n, F f) {}\n"
+            "template <typename F>\nvoid gpu_kernel(TensorIteratorBase& iter, const F& f) {\n"
+            "  elementwise_kernel<F><<<1, 128, 0, stream>>>(1, f);\n}\n}\n"),
+        "aten/src/ATen/native/cuda/Relu.cu": (
+            "namespace at::native {\nvoid relu_cuda(TensorIteratorBase& iter) {\n"
+            "  gpu_kernel(iter, [] GPU_LAMBDA (float a) -> float { return a; });\n}\n}\n"),
+        "aten/src/ATen/native/Relu.cpp": ("namespace at::native {\nvoid f(int a) {}\nvoid f(float a) {}\n"
+                                          "void relu_cpu() { f(1); }\nTORCH_LIBRARY(myops, m) {\n"
+                                          "  m.def(\"relu2(Tensor x) -> Tensor\");\n}\n}\n"),
+    }
+    for rel, text in files.items():
+        (root / rel).write_text(text)
+    entries = []
+    real = marshal.dumps
+    monkeypatch.setattr(marshal, "dumps", lambda obj, *a: (
+        entries.append(obj[0]) if isinstance(obj, tuple) and len(obj) == 6 else None) or real(obj, *a))
+    memo: dict = {}
+    first = cpp.run(ExtractContext(root=root, cache_dir=cache, jobs=1, memo=memo))
+    assert len(entries) == 3 and first.rows["launches"] and first.rows["lib_op"] and first.rows["overload"]
+    back = _read_memo({}, cache / STATE)
+    assert back[1] == first.rows and back[2] == first.stats
+    for i, text in enumerate(("void g() {}\n", "void h() {}\n")):  # a watcher's update, then a new process's
+        (root / "aten/src/ATen/native/Relu.cpp").write_text(files["aten/src/ATen/native/Relu.cpp"] + text)
+        entries.clear()
+        run = cpp.run(ExtractContext(root=root, cache_dir=cache, jobs=1, memo=memo if i == 0 else {}))
+        assert len(entries) == 1, i  # the changed file's entry, no other
+        fresh = cpp.run(ExtractContext(root=root, cache_dir=tmp_path / f"fresh{i}", jobs=1))
+        assert run.rows == fresh.rows and _read_memo({}, cache / STATE)[1] == fresh.rows
+
+
 def test_an_aten_names_edit_resolves_again_only_the_files_that_spell_a_changed_op():
     """Note [Incremental resolution]: a new op (an entry added to
     native_functions.yaml) changes what `at::tt_probe_out(...)` and

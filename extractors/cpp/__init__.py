@@ -183,7 +183,7 @@ def run(ctx: ExtractContext, sink: Sink | None = None) -> Run:
     digests, new_index = _current_digests(root, rels, index, dirs, macros, stats)
     combined = _combined({**digests, **_yaml_stamp(names_root), "<library ops>": str(ctx.torch_root is not None)})
     timings = {"stat": time.perf_counter() - t0}
-    resolved = _read_memo(memo, cdir / STATE)
+    resolved = _read_memo(memo, cdir / STATE, ctx.torch_root is not None)
     kept = (resolved[4] if len(resolved) > 4 else None, resolved[1]) if resolved else None
     if resolved and resolved[0] == combined:
         if kept[0] != ctx.previous:  # rows the DB has not: a new generation (Note [Layer deltas])
@@ -248,35 +248,66 @@ def _yaml_stamp(root: Path) -> dict[str, str]:
     return {"<native_functions.yaml>": f"{st.st_size}-{st.st_mtime_ns}"}
 
 
-def _read_memo(memo: dict, path: Path):
+def _read_memo(memo: dict, path: Path, extension: bool = False):
     """The layer's state at `path`, from `memo` while the file is the one it
-    was read from or written as (Note [Layer memo])."""
+    was read from or written as (Note [Layer memo]): (combined, rows, stats,
+    resolve_tree's state, generation), its rows as `run` made them for a
+    tree that is an `extension` or not. Its per-file entries' blobs are kept
+    in `memo` for the next write (Note [State by file] in cache.py)."""
+    import marshal
+
     from extractors.cpp import cache
-    from extractors.cpp.incremental import state_from_plain
+    from extractors.cpp.incremental import rows_of, state_from_plain
 
     key = file_identity(path)
     hit = memo.get(path)
     if hit is not None and key is not None and hit[0] == key:
         return hit[1]
-    obj = cache.read_state(path)
-    if obj is not None:
-        try:
-            obj = (*obj[:3], state_from_plain(obj[3]), *obj[4:])
-        except (TypeError, ValueError, KeyError, IndexError):  # another shape: a state of no use
-            obj = None
-    if obj is not None and key is not None:
+    got = cache.read_parts(path)
+    if got is None:
+        return None
+    try:
+        (combined, stats, generation, plain), blobs = got
+        files = {rel: marshal.loads(blob) for rel, blob in blobs.items()}
+        state = state_from_plain({**plain, "files": files}) if plain else {}
+        rows = rows_of(files, state) if state else {}
+        if state:
+            _library_rows(rows, extension)
+    except (TypeError, ValueError, KeyError, IndexError, EOFError):  # another shape: a state of no use
+        return None
+    obj = (combined, rows, stats, state, generation)
+    memo[(BLOBS, path)] = {rel: (files[rel], blob) for rel, blob in blobs.items()}
+    if key is not None:
         memo[path] = (key, obj)
     return obj
 
 
 def _write_memo(memo: dict, path: Path, obj) -> None:
+    """Write the layer's state `obj` (as `_read_memo` gives it) to `path`:
+    the blobs of the per-file entries it read or wrote as they are, the
+    others dumped (Note [State by file] in cache.py)."""
+    import marshal
+
     from extractors.cpp import cache
     from extractors.cpp.incremental import state_to_plain
 
-    cache.write_state(path, (*obj[:3], state_to_plain(obj[3]), *obj[4:]))
+    combined, _rows, stats, state, generation = obj
+    plain = state_to_plain(state)
+    files = plain.pop("files", {})
+    kept = memo.get((BLOBS, path)) or {}
+    blobs = {}
+    for rel, entry in files.items():
+        hit = kept.get(rel)
+        blobs[rel] = hit[1] if hit is not None and hit[0] is entry else marshal.dumps(entry, 4)
+    cache.write_parts(path, (combined, stats, generation, plain), blobs)
+    memo[(BLOBS, path)] = {rel: (files[rel], blobs[rel]) for rel in files}
     key = file_identity(path)
     if key is not None:
         memo[path] = (key, obj)
+
+
+# the key in a layer memo of a state's per-file blobs, beside its path's (Note [State by file])
+BLOBS = "cpp-state-blobs"
 
 
 def _load_facts(root: Path, cdir: Path, digests: dict[str, str], jobs: int, sink: Sink | None,

@@ -53,7 +53,7 @@ from extractors.cpp.aten import EMPTY, AtenNames, changed_ops
 from extractors.cpp.overloads import Overloads
 from extractors.cpp.scan import FileFacts
 
-FILES_FORMAT = 9  # the per-file tuple: (digest, rows, stats, helper sites, mentions, own); Parts; the ATen names
+FILES_FORMAT = 10  # the per-file tuple: (digest, rows, stats, helper sites, mentions, own); Parts; the ATen names; `distinct`
 
 
 @dataclass(frozen=True)
@@ -163,8 +163,26 @@ class _Changes:
         return out
 
 
+def rows_of(files: dict[str, tuple], state: dict) -> dict[str, list[tuple]]:
+    """The tree's rows as `resolve_tree` returned them with `state`, from
+    its per-file results `files` (state["files"]) and the walks, tables and
+    relations made distinct (`distinct`) kept in it: what a run that reads
+    the state back gets (Note [State by file] in cache.py)."""
+    from extractors.cpp import resolve as R
+
+    rows, _stats = _merged(files)
+    R._helper_launches([s for v in files.values() for s in v[3]], rows, None, state["helpers"])
+    for rel, rs in state["overload_rows"].items():
+        rows[rel].extend(rs)
+    if rows.get("calls_op"):
+        rows["calls_op"] = [r for r in rows["calls_op"] if r[2] in state["visible"][1]]
+    for rel in state["distinct"]:
+        rows[rel] = list(dict.fromkeys(rows[rel]))
+    return dict(rows)
+
+
 def state_to_plain(state: dict) -> dict:
-    """`resolve_tree`'s state in plain values (for marshal: cache.write_state)."""
+    """`resolve_tree`'s state in plain values (for marshal: cache.write_parts)."""
     if state.get("format") != FILES_FORMAT:
         return {}
     return {**state, "parts": {r: (p.digest, p.iface, p.shape, p.index, p.visible) for r, p in state["parts"].items()},
@@ -310,14 +328,14 @@ def resolve_tree(tree: TreeFacts, digests: dict[str, str] | None = None, previou
             visible = (key, R.aten_visible(tree.all()))
         rows["calls_op"] = [r for r in rows["calls_op"] if r[2] in visible[1]]
     own = file_columns is not None and all(v[5] for v in files.values())
-    for rel in list(rows):  # distinct, in the files' order (a row of two files once): no sort of the tree's rows
-        if not own or rel in extra:
-            rows[rel] = list(dict.fromkeys(rows[rel]))
+    distinct = [rel for rel in rows if not own or rel in extra]
+    for rel in distinct:  # distinct, in the files' order (a row of two files once): no sort of the tree's rows
+        rows[rel] = list(dict.fromkeys(rows[rel]))
     for rel, rs in rows.items():
         stats[rel] = len(rs)
     return dict(rows), dict(stats), {"format": FILES_FORMAT, "iface": iface, "shape": shape, "parts": parts,
                                      "overloads": ov, "overload_rows": dict(overload_rows), "files": files,
-                                     "visible": visible, "aten": aten, "helpers": helpers}
+                                     "visible": visible, "aten": aten, "helpers": helpers, "distinct": distinct}
 
 
 # Note [Helper launches kept]: the kernels a launch helper reaches (Note
