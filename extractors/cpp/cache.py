@@ -84,11 +84,13 @@ def read(path: Path) -> Any | None:
 # C call holding the GIL from the query server's threads too), and its load
 # 0.2-0.3 s. So each file's entry is its own marshal blob after a head: a
 # run keeps the blobs it read (or wrote) beside the entries they are of,
-# and writes again only those of entries it made anew: a body edit's write
-# takes ~30 ms. Dumped apart, the 4,210 blobs also load faster (0.20 s)
-# than one dump of them (0.32 s): marshal's table of shared objects stays
-# small. The tree's rows, the files' rows merged, are not written at all:
-# the reader merges them again (incremental.rows_of).
+# and dumps again only those of entries it made anew: a body edit's
+# dumps take ~10 ms. The 20 MB are still written (48-63 ms alone; 0.2 s
+# in a `torchtalk index` process, whose write of the DB just before leaves
+# the disk's writeback behind). Dumped apart, the 4,210 blobs also load
+# faster (0.20 s) than one dump of them (0.32 s): marshal's table of shared
+# objects stays small. The tree's rows, the files' rows merged, are not
+# written at all: the reader merges them again (incremental.rows_of, 22-29 ms).
 _PARTS_MAGIC = f"torchtalk-cpp-parts {VERSION} {sys.version_info[0]}.{sys.version_info[1]}\n".encode()
 
 
