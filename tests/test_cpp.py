@@ -802,6 +802,27 @@ def test_the_state_is_written_by_file_and_read_back_whole(tmp_path: Path, monkey
         assert run.rows == fresh.rows and _read_memo({}, cache / STATE)[1] == fresh.rows
 
 
+@pytest.mark.parametrize("damage", ["half", "last bytes", "zeros inside", "empty", "bytes after"])
+def test_a_damaged_state_is_not_read_and_the_run_resolves_again(tmp_path: Path, damage: str):
+    """Note [State by file]: a state file cut short, overwritten or grown
+    reads as no state, and the next run's rows are a fresh run's."""
+    from extractors.cpp import STATE, _read_memo
+
+    root = tmp_path / "tree"
+    (root / "aten").mkdir(parents=True)
+    (root / "aten" / "a.cpp").write_text("namespace at { void a() { b(); } }\n")
+    (root / "aten" / "b.cpp").write_text("namespace at { void b() {} }\n")
+    first = cpp.run(ExtractContext(root=root, cache_dir=tmp_path / "cache", jobs=1))
+    state = tmp_path / "cache" / STATE
+    data = state.read_bytes()
+    state.write_bytes({"half": data[:len(data) // 2], "last bytes": data[:-3],
+                       "zeros inside": data[:60] + bytes(40) + data[100:], "empty": b"",
+                       "bytes after": data + b"xx"}[damage])
+    assert _read_memo({}, state) is None
+    assert cpp.run(ExtractContext(root=root, cache_dir=tmp_path / "cache", jobs=1)).rows == first.rows
+    assert _read_memo({}, state)[1] == first.rows  # written again whole
+
+
 def test_an_aten_names_edit_resolves_again_only_the_files_that_spell_a_changed_op():
     """Note [Incremental resolution]: a new op (an entry added to
     native_functions.yaml) changes what `at::tt_probe_out(...)` and
