@@ -823,6 +823,22 @@ def test_a_damaged_state_is_not_read_and_the_run_resolves_again(tmp_path: Path, 
     assert _read_memo({}, state)[1] == first.rows  # written again whole
 
 
+def test_a_state_of_another_format_is_not_read(tmp_path: Path, monkeypatch):
+    """A state written with another FILES_FORMAT (its per-file entries of
+    another shape) is no state, though its digest of the files matches: the
+    rows are resolved again, not taken as none."""
+    from extractors.cpp import STATE, _read_memo, incremental
+
+    root = tmp_path / "tree"
+    (root / "aten").mkdir(parents=True)
+    (root / "aten" / "a.cpp").write_text("namespace at { void a() { b(); } }\n")
+    (root / "aten" / "b.cpp").write_text("namespace at { void b() {} }\n")
+    first = cpp.run(ExtractContext(root=root, cache_dir=tmp_path / "cache", jobs=1))
+    monkeypatch.setattr(incremental, "FILES_FORMAT", incremental.FILES_FORMAT + 1)
+    assert _read_memo({}, tmp_path / "cache" / STATE) is None
+    assert cpp.run(ExtractContext(root=root, cache_dir=tmp_path / "cache", jobs=1)).rows == first.rows
+
+
 def test_an_aten_names_edit_resolves_again_only_the_files_that_spell_a_changed_op():
     """Note [Incremental resolution]: a new op (an entry added to
     native_functions.yaml) changes what `at::tt_probe_out(...)` and

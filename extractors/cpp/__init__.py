@@ -270,9 +270,10 @@ def _read_memo(memo: dict, path: Path, extension: bool = False):
         (combined, stats, generation, plain), blobs = got
         files = {rel: marshal.loads(blob) for rel, blob in blobs.items()}
         state = state_from_plain({**plain, "files": files}) if plain else {}
-        rows = rows_of(files, state) if state else {}
-        if state:
-            _library_rows(rows, extension)
+        if not state:  # another FILES_FORMAT's: its rows cannot be made again
+            return None
+        rows = rows_of(files, state)
+        _library_rows(rows, extension)
     except (TypeError, ValueError, KeyError, IndexError, EOFError):  # another shape: a state of no use
         return None
     obj = (combined, rows, stats, state, generation)
