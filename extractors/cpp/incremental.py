@@ -171,7 +171,7 @@ def rows_of(files: dict[str, tuple], state: dict) -> dict[str, list[tuple]]:
     from extractors.cpp import resolve as R
 
     rows, _stats = _merged(files)
-    R._helper_launches([s for v in files.values() for s in v[3]], rows, None, state["helpers"])
+    R._helper_launches([s for v in files.values() for s in v[3]], rows, state["helpers"])
     for rel, rs in state["overload_rows"].items():
         rows[rel].extend(rs)
     if rows.get("calls_op"):
@@ -311,7 +311,7 @@ def resolve_tree(tree: TreeFacts, digests: dict[str, str] | None = None, previou
     rows, stats = _merged(files)
     before = {rel: len(rs) for rel, rs in rows.items()}
     rv.use_file(None)
-    helpers = R._helper_launches([s for v in files.values() for s in v[3]], rows, rv,
+    helpers = R._helper_launches([s for v in files.values() for s in v[3]], rows,
                                  _helpers_kept(prev, files, todo) if prev else None)
     if prev and ov is prev["overloads"] and "overload_rows" in prev:
         overload_rows = prev["overload_rows"]

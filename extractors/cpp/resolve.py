@@ -1482,7 +1482,7 @@ def _construct_rows(f: FileFacts, rv: Resolver, rows) -> None:
         rows["stub_register"].extend((stub or "::".join(stub_parts), key, g, f.file, line) for g in fn_of(fn, scope))
 
 
-def _helper_launches(sites, rows, rv: Resolver | None, known: tuple | None = None) -> tuple:
+def _helper_launches(sites, rows, known: tuple | None = None) -> tuple:
     """Note [Helper launches]: a call of a launch helper (`gpu_kernel(iter,
     lambda)`) launches whatever `__global__` kernels the helper's definition
     reaches through resolved non-member calls between CUDA-file functions and

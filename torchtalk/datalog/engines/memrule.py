@@ -509,9 +509,12 @@ class _Source:
             )  # found by its text, not scanned
         if len(cols) == len(atom.args):  # a membership test (Note [Probed from elsewhere])
             rows = min(1.0, n / max(1.0, _prod(max(rel.distinct(j), self.domain(body, atom, j)) for j in cols)))
+        elif not cols:
+            rows = float(n)
+        elif not rel.kept:  # Note [Rows per key]
+            rows = rel.per_key(tuple(cols))
         else:
-            rows = float(n) if not cols else rel.per_key(tuple(cols)) if not rel.kept else \
-                max(n / _prod(rel.distinct(j) for j in cols), 1.0)
+            rows = max(n / _prod(rel.distinct(j) for j in cols), 1.0)
         after = self.closure(
             body, pending, have | {a.name for a in atom.args if isinstance(a, A.Var)}
         )
