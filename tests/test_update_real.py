@@ -331,8 +331,10 @@ def test_a_killed_update_leaves_the_previous_db(indexed, tmp_path):
 
 @pytest.mark.real_tree
 def test_watch_picks_up_edits(indexed, tmp_path):
-    """`torchtalk watch` updates the DB after each edit, the second and third
-    from what it kept in memory (Note [Layer memo]), to a cold index's DB."""
+    """`torchtalk watch` started on an indexed tree reads the layers' state
+    before the first edit (Note [Warmed memo]), then updates the DB after
+    each edit from what it keeps in memory (Note [Layer memo]), to a cold
+    index's DB."""
     copy, db = indexed
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     err = tmp_path / "watch.err"
@@ -342,10 +344,12 @@ def test_watch_picks_up_edits(indexed, tmp_path):
                             stdout=subprocess.PIPE, stderr=err.open("w"),
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
-        lines = [proc.stdout.readline(), proc.stdout.readline(), proc.stdout.readline()]
+        lines = [proc.stdout.readline() for _ in range(4)]
         assert lines[0].startswith("no change to the facts in "), lines
         assert lines[1] == f"watching {copy.resolve()} (Ctrl-C to stop)\n"
         assert lines[2].startswith(f"serving `torchtalk query` for {db} at "), lines  # Note [Query server]
+        # Note [Warmed memo]: the layers' state read before the first edit; the edits write deltas from it
+        assert lines[3].startswith(f"ready for edits: read {', '.join(LAYERS)} in "), lines
         for old, new in (("int m_ = m, n_ = n, k_ = k", "// moved\n  int m_ = m, n_ = n, k_ = k"),
                          ("// moved\n", "// moved\n// again\n"),
                          ("namespace at::native::cpublas {", "namespace at::native::cpublas {\nvoid tt_watched() {}")):

@@ -70,6 +70,29 @@ def index(
                   memo=memo, resume_gc=resume_gc, later=later)
 
 
+def warm(source: str | Path, db: str | Path | None = None, layers: Iterable[str] | None = None, *,
+         jobs: int | None = None, memo: dict) -> list[str]:
+    """Fill a watcher's `memo` with what its layers' next updates read, for
+    an indexed tree whose layers did not run yet in this process (Note
+    [Warmed memo] in torchtalk/warm.py); -> the layers warmed (none for an
+    extension's DB, whose layers run beside its torch tree).
+
+    Example:
+        >>> memo = {}
+        >>> index("~/pytorch", memo=memo).up_to_date
+        True
+        >>> warm("~/pytorch", memo=memo)
+        ['ops', 'cpp', 'python', 'tests']
+    """
+    from torchtalk.extension import recorded_torch
+
+    if recorded_torch(source, db) is not None:
+        return []
+    from torchtalk.warm import warm as warm_layers
+
+    return warm_layers(source, db, layers, jobs=jobs, memo=memo)
+
+
 def status(source: str | Path | None = None, db: str | Path | None = None) -> dict:
     """What is indexed: meta (source, version, git commit), layers, rows per relation.
 

@@ -598,7 +598,8 @@ def _remove_stale(db_path: Path, facts: Path) -> None:
         if match is not None and update.facts_id(facts) != want:
             replace_dir(match, facts)
     for pattern in (f".{db_path.name}.tmp-*", f".{facts.name}.tmp-*", f".{facts.name}.old-*",
-                    f".{db_path.name}.old-*"):  # Note [Old files removed later]
+                    f".{db_path.name}.old-*",  # Note [Old files removed later]
+                    f".{facts.name}.warm-*"):  # Note [Warmed memo] in torchtalk/warm.py
         _remove_paths(db_path.parent.glob(pattern))
     # Note [A copy made ahead]: a process's own is its next update's; another's, of one gone, is stale
     _remove_paths(p for p in db_path.parent.glob(f".{db_path.name}.next-*") if not _alive(p.name.rpartition("-")[2]))
@@ -842,11 +843,14 @@ def _ahead_child(ctxs) -> None:
 
 
 def _run_layer(src, db_path, schema, layer, mod, stamp, out: Path, jobs, bar,
-               previous: Path | None = None, memo: dict | None = None, ctx_extra: dict | None = None) -> LayerReport:
+               previous: Path | None = None, memo: dict | None = None, ctx_extra: dict | None = None,
+               generation: str | None = None) -> LayerReport:
     """Run `layer` into `out`; `stamp` = (input fingerprint, input_stats);
     with `previous` (its files in the current facts dir) the layer may write
     deltas from them (Note [Layer deltas]); `ctx_extra`: more fields of its
-    ExtractContext (an extension's dirs and torch_root, torchtalk/extension.py)."""
+    ExtractContext (an extension's dirs and torch_root, torchtalk/extension.py);
+    `generation`: that of the rows it writes, if they change (default: a new
+    one; Note [Warmed memo] in torchtalk/warm.py names the DB's)."""
     from extractors.base import ExtractContext
 
     out.mkdir(parents=True)
@@ -855,7 +859,7 @@ def _run_layer(src, db_path, schema, layer, mod, stamp, out: Path, jobs, bar,
     prev_gen = prev_meta.get("generation")
     fp, stats = stamp
     ctx = ExtractContext(root=src.root, cache_dir=cache, jobs=_jobs(jobs),
-                         previous=prev_gen, generation=uuid.uuid4().hex, memo=memo, stats=tuple(stats),
+                         previous=prev_gen, generation=generation or uuid.uuid4().hex, memo=memo, stats=tuple(stats),
                          **(ctx_extra or {}))
     sink = LayerSink(layer, schema, out, bar.task(layer.name), previous=previous if prev_gen else None,
                      memo=memo, previous_counts=prev_meta.get("rows"))

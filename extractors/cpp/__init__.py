@@ -223,6 +223,18 @@ def run(ctx: ExtractContext, sink: Sink | None = None) -> Run:
     return Run(rows, stats, timings, scanned, loaded["read"], warnings, kept)
 
 
+def warm(cache_dir: Path, memo: dict) -> None:
+    """What a run after an edit reads besides the state its run just kept
+    in `memo`: the last Index, kept there too (Note [Warmed memo] in
+    torchtalk/warm.py)."""
+    from extractors.cpp.incremental import FILES_FORMAT, keep_last_index
+
+    hit = memo.get(Path(cache_dir) / STATE)
+    state = hit[1][3] if hit is not None and len(hit[1]) > 3 else None
+    if state and state.get("format") == FILES_FORMAT:
+        keep_last_index(state, memo, Path(cache_dir))
+
+
 def tree_overloads(root: Path, cache_dir: Path, jobs: int = 1):
     """The tree's overloaded names (extractors/cpp/overloads.py) as the fast
     tier decides them, for the compiler tier to spell its ids alike (Note

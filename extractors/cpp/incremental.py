@@ -409,6 +409,14 @@ def _last_index(prev: dict, memo: dict | None, cache: Path | None):
     return ix if hasattr(ix, "_def_files") else None  # one an older version pickled is built again
 
 
+def keep_last_index(prev: dict, memo: dict, cache: Path) -> None:
+    """Keep the last run's Index (`prev`: its state) in `memo`, where a run
+    after an edit looks for it first (Note [Warmed memo] in torchtalk/warm.py)."""
+    ix = _last_index(prev, memo, cache)
+    if ix is not None:
+        memo["index"] = (_index_key(prev["parts"].values()), ix)
+
+
 def _defined_in(ix, changes: _Changes, q: str) -> list[str]:
     """The files that define `q` now: those of the last run's Index `ix`
     but the changed files, and the changed files that define it now."""

@@ -60,8 +60,13 @@ def run(args: argparse.Namespace) -> int:
     db: list[Path] = []  # the DB the first update wrote
     server = None
     updates = [0]
+    busy = threading.Lock()  # an update or the warm-up: one at a time, on the one memo
 
     def update(files: frozenset[str] | None = None) -> None:
+        with busy:
+            _update(files)
+
+    def _update(files: frozenset[str] | None) -> None:
         t = time.perf_counter()
         later: list = []
         try:
@@ -101,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
         say(f"watching {root} (Ctrl-C to stop)")
         if serving:
             say(serving)
+        _warm_up(lambda: api.warm(root, db=args.db, layers=layers, jobs=args.jobs, memo=memo), busy, say)
         while not stop.wait(3600):
             pass
     except KeyboardInterrupt:
@@ -114,6 +120,29 @@ def run(args: argparse.Namespace) -> int:
 
         release(memo)  # the copy of the DB made for the next update (Note [A copy made ahead])
     return 0
+
+
+def _warm_up(warm, busy, say) -> None:
+    """Read what the layers' next updates read (Note [Warmed memo] in
+    torchtalk/warm.py), between updates, and say when it is done; a warm-up
+    that fails is said on stderr and leaves the updates as they were."""
+    import sys
+    import time
+
+    from torchtalk.errors import TorchTalkError
+
+    t = time.perf_counter()
+    try:
+        with busy:
+            warmed = warm()
+            _collect_between_updates(full=False)
+    except Exception as exc:  # noqa: BLE001 - the updates do without it
+        why = exc.render() if isinstance(exc, TorchTalkError) else f"{type(exc).__name__}: {exc}"
+        print(f"torchtalk: warm-up failed (updates read the layers' caches instead): {why}", file=sys.stderr,
+              flush=True)
+        return
+    took = f": read {', '.join(warmed)} in {time.perf_counter() - t:.2f} s" if warmed else ""
+    say(f"ready for edits{took}")
 
 
 # every how many updates the GC walks the frozen objects too (Note [GC between updates])
