@@ -133,7 +133,8 @@ def test_a_fast_update_preempts_the_compiler_tier_then_restarts_it(tmp_path, mon
         return [sys.executable, "-c", "import time; time.sleep(60)"]
 
     monkeypatch.setattr(ix, "_command", command)
-    monkeypatch.setattr(ix, "_run_stage", lambda label, layers: updates.append((label, ix._compiler_proc.poll())))
+    # Note [Update worker]: the update goes to the worker process
+    monkeypatch.setattr(ix, "_ask", lambda command, label: updates.append((command, label, ix._compiler_proc.poll())))
     ix.start()
     _until(lambda: isinstance(ix._compiler_proc, subprocess.Popen), "the compiler tier never started")
     first = ix._compiler_proc
@@ -143,11 +144,11 @@ def test_a_fast_update_preempts_the_compiler_tier_then_restarts_it(tmp_path, mon
 
     ix._update(frozenset({"aten/src/ATen/native/CPUBlas.cpp"}))
     assert first.poll() is not None  # stopped before the update ran
-    assert updates == [("update after changes to aten/src/ATen/native/CPUBlas.cpp", first.poll())]
+    assert updates == [("update", "update after changes to aten/src/ATen/native/CPUBlas.cpp", first.poll())]
     _until(lambda: isinstance(ix._compiler_proc, subprocess.Popen) and ix._compiler_proc is not first,
            "the compiler tier did not start again after the update")
     second = ix._compiler_proc
-    assert commands == [None, None]  # `index` of every layer, then --precise (added by the runner)
+    assert commands == [None, None]  # the compiler tier's `index` of every layer, twice (--precise added by the runner)
     ix.stop()
     assert second.wait(10) is not None
     ix.catch_up()  # a stopped indexer starts nothing

@@ -51,3 +51,29 @@ def test_an_edit_while_serving_is_pending_then_answered(tree, tmp_path):
         assert seen, "get_status never said what was pending"
         row = _ops(s, "tt_watched_op")[0]
         assert (row["file"], row["line"]) == (rel, len(lines.splitlines()) + 1)
+        # Note [Update worker]: one process ran that update, and runs the next, with what it kept
+        workers = _workers(src)
+        assert len(workers) == 1, workers
+        yaml.write_text(lines + ENTRY.replace("tt_watched_op", "tt_watched_again"))
+        deadline = time.monotonic() + 180
+        while not _ops(s, "tt_watched_again"):
+            assert time.monotonic() < deadline, s.call("get_status").text
+            time.sleep(0.05)
+        assert _ops(s, "tt_watched_op") == [] and _workers(src) == workers
+    deadline = time.monotonic() + 30
+    while _workers(src):  # it ends with the server
+        assert time.monotonic() < deadline, _workers(src)
+        time.sleep(0.1)
+
+
+def _workers(src) -> list[int]:
+    """The pids of the update workers of the tree `src` (Note [Update worker])."""
+    out = []
+    for d in os.listdir("/proc"):
+        try:
+            cmd = open(f"/proc/{d}/cmdline", "rb").read().split(b"\0")
+        except OSError:
+            continue
+        if b"torchtalk.updater" in cmd and str(src).encode() in cmd:
+            out.append(int(d))
+    return sorted(out)

@@ -119,3 +119,39 @@ def test_a_failed_warm_up_is_said_and_leaves_no_memo(small, tmp_path, capsys, mo
     err = capsys.readouterr().err
     assert err.startswith("torchtalk: warm-up failed (updates read the layers' caches instead): OSError: disk gone")
     assert "python" not in memo and _leftovers(db) == []
+
+
+def test_the_update_worker_keeps_its_memo_between_commands(small, tmp_path):
+    """Note [Update worker]: one process answers each command with one JSON
+    line, warms before the first edit, updates from what it kept, says an
+    unknown command as a failure and goes on, and ends when its stdin closes."""
+    import json
+    import subprocess
+    import sys
+
+    db = tmp_path / "db" / "tree.duckdb"
+    assert api.index(small, db).mode == "built"  # every layer that runs on this tree, as the server's stages do
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    proc = subprocess.Popen([sys.executable, "-m", "torchtalk.updater", "--source", str(small), "--db", str(db),
+                             "--parent", str(os.getpid())], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+
+    def ask(command: str) -> dict:
+        proc.stdin.write(command + "\n")
+        proc.stdin.flush()
+        answer = json.loads(proc.stdout.readline())
+        answer.pop("seconds", None)
+        return answer
+
+    try:
+        assert ask("update") == {"ok": True, "mode": "current", "ran": []}
+        assert ask("warm") == {"ok": True, "warmed": LAYERS + ["tests"]}
+        assert ask("reindex") == {"ok": False, "error": "unknown command 'reindex' (commands: update, warm)"}
+        (small / PY).write_text("import torch\n\n\ndef relu(input):\n    return torch.foo(input)\n")
+        assert ask("update") == {"ok": True, "mode": "updated", "ran": ["python", "tests"]}
+        assert ask("warm") == {"ok": True, "warmed": []}
+    finally:
+        proc.stdin.close()
+        code = proc.wait(timeout=60)
+    assert (code, proc.stderr.read()) == (0, "")
+    assert_same_tables(db, api.index(small, tmp_path / "cold" / "tree.duckdb").db)

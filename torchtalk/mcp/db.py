@@ -9,14 +9,18 @@ longest). Before each call `FactDB.connection` checks the file's identity and
 reopens it when an index run replaced it, so answers grow as layers land;
 `get_status` says which stage is running. While serving a `--source`, the
 server also watches the tree (Note [Watching] in torchtalk/watch.py): each
-debounced batch of changed files runs `torchtalk index` (an update in place),
-and `get_status` lists the files pending and the update running.
+debounced batch of changed files is an update in place, run by one child
+process that keeps what the layers read between updates (Note [Update
+worker] in torchtalk/updater.py), and `get_status` lists the files pending
+and the update running.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
+import queue
 import re
 import subprocess
 import sys
@@ -88,6 +92,10 @@ class Indexer:
         self._compiler_note: str | None = None
         self._held = False  # a fast update runs: no compiler child may start
         self._stopped = False
+        self._staged = False  # the stages run (`start`): the update worker warms after them
+        self._worker: subprocess.Popen | None = None  # Note [Update worker] in torchtalk/updater.py
+        self._asking = threading.Lock()  # one command at a time to the worker
+        self._requests: queue.Queue = queue.Queue()  # (command, reply queue) for `_serve_worker`; None ends it
 
     @property
     def state(self) -> IndexState:
@@ -151,17 +159,70 @@ class Indexer:
         (Note [Watching]); returns at once."""
         from torchtalk.watch import Watcher
 
+        threading.Thread(target=self._serve_worker, name="torchtalk-updates", daemon=True).start()
         self._watcher = Watcher(self.source, self._update)
         self._watcher.start()
+        if not self._staged:  # else once the stages are done
+            threading.Thread(target=self._warm, name="torchtalk-warm", daemon=True).start()
 
     def _update(self, files: frozenset[str]) -> None:
         from torchtalk.watch import describe
 
         self._preempt()
         try:
-            self._run_stage(f"update after changes to {describe(files)}", None)
+            self._ask("update", f"update after changes to {describe(files)}")
         finally:
             self._release()
+
+    def _ask(self, command: str, label: str) -> None:
+        """Have the update worker run `command` (Note [Update worker] in
+        torchtalk/updater.py), saying `label` meanwhile; a failure, or the
+        worker's exit, is reported in the state (a new worker serves the next)."""
+        with self._asking:
+            reply: queue.Queue = queue.Queue(1)
+            with self._lock:
+                self._state = IndexState(label, self._worker.pid if self._worker else None, str(self.log),
+                                         self._state.failed)
+            self._requests.put((command, reply))
+            answer = reply.get()
+            with open(self.log, "a") as out:  # what each update did, beside the index runs' output
+                out.write(f"{label}: {json.dumps(answer)}\n")
+            failed = None if answer.get("ok") else f"{label} failed: {answer.get('error')}; see {self.log}"
+            with self._lock:
+                self._state = IndexState("", None, str(self.log), failed or self._state.failed)
+
+    def _serve_worker(self) -> None:
+        """The thread that owns the update worker: it spawns it, so the
+        worker, told to die with the thread that spawned it (prctl
+        PDEATHSIG), lives as long as this server watches, and passes it the
+        commands of `_ask` one at a time."""
+        while (item := self._requests.get()) is not None:
+            command, reply = item
+            proc = self._worker
+            if proc is None or proc.poll() is not None:
+                proc = self._worker = self._spawn_worker()
+            try:
+                proc.stdin.write(command + "\n")
+                proc.stdin.flush()
+                line = proc.stdout.readline()
+            except OSError:  # its stdin closed: it exited
+                line = ""
+            try:
+                reply.put(json.loads(line) if line else {"ok": False, "error": f"exited {proc.wait()}"})
+            except ValueError:
+                reply.put({"ok": False, "error": f"said {line.strip()[:200]!r}"})
+
+    def _spawn_worker(self) -> subprocess.Popen:
+        cmd = [sys.executable, "-m", "torchtalk.updater", "--source", str(self.source), "--parent", str(os.getpid())]
+        if self.db is not None:
+            cmd += ["--db", str(self.db)]
+        with open(self.log, "ab") as out:
+            return subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=out, text=True)
+
+    def _warm(self) -> None:
+        """The update worker's memo read before the first edit (Note [Warmed memo] in torchtalk/warm.py)."""
+        if self._watcher is not None and not self._stopped:
+            self._ask("warm", "reading the layers' state for the next update")
 
     def start(self) -> None:
         """Start the stages in a daemon thread (returns at once). The state says
@@ -169,6 +230,7 @@ class Indexer:
         has spawned its first child already reports the index as running."""
         with self._lock:
             self._state = IndexState("starting", None, str(self.log), None)
+            self._staged = True
         threading.Thread(target=self._run_all, name="torchtalk-index", daemon=True).start()
 
     def _run_all(self) -> None:
@@ -176,6 +238,7 @@ class Indexer:
             self._run_stage(label, layers)
         with self._lock:  # idle, also when there was no stage to run
             self._state = IndexState("", None, str(self.log), self._state.failed)
+        self._warm()
         self.catch_up()
 
     def _command(self, layers: str | None) -> list[str]:
@@ -202,9 +265,10 @@ class Indexer:
     def stop(self) -> None:
         """Stop watching and terminate the running children, if any."""
         watcher, self._watcher = self._watcher, None
+        self._requests.put(None)
         with self._lock:
             self._stopped = True
-            procs = (self._proc, self._compiler_proc)
+            procs = (self._proc, self._compiler_proc, self._worker)
         for proc in procs:
             if proc is not None and proc.poll() is None:
                 proc.terminate()
