@@ -47,3 +47,27 @@ def test_test_file_subjects_count_its_links(con):
     want = dict(con.execute("SELECT subject, count(*) FROM (SELECT DISTINCT * FROM tests_cover) "
                             "WHERE file = 'test/test_linalg.py' GROUP BY subject").fetchall())
     assert got == want and got["addmm"] > 0
+
+
+@pytest.mark.parametrize("query", ["matmul out", "softmax backward", "conv2d", "linalg", "dropout", "nn module",
+                                   "index_select cuda", "sparse coo add", "quantized", "test_is_mutated_tensor",
+                                   "dict copy", "zzzqqq"])
+def test_similar_tests_by_token_are_the_sql_ones(con, real_db, query):
+    """Note [Tests by token]: a server's connection answers find_similar_tests
+    from token maps, a one-shot one by SQL: the same rows in the same order."""
+    from torchtalk import lookup, store
+
+    by_sql = lookup.find_similar_tests(con, query, limit=100000)
+    mem = store.open_db(real_db)
+    try:
+        mem.engine = "memory"
+        by_token = lookup.find_similar_tests(mem, query, limit=100000)
+        assert "tests-by-token" in mem.memo
+    finally:
+        mem.close()
+    assert (by_token.rows, by_token.total) == (by_sql.rows, by_sql.total)
+    if query == "matmul out":
+        multiarray = "test/torch_np/numpy_tests/core/test_multiarray.py"  # both words in its name, and it covers matmul
+        assert by_sql.rows[0] == (f"{multiarray}::TestMethods::test_matmul_out", 5, multiarray, 2655)
+    if query == "zzzqqq":  # no test has the token
+        assert by_sql.total == 0

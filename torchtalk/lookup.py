@@ -11,7 +11,7 @@ for it.
 
 Example:
     >>> find_similar_tests(con, "matmul out").rows[0][0]  # doctest: +SKIP
-    'test/test_linalg.py::TestLinalg::test_matmul_out'
+    'test/torch_np/numpy_tests/core/test_multiarray.py::TestMethods::test_matmul_out'
 """
 
 from __future__ import annotations
@@ -160,8 +160,8 @@ def find_similar_tests(con, query: str, limit: int = DEFAULT_LIMIT) -> Table:
     subject it covers (tests_cover) has it as a token.
 
     Example:
-        >>> find_similar_tests(con, "matmul out").rows[0][0]
-        'test/test_linalg.py::TestLinalg::test_matmul_out'
+        >>> find_similar_tests(con, "matmul out").rows[0][:2]
+        ('test/torch_np/numpy_tests/core/test_multiarray.py::TestMethods::test_matmul_out', 5)
     """
     words = _words(query)
     if not words:
@@ -171,6 +171,11 @@ def find_similar_tests(con, query: str, limit: int = DEFAULT_LIMIT) -> Table:
     present = tables(con)
     if "test" not in present:
         return Table(f"tests like {query!r}", cols, (), 0, notes)
+    if getattr(con, "engine", None) == "memory":  # a server's connection (Note [Tests by token])
+        from torchtalk.connmemo import per_connection
+
+        rows, total = per_connection(con, "tests-by-token", _TestTokens).similar(words, limit)
+        return Table(f"tests like {query!r}", cols, rows, total, notes)
     func = "lower(regexp_extract(t.test, '[^:]+$'))"
     terms, params = [], []
     for w in words:
@@ -195,7 +200,71 @@ def find_similar_tests(con, query: str, limit: int = DEFAULT_LIMIT) -> Table:
     sql = (
         f"SELECT test, score, file, line FROM (SELECT t.test, t.file, t.line, "
         f"{' + '.join(terms)} AS score FROM test t WHERE t.kind = 'function' AND ({pre})) "
-        f"WHERE score > 0 ORDER BY score DESC, length(regexp_extract(test, '[^:]+$')), test"
+        f"WHERE score > 0 ORDER BY score DESC, length(regexp_extract(test, '[^:]+$')), test, line"
     )
     rows, total = _select(con, ("test",), sql, params, limit)
     return Table(f"tests like {query!r}", cols, rows, total, notes)
+
+
+def warm(con) -> None:
+    """Build what find_similar_tests reads on a server's connection (Note
+    [Tests by token]), for the server's warm-up to pay instead of a call."""
+    from torchtalk.connmemo import per_connection
+
+    if getattr(con, "engine", None) == "memory" and "test" in tables(con):
+        per_connection(con, "tests-by-token", _TestTokens)
+
+
+# Note [Tests by token]: find_similar_tests scores each test function by the
+# words of the query that are whole tokens (maximal [a-z0-9] runs) of its
+# lower-cased id, of its function name, and of the subjects it covers. On
+# DuckDB that is a regular expression per word over 26,000 tests and a
+# LIKE over 107,000 tests_cover rows: 24 ms per call, every call, the
+# slowest tool of bench/mcp.py's mix. A server's connection (the in-memory
+# engine's, which keeps what it computes for its DB: Note [DB info cache])
+# reads the two tables once into token -> tests maps instead, and a call
+# looks its words up there: the same rows in the same order
+# (tests/test_lookups_real.py compares the two on the real tree).
+_TOKEN = re.compile(r"[a-z0-9]+")
+
+
+class _TestTokens:
+    """The test functions of a DB by the tokens of their id, of their
+    function name and of the subjects they cover (Note [Tests by token])."""
+
+    def __init__(self, con) -> None:
+        from collections import defaultdict
+
+        self.where: dict[str, list[tuple[str, int]]] = defaultdict(list)  # a test defined twice: two rows
+        self.in_name: dict[str, set[str]] = defaultdict(set)
+        self.in_id: dict[str, set[str]] = defaultdict(set)
+        self.in_covered: dict[str, set[str]] = defaultdict(set)
+        for test, file, line in con.execute("SELECT test, file, line FROM test WHERE kind = 'function'").fetchall():
+            self.where[test].append((file, line))
+            low = test.lower()
+            for tok in _TOKEN.findall(low):
+                self.in_id[tok].add(test)
+            for tok in _TOKEN.findall(low.rpartition(":")[2]):
+                self.in_name[tok].add(test)
+        if "tests_cover" in tables(con):
+            tokens: dict[str, list[str]] = {}
+            for test, subject in con.execute("SELECT DISTINCT test, subject FROM tests_cover").fetchall():
+                toks = tokens.get(subject)
+                if toks is None:
+                    toks = tokens[subject] = _TOKEN.findall(subject.lower())
+                for tok in toks:
+                    self.in_covered[tok].add(test)
+
+    def similar(self, words: list[str], limit: int) -> tuple[tuple, int]:
+        """(the first `limit` rows of find_similar_tests, their count)."""
+        score: dict[str, int] = {}
+        for w in words:
+            named, covered = self.in_name.get(w, ()), self.in_covered.get(w, ())
+            for test in self.in_id.get(w, ()):
+                score[test] = score.get(test, 0) + (2 if test in named else 1)
+            for test in covered:
+                if test in self.where:
+                    score[test] = score.get(test, 0) + 1
+        ranked = sorted(((test, n, *at) for test, n in score.items() for at in self.where[test]),
+                        key=lambda r: (-r[1], len(r[0].rpartition(":")[2]), r[0], r[3]))
+        return tuple(ranked[:limit]), len(ranked)

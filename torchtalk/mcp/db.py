@@ -502,7 +502,7 @@ class FactDB:
         pool's Session (Note [Read ahead]); errors wait for that call. `halt`
         set: stop. `warmed` is set once all of it has run (a query server's
         ping says so, Note [Query server] in torchtalk/qserver.py)."""
-        from torchtalk import api
+        from torchtalk import api, lookup
         from torchtalk.datalog.engines.memory import read_tables
         from torchtalk.history import recent
         from torchtalk.query.library import load_library
@@ -530,6 +530,7 @@ class FactDB:
                 _share_session(con, mine)
             if getattr(mine, "engine", None) == "memory":  # first: until then the pool's queries run on DuckDB
                 read_tables(mine, query_tables(mine, rules), halt.is_set)
+                lookup.warm(mine)  # Note [Tests by token]
             fixed, start = len(texts) - len(kept), None
             for n, text in enumerate(texts):  # ... then in memory, building the indexes the calls use
                 if n == fixed:  # the kept texts' time counts from the first of them
