@@ -37,17 +37,17 @@ from __future__ import annotations
 import bisect
 import re
 
-from extractors.cpp.preprocess import strip_comments
+from extractors.cpp.preprocess import directives, strip_comments
 
-_DEFINE_RE = re.compile(
-    rb"^[ \t]*#[ \t]*define[ \t]+(\w+)\(([^)]*)\)((?:[^\n]*\\\n)*[^\n]*)", re.M
-)
+# Directive patterns start at their `#` (Note [Literal-first patterns]).
+_DEFINE_RE = re.compile(rb"#[ \t]*define[ \t]+(\w+)\(([^)]*)\)((?:[^\n]*\\\n)*[^\n]*)")
+_DEFINE_SPAN_RE = re.compile(rb"#[ \t]*define\b(?:[^\n]*\\\n)*[^\n]*")
 _PASTE_RE = re.compile(rb"\s*##\s*")
 
 
 def define_spans(src: bytes) -> list[tuple[int, int]]:
     """(start, end) of every #define directive, continuation lines included."""
-    return [(m.start(), m.end()) for m in re.finditer(rb"^[ \t]*#[ \t]*define\b(?:[^\n]*\\\n)*[^\n]*", src, re.M)]
+    return [(start, m.end()) for start, m in directives(_DEFINE_SPAN_RE, src)]
 
 
 def balanced_args(text: bytes, open_at: int) -> tuple[list[bytes], int] | None:
@@ -68,7 +68,7 @@ def balanced_args(text: bytes, open_at: int) -> tuple[list[bytes], int] | None:
     return None
 
 
-_UNDEF_RE = re.compile(rb"^[ \t]*#[ \t]*undef[ \t]+(\w+)", re.M)
+_UNDEF_RE = re.compile(rb"#[ \t]*undef[ \t]+(\w+)")
 
 
 def _macros(src: bytes) -> dict[bytes, list[tuple[int, int, list[bytes], bytes]]]:
@@ -76,14 +76,14 @@ def _macros(src: bytes) -> dict[bytes, list[tuple[int, int, list[bytes], bytes]]
     order as (start, end of its #undef or of the file, params, body), the
     body joined on one line with comments blanked (Note [Macros by position])."""
     every: dict[bytes, list] = {}
-    for m in _DEFINE_RE.finditer(src):
+    for start, m in directives(_DEFINE_RE, src):
         params = [p.strip() for p in m.group(2).split(b",") if p.strip()]
         body = strip_comments(m.group(3).replace(b"\\\n", b" ")).replace(b"\n", b" ")
-        every.setdefault(m.group(1), []).append([m.start(), len(src), params, body.strip()])
-    for m in _UNDEF_RE.finditer(src):
+        every.setdefault(m.group(1), []).append([start, len(src), params, body.strip()])
+    for start, m in directives(_UNDEF_RE, src):
         for d in reversed(every.get(m.group(1), ())):
-            if d[0] < m.start():
-                d[1] = min(d[1], m.start())
+            if d[0] < start:
+                d[1] = min(d[1], start)
                 break
     for defs in every.values():  # a redefinition ends the one before
         for a, b in zip(defs, defs[1:], strict=False):
@@ -128,7 +128,7 @@ def _substitute(params: list[bytes], body: bytes, args: list[bytes]) -> bytes:
 
 def expand_local_macros(src: bytes) -> bytes:
     """`src` with its construct-defining local macros expanded (Note [Local macro expansion])."""
-    if b"#" not in src or not _DEFINE_RE.search(src):
+    if b"define" not in src or next(directives(_DEFINE_RE, src), None) is None:
         return src
     src = strip_comments(src)  # arguments are joined onto lines: no `//` may swallow the rest
     macros = _macros(src)

@@ -15,6 +15,7 @@ Example:
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 # Attribute-like macros that expand to nothing a parser needs.
@@ -42,6 +43,62 @@ _BLANK_RE = re.compile(
 _COMMENT_RE = re.compile(rb'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|//[^\n]*|/\*.*?\*/', re.S)
 _NOT_NL = re.compile(rb"[^\n]")
 _NOT_NL_BS = re.compile(rb"[^\n\\]")
+
+
+# Note [Literal-first patterns]: Python's `re` searches fast for a pattern
+# that starts with a literal (or with one of a set of literals) and tries a
+# match at every offset for one that starts with an assertion (`\b`, `^`, a
+# lookbehind): over the 40 MB of the tree that is most of a regex's cost. So
+# the patterns run over whole files start with their first literal and check
+# what stood before it after it: `inline(?<!\winline)` is `\binline`, and a
+# directive's `#` (`^[ \t]*#`) is checked to open its line by `line_start`.
+# Each such pattern matches where the one it replaces did, at the same offsets.
+
+
+def line_start(text: bytes, at: int) -> int:
+    """The offset of the line holding offset `at` when only blanks (spaces,
+    tabs) precede `at` on it, else -1 (Note [Literal-first patterns]).
+
+    >>> line_start(b"x\n  #if", 4), line_start(b"x #if", 2)
+    (2, -1)
+    """
+    start = text.rfind(b"\n", 0, at) + 1
+    return start if not text[start:at].strip(b" \t") else -1
+
+
+def directives(pattern: re.Pattern[bytes], text: bytes) -> Iterator[tuple[int, re.Match[bytes]]]:
+    """(line start, match) of each match of `pattern` (a directive pattern
+    starting at its `#`) whose `#` opens its line: the matches, in order, that
+    `^[ \t]*` + `pattern` finds with re.M, that one's start given apart
+    (Note [Literal-first patterns]).
+
+    >>> [(a, m.group(0)) for a, m in directives(re.compile(rb"#if"), b"a #if\n  #if")]
+    [(6, b'#if')]
+    """
+    pos = 0
+    search = pattern.search
+    while (m := search(text, pos)) is not None:
+        start = line_start(text, m.start())
+        if start < pos:  # not at a line's start (-1), or on the line the last match ended in
+            pos = m.start() + 1
+            continue
+        yield start, m
+        pos = m.end()
+
+
+def blank_directives(pattern: re.Pattern[bytes], text: bytes) -> bytes:
+    """`text` with each directive `directives(pattern, text)` finds blanked
+    from its line's start (Note [Blanking preserves offsets])."""
+    out: list[bytes] = []
+    pos = 0
+    for start, m in directives(pattern, text):
+        out.append(text[pos:start])
+        out.append(_NOT_NL.sub(b" ", text[start : m.end()]))
+        pos = m.end()
+    if not out:
+        return text
+    out.append(text[pos:])
+    return b"".join(out)
 
 
 @dataclass(frozen=True)
@@ -73,24 +130,25 @@ def clean(src: bytes) -> Cleaned:
 
     text = _BLANK_RE.sub(sub, src)
     if b"#" in text:
-        text = _EMPTY_IF_RE.sub(_blank, text)  # `__global__ void #if .. LAUNCH_BOUNDS #endif name(`
+        text = blank_directives(_EMPTY_IF_RE, text)  # `__global__ void #if .. LAUNCH_BOUNDS #endif name(`
         text = balance_conditionals(text)
     return Cleaned(text, tuple(launches), tuple(globals_))
 
 
 # An #if group left empty by the blanking (it only held attribute macros).
+# Directive patterns start at their `#`: see Note [Literal-first patterns].
 _EMPTY_IF_RE = re.compile(
-    rb"^[ \t]*#[ \t]*if[^\n]*\n(?:[ \t]*\n)*(?:[ \t]*#[ \t]*else[^\n]*\n(?:[ \t]*\n)*)?[ \t]*#[ \t]*endif[^\n]*", re.M
+    rb"#[ \t]*if[^\n]*\n(?:[ \t]*\n)*(?:[ \t]*#[ \t]*else[^\n]*\n(?:[ \t]*\n)*)?[ \t]*#[ \t]*endif[^\n]*"
 )
-_DIRECTIVE_RE = re.compile(rb"^[ \t]*#[ \t]*(if|ifdef|ifndef|elif|else|endif)\b[^\n]*", re.M)
+_DIRECTIVE_RE = re.compile(rb"#[ \t]*(if|ifdef|ifndef|elif|else|endif)\b[^\n]*")
 
 
 def _unbalanced(text: bytes) -> bool:
     """Quick check on the raw text: does any #if branch open or close braces?"""
     prev, depth = 0, 0
-    for m in _DIRECTIVE_RE.finditer(text):
+    for start, m in directives(_DIRECTIVE_RE, text):
         if depth:
-            seg = text[prev : m.start()]
+            seg = text[prev:start]
             if seg.count(b"{") != seg.count(b"}"):
                 return True
         prev = m.end()
@@ -112,25 +170,25 @@ def balance_conditionals(text: bytes) -> bytes:
     # group -> (branches [start, delta], directive spans)
     stack: list[tuple[list[list[int]], list[tuple[int, int]]]] = []
     prev = 0
-    for m in _DIRECTIVE_RE.finditer(masked):
+    for start, m in directives(_DIRECTIVE_RE, masked):
         if stack:
-            seg = masked[prev : m.start()]
+            seg = masked[prev:start]
             stack[-1][0][-1][1] += seg.count(b"{") - seg.count(b"}")
         prev = m.end()
         kind = m.group(1)
         if kind.startswith(b"if"):
-            stack.append(([[m.start(), 0]], [(m.start(), m.end())]))
+            stack.append(([[start, 0]], [(start, m.end())]))
         elif kind in (b"elif", b"else"):
             if stack:
-                stack[-1][0].append([m.start(), 0])
-                stack[-1][1].append((m.start(), m.end()))
+                stack[-1][0].append([start, 0])
+                stack[-1][1].append((start, m.end()))
         elif stack:
-            branches, directives = stack.pop()
+            branches, dspans = stack.pop()
             if any(b[1] for b in branches):
-                spans.extend(directives)
-                spans.append((m.start(), m.end()))
+                spans.extend(dspans)
+                spans.append((start, m.end()))
                 if len(branches) > 1:
-                    spans.append((branches[1][0], m.start()))
+                    spans.append((branches[1][0], start))
             if stack:
                 stack[-1][0][-1][1] += branches[0][1]
     if not spans:

@@ -36,7 +36,7 @@ from extractors.cpp.names import (
     static_scope,
     strip_templates,
 )
-from extractors.cpp.preprocess import Cleaned, clean, mask
+from extractors.cpp.preprocess import Cleaned, blank_directives, clean, directives, mask
 
 KERNEL = 2  # FileFacts.defs flag: a CUDA __global__ function
 STATIC = 4  # FileFacts.defs flag: a `static` function at namespace scope (internal linkage)
@@ -293,7 +293,7 @@ class _Scanner:
             len(caps.get("err", [])),
             tuple(sorted(set(_INLINE_NS_RE.findall(self.cleaned.text.decode(errors="replace"))))),
             tuple(self.aliases),
-            tuple(dict.fromkeys(m.decode(errors="replace") for m in _INCLUDE_RE.findall(self.src))),
+            _includes(self.src),
             self._mentions(calls),
             tuple(sorted((i, p, tuple(sorted(n))) for (i, p), n in self.tparam_uses.items())),
             tuple(self.sigs),
@@ -886,8 +886,14 @@ class _Scanner:
         return self.defs[idx][0].rpartition("::")[0]
 
 
-_INLINE_NS_RE = re.compile(r"\binline\s+namespace\s+(\w+)")
-_INCLUDE_RE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*[<"]([^>"\n]+)[>"]', re.M)
+_INLINE_NS_RE = re.compile(r"inline(?<!\winline)\s+namespace\s+(\w+)")  # Note [Literal-first patterns]
+_INCLUDE_RE = re.compile(rb'#[ \t]*include[ \t]*[<"]([^>"\n]+)[>"]')
+
+
+def _includes(src: bytes) -> tuple[str, ...]:
+    """FileFacts.includes: the targets of `src`'s `#include` lines, first use first."""
+    found = (m.group(1) for _start, m in directives(_INCLUDE_RE, src))
+    return tuple(dict.fromkeys(t.decode(errors="replace") for t in found))
 _RAW_STRING_RE = re.compile(rb'R"([^(\s]*)\((.*?)\)\1"', re.S)
 # A line starting a top-level declaration (not a brace, directive, comment, ObjC @).
 _CHUNK_START_RE = re.compile(rb"^(?=[A-Za-z_~])", re.M)
@@ -950,14 +956,16 @@ def _chunk_trees(text: bytes) -> list[ts.Tree]:
     return trees or [_PARSER.parse(text)]
 
 
-_DIRECTIVE_LINES = re.compile(rb"^[ \t]*#(?:[^\n]*\\\n)*[^\n]*", re.M)
-_NS_RE = re.compile(rb"\b(inline\s+)?namespace\s+([\w:]*)\s*\{|[{}]")
+_DIRECTIVE_LINES = re.compile(rb"#(?:[^\n]*\\\n)*[^\n]*")  # Note [Literal-first patterns]
+# `\b(inline\s+)?namespace\s+([\w:]*)\s*\{|[{}]`, each branch led by a literal (Note
+# [Literal-first patterns]); the name is group 1 after `inline`, else group 2
+_NS_RE = re.compile(rb"\{|\}|i(?<!\wi)nline\s+namespace\s+([\w:]*)\s*\{|n(?<!\wn)amespace\s+([\w:]*)\s*\{")
 
 
 def _text_namespaces(text: bytes, anon: str = ANON) -> list[tuple[int, int, list[str]]]:
     """(start, end, parts) of each namespace block, by brace matching on the
     masked text (see Note [Textual namespaces]); an anonymous one is `anon`."""
-    masked = _DIRECTIVE_LINES.sub(lambda m: re.sub(rb"[^\n]", b" ", m.group(0)), mask(text))  # braces in #defines
+    masked = blank_directives(_DIRECTIVE_LINES, mask(text))  # braces in #defines
     stack: list[tuple[int, list[str]] | None] = []
     spans: list[tuple[int, int, list[str]]] = []
     for m in _NS_RE.finditer(masked):
@@ -970,7 +978,7 @@ def _text_namespaces(text: bytes, anon: str = ANON) -> list[tuple[int, int, list
         elif tok == b"{":
             stack.append(None)
         else:
-            name = m.group(2).decode(errors="replace")
+            name = (m.group(1) if m.group(1) is not None else m.group(2)).decode(errors="replace")
             parts = [p for p in name.split("::") if p] or [anon]
             stack.append((m.start(), parts))
     for top in stack:  # unclosed at end of file
