@@ -269,7 +269,8 @@ class DeclaredTypes:
     overloads]); the scanner (extractors/cpp/scan.py) fills and asks it."""
 
     def __init__(self) -> None:
-        self.decls: dict[int, list[tuple[int, int, str, str]]] = {}  # def idx -> (scope start, end, name, type)
+        # def idx -> name -> (scope start, end, type), in the order declared
+        self.decls: dict[int, dict[str, list[tuple[int, int, str]]]] = {}
 
     def declare(self, node: Node, d: Node, name: str, idx: int, param: str | None, unknown: set[str]) -> None:
         """Record the type declarator `d` of declaration `node` gives `name`
@@ -283,14 +284,14 @@ class DeclaredTypes:
             scope = scope.parent
         if scope is not None:
             start = scope.start_byte if param is not None else node.start_byte
-            self.decls.setdefault(idx, []).append((start, scope.end_byte, name, vtype))
+            self.decls.setdefault(idx, {}).setdefault(name, []).append((start, scope.end_byte, vtype))
 
     def type_at(self, idx: int, name: str, pos: int) -> str:
         """The declared type of `name` at byte `pos` of def `idx`: its
         innermost declaration in scope there, or ""."""
         best, out = -1, ""
-        for start, end, n, t in self.decls.get(idx, ()):
-            if n == name and start <= pos < end and start > best:
+        for start, end, t in self.decls.get(idx, {}).get(name, ()):
+            if start <= pos < end and start > best:
                 best, out = start, t
         return out
 
@@ -355,12 +356,12 @@ def declared_type(node: Node, d: Node) -> str:
     return declared(("const " if const else "") + tnode.text.decode(errors="replace") + suffix)
 
 
-def template_names(defn: Node) -> tuple[str, ...]:
+def template_names(defn: Node, outer: Node | None) -> tuple[str, ...]:
     """The names of the template type parameters of function template
-    `defn` (each enclosing `template <...>`): () when it is no template,
-    ("",) for a template of none."""
+    `defn` (each enclosing `template <...>`; `outer` is `defn`'s parent):
+    () when it is no template, ("",) for a template of none."""
     out: list[str] = []
-    t = defn.parent
+    t = outer
     templ = False
     while t is not None and t.type == "template_declaration":
         templ = True
@@ -369,13 +370,15 @@ def template_names(defn: Node) -> tuple[str, ...]:
     return tuple(out) or (("",) if templ else ())
 
 
-def class_template_names(defn: Node) -> tuple[str, ...]:
+def class_template_names(defn: Node, outer: Node | None) -> tuple[str, ...]:
     """The names of the template type parameters of the class templates
-    whose bodies hold `defn`."""
+    whose bodies hold `defn` (`outer` is `defn`'s parent), and those of
+    `defn`'s own template: this read `p is not defn.parent`, which always
+    held (each `.parent` is a new Node object), and the output is kept."""
     out: list[str] = []
-    p = defn.parent
-    while p is not None and p.type not in ("translation_unit", "namespace_definition"):
-        if p.type == "template_declaration" and p is not defn.parent:
+    p = outer
+    while p is not None and (t := p.type) not in ("translation_unit", "namespace_definition"):
+        if t == "template_declaration":
             out.extend(_type_params(p))
         p = p.parent
     return tuple(out)

@@ -15,6 +15,7 @@ Example:
 from __future__ import annotations
 
 import bisect
+import operator
 import pickle
 import re
 from dataclasses import dataclass
@@ -266,6 +267,7 @@ class _Scanner:
         self.aliases: list[tuple] = []
         self.calls: list[tuple[int, tuple[str, ...], int, int, int, tuple | None, tuple | None]] = []
         self.types = argtypes.DeclaredTypes()  # Note [Typed overloads]
+        self.unknown: dict[int, set[str]] = {}  # def idx -> its _unknown_names
         self.blocks: list[tuple[int, int, int, tuple]] = []  # (start, end, def idx, block info)
         self.out = constructs.Constructs()
 
@@ -274,11 +276,11 @@ class _Scanner:
         self._collect_defs(caps.get("def", []), caps.get("cls", []))
         self.blocks.sort()
         self.block_starts = [b[0] for b in self.blocks]
-        self._collect_aliases(sorted(caps.get("alias", []), key=_order))
-        self._collect_vars(sorted(caps.get("var", []), key=_order))
+        self._collect_aliases(_in_order(caps.get("alias", [])))
+        self._collect_vars(_in_order(caps.get("var", [])))
         ops = caps.get("op", [])
         self._collect_fn_assignments(ops)
-        self._collect_calls(sorted(caps.get("call", []), key=_order))
+        self._collect_calls(_in_order(caps.get("call", [])))
         self._collect_operators(ops)
         self._collect_args(caps.get("arg", []))
         self._collect_objs(caps.get("obj", []))
@@ -320,7 +322,7 @@ class _Scanner:
 
     def _collect_defs(self, defs: list[ts.Node], classes: list[ts.Node]) -> None:
         kernel_defs: list[tuple[int, int, int]] = []  # (start, declarator start, def idx)
-        for defn in sorted(defs, key=_order):
+        for defn in _in_order(defs):
             scope, nested = self.scope(defn)
             if nested:
                 continue
@@ -354,12 +356,12 @@ class _Scanner:
             gtest = _GTEST_RE.match(decl)
             if gtest:  # gtest's TEST(Suite, Name) defines Suite_Name_Test::TestBody
                 qual = "::".join([*scope, f"{gtest.group(2)}_{gtest.group(3)}_Test", "TestBody"])
-                idx = self._push_def(qual, "TestBody", line, body, info)
+                idx = self._push_def(qual, "TestBody", line, defn, body, info)
                 self.gtest_defs.add(idx)
                 return idx
             lib = _LIB_RE.match(decl)
             info = ("lib",) + tuple(a.strip() for a in lib.group(2).split(",")) if lib else ("macro",)
-            self.blocks.append((self._def_start(body), body.end_byte, -1, info + (lib.group(1) if lib else "",)))
+            self.blocks.append((defn.start_byte, body.end_byte, -1, info + (lib.group(1) if lib else "",)))
             return None
         else:
             parts = name_parts(text)
@@ -371,32 +373,31 @@ class _Scanner:
                 static = any(c.type == "storage_class_specifier" and c.text == b"static" for c in defn.children)
                 if static and not any(is_internal_part(p) for p in scope):  # Note [Internal linkage ids]
                     qual = "::".join([*_qualify(scope, parts)[:-1], static_scope(self.rel), short])
-                idx = self._push_def(qual, short, line, body, info, STATIC if static else 0)
+                idx = self._push_def(qual, short, line, defn, body, info, STATIC if static else 0)
                 self.free_defs.add(idx)
                 return idx
-        return self._push_def(qual, short, line, body, info)
+        return self._push_def(qual, short, line, defn, body, info)
 
-    def _push_def(self, qual: str, short: str, line: int, body: ts.Node, info: tuple, flags: int = 0) -> int:
+    def _push_def(self, qual: str, short: str, line: int, defn: ts.Node, body: ts.Node, info: tuple,
+                  flags: int = 0) -> int:
+        """Add def `qual` of definition `defn` (`body`'s parent) and its block."""
         self.defs.append((qual, short, line, flags))
-        tnode = body.parent.child_by_field_name("type") if body.parent is not None else None
+        tnode = defn.child_by_field_name("type")
         ret = _var_type(tnode) if tnode is not None and tnode.type in _TYPE_NODES else None
         self.returns.append(ret or ())
-        self.sigs.append(_signature(body.parent) if body.parent is not None else ())
+        outer = defn.parent
+        self.sigs.append(_signature(defn, outer))
         idx = len(self.defs) - 1
-        if body.parent is not None and body.parent.parent is not None and body.parent.parent.type == "template_declaration":
-            params = _template_params(body.parent)
+        if outer is not None and outer.type == "template_declaration":
+            tlist = outer.child_by_field_name("parameters")
+            params = _template_params(defn, tlist)
             if params:
                 self.tparams[idx] = params
-            ttypes = _template_type_params(body.parent)
+            ttypes = _template_type_params(tlist)
             if ttypes:
                 self.ttypes[idx] = ttypes
-        self.blocks.append((self._def_start(body), body.end_byte, idx, info))
+        self.blocks.append((defn.start_byte, body.end_byte, idx, info))  # from the def: its parameters are in it
         return idx
-
-    @staticmethod
-    def _def_start(body: ts.Node) -> int:
-        """Blocks start at the def (so its parameters fall inside it)."""
-        return body.parent.start_byte if body.parent is not None else body.start_byte
 
     def _mark_kernels(self, kernel_defs: list[tuple[int, int, int]]) -> None:
         if not self.cleaned.globals_:
@@ -415,7 +416,7 @@ class _Scanner:
                 self.defs[hit] = (q, n, line, flags | KERNEL)
 
     def _collect_classes(self, nodes: list[ts.Node]) -> None:
-        for node in sorted(nodes, key=_order):
+        for node in _in_order(nodes):
             name = node.child_by_field_name("name")
             if name is None:
                 continue
@@ -489,10 +490,16 @@ class _Scanner:
 
     def _unknown_names(self, idx: int) -> set[str]:
         """The names def `idx` writes that are no type of the tree as written
-        there: its and its classes' template parameters, its local type aliases."""
-        sig = self.sigs[idx] if idx < len(self.sigs) else ()
-        names = {*(sig[3] if len(sig) > 3 else ()), *(sig[4] if len(sig) > 4 else ()), *self.local_types.get(idx, ())}
-        names.discard("")
+        there: its and its classes' template parameters, its local type aliases.
+        Asked once per def: its sig and local aliases are known by then (the
+        defs and aliases are collected before the vars and calls)."""
+        names = self.unknown.get(idx)
+        if names is None:
+            sig = self.sigs[idx] if idx < len(self.sigs) else ()
+            names = {*(sig[3] if len(sig) > 3 else ()), *(sig[4] if len(sig) > 4 else ()),
+                     *self.local_types.get(idx, ())}
+            names.discard("")
+            self.unknown[idx] = names
         return names
 
     def _arg_types(self, args: ts.Node | None, idx: int) -> tuple[str, ...] | None:
@@ -907,10 +914,17 @@ def _names_in(x) -> frozenset[str]:
 _STR_RE = re.compile(r"'([^'\\]*)'")  # names hold no quotes; a string that does is no name
 
 
-def _order(node: ts.Node) -> tuple[int, int]:
-    """Document order, outer node first: `a().b()` and its `a()` start at the
-    same byte, and the captures' own order is not reliably the same run to run."""
-    return node.start_byte, -node.end_byte
+_START, _END = operator.attrgetter("start_byte"), operator.attrgetter("end_byte")
+
+
+def _in_order(nodes: list[ts.Node]) -> list[ts.Node]:
+    """`nodes` in document order, outer node first: `a().b()` and its `a()`
+    start at the same byte, and the captures' own order is not reliably the
+    same run to run. That is sorted by (start_byte, -end_byte), done as two
+    stable sorts keyed in C (the first by end, descending)."""
+    out = sorted(nodes, key=_END, reverse=True)
+    out.sort(key=_START)
+    return out
 
 
 def _captures(trees: list[ts.Tree]) -> dict[str, list[ts.Node]]:
@@ -1046,9 +1060,9 @@ def _nargs(call: ts.Node) -> int | None:
     return sum(1 for a in args.named_children if a.type != "comment") if args is not None else None
 
 
-def _signature(defn: ts.Node) -> tuple:
-    """FileFacts.sigs of function definition `defn`: (suffix, fewest
-    arguments, most or -1), or () when no parameter list is written."""
+def _signature(defn: ts.Node, outer: ts.Node | None) -> tuple:
+    """FileFacts.sigs of function definition `defn` (`outer` its parent):
+    (suffix, fewest arguments, most or -1), or () when no parameter list is written."""
     d = defn.child_by_field_name("declarator")
     while d is not None and d.type != "function_declarator":
         if d.type not in _DECLARATOR_WRAPPERS:
@@ -1072,8 +1086,8 @@ def _signature(defn: ts.Node) -> tuple:
     if types == ["void"]:
         types = []
         least = 0
-    return (sig_text(types), least, (len(types) if most == 0 else -1), argtypes.template_names(defn),
-            argtypes.class_template_names(defn))
+    return (sig_text(types), least, (len(types) if most == 0 else -1), argtypes.template_names(defn, outer),
+            argtypes.class_template_names(defn, outer))
 
 
 def _param_type(p: ts.Node) -> str:
@@ -1168,11 +1182,11 @@ def _builtin_type(name: str) -> bool:
                     "size_t", "auto") or (name.endswith("_t") and name.lstrip("u").startswith("int"))
 
 
-def _template_type_params(defn: ts.Node) -> dict[str, int]:
+def _template_type_params(tlist: ts.Node | None) -> dict[str, int]:
     """{name: index in the template parameter list} of a function template's
     type and template template parameters (`template <template <typename>
-    class K, typename RNG>`: {"K": 0, "RNG": 1})."""
-    tlist = defn.parent.child_by_field_name("parameters")
+    class K, typename RNG>`: {"K": 0, "RNG": 1}); `tlist` is its template's
+    parameter list."""
     out = {}
     for k, p in enumerate(tlist.named_children if tlist is not None else ()):
         if p.type in ("type_parameter_declaration", "template_template_parameter_declaration"):
@@ -1185,11 +1199,11 @@ def _template_type_params(defn: ts.Node) -> dict[str, int]:
     return out
 
 
-def _template_params(defn: ts.Node) -> dict[str, int]:
+def _template_params(defn: ts.Node, tlist: ts.Node | None) -> dict[str, int]:
     """{parameter name: index} of a function template's parameters whose type
     is one of its template type parameters (`template <typename Sorter> void
-    sortCommon(Sorter sorter, ...)`: {"sorter": 0})."""
-    tlist = defn.parent.child_by_field_name("parameters")
+    sortCommon(Sorter sorter, ...)`: {"sorter": 0}); `tlist` is its template's
+    parameter list."""
     names = set()
     for p in tlist.named_children if tlist is not None else ():
         if p.type in ("type_parameter_declaration", "variadic_type_parameter_declaration",
