@@ -58,6 +58,14 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
+from extractors.cpp.fields import (
+    F_ARGUMENTS,
+    F_DECLARATOR,
+    F_FUNCTION,
+    F_NAME,
+    F_PARAMETERS,
+    F_TYPE,
+)
 from extractors.cpp.names import normalize_type
 
 if TYPE_CHECKING:
@@ -313,12 +321,12 @@ class DeclaredTypes:
         if t == "parenthesized_expression" and node.named_child_count == 1 and depth < 4:
             return self.expr_type(node.named_children[0], idx, unknown, depth + 1)
         if t == "cast_expression":
-            tnode = node.child_by_field_name("type")
+            tnode = node.child_by_field_id(F_TYPE)
             return mask(declared(tnode.text.decode(errors="replace")), unknown) if tnode is not None else ""
         if t == "call_expression":  # static_cast<T>(e) and friends
-            fn = node.child_by_field_name("function")
-            name = fn.child_by_field_name("name") if fn is not None and fn.type == "template_function" else None
-            targs = fn.child_by_field_name("arguments") if name is not None else None
+            fn = node.child_by_field_id(F_FUNCTION)
+            name = fn.child_by_field_id(F_NAME) if fn is not None and fn.type == "template_function" else None
+            targs = fn.child_by_field_id(F_ARGUMENTS) if name is not None else None
             if name is not None and name.text in _CASTS and targs is not None and targs.named_child_count == 1:
                 return mask(declared(targs.named_children[0].text.decode(errors="replace")), unknown)
         return ""
@@ -339,7 +347,7 @@ def declared_type(node: Node, d: Node) -> str:
     """The type declaration `node` gives its declarator `d` (Note [Typed
     overloads]): the written type, `const`, and a `*` per pointer or array
     declarator, `&` for a reference; "" for `auto` or a function."""
-    tnode = node.child_by_field_name("type")
+    tnode = node.child_by_field_id(F_TYPE)
     if tnode is None or tnode.type == "placeholder_type_specifier":
         return ""
     const = any(c.type == "type_qualifier" and c.text == b"const" for c in node.children)
@@ -351,7 +359,7 @@ def declared_type(node: Node, d: Node) -> str:
             suffix += "&"
         elif d.type not in ("init_declarator", "attributed_declarator", "parenthesized_declarator"):
             return ""
-        d = d.child_by_field_name("declarator") or (d.named_children[-1] if d.type in _WRAPPERS
+        d = d.child_by_field_id(F_DECLARATOR) or (d.named_children[-1] if d.type in _WRAPPERS
                                                     and d.named_children else None)
     return declared(("const " if const else "") + tnode.text.decode(errors="replace") + suffix)
 
@@ -386,12 +394,12 @@ def class_template_names(defn: Node, outer: Node | None) -> tuple[str, ...]:
 
 def _type_params(t: Node) -> list[str]:
     """The names of the type parameters of template declaration `t`."""
-    params = t.child_by_field_name("parameters")
+    params = t.child_by_field_id(F_PARAMETERS)
     out = []
     for p in params.named_children if params is not None else ():
         if p.type in ("type_parameter_declaration", "variadic_type_parameter_declaration",
                       "optional_type_parameter_declaration"):
-            n = p.child_by_field_name("name") or next((c for c in p.named_children if c.type == "type_identifier"), None)
+            n = p.child_by_field_id(F_NAME) or next((c for c in p.named_children if c.type == "type_identifier"), None)
             if n is not None:
                 out.append(n.text.decode(errors="replace"))
     return out

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import tree_sitter as ts
 
+from extractors.cpp.fields import F_ARGUMENT, F_ARGUMENTS, F_FIELD, F_FUNCTION, F_VALUE
 from extractors.cpp.macros import define_spans
 from extractors.cpp.names import name_parts
 from extractors.cpp.preprocess import strip_comments
@@ -164,7 +165,7 @@ def string_value(node: ts.Node | None) -> str | None:
         txt = node.text.decode(errors="replace")
         return "".join(m.group(1) if m.group(1) is not None else m.group(3) for m in _STRING_RE.finditer(txt))
     if node.type == "call_expression":
-        args = node.child_by_field_name("arguments")
+        args = node.child_by_field_id(F_ARGUMENTS)
         if args is not None and args.named_child_count:
             return string_value(args.named_children[0])
     return None
@@ -179,15 +180,15 @@ def target_parts(node: ts.Node | None, depth: int = 0) -> tuple[str, ...] | None
     if t == "lambda_expression":
         return LAMBDA
     if t in ("pointer_expression", "parenthesized_expression", "cast_expression"):
-        inner = node.child_by_field_name("argument") or node.child_by_field_name("value")
+        inner = node.child_by_field_id(F_ARGUMENT) or node.child_by_field_id(F_VALUE)
         if inner is None and node.named_child_count:
             inner = node.named_children[-1]
         return target_parts(inner, depth + 1)
     if t in ("identifier", "qualified_identifier", "template_function"):
         return name_parts(node.text.decode(errors="replace")) or None
     if t == "call_expression":
-        args = node.child_by_field_name("arguments")
-        fn = node.child_by_field_name("function")
+        args = node.child_by_field_id(F_ARGUMENTS)
+        fn = node.child_by_field_id(F_FUNCTION)
         m = re.search(r"<\s*&\s*([\w:]+)", fn.text.decode(errors="replace")) if fn else None
         if m:
             return name_parts(m.group(1)) or None
@@ -200,8 +201,8 @@ def _dispatch_key(node: ts.Node) -> str | None:
     """`torch::dispatch(c10::DispatchKey::CPU, f)` -> "CPU"."""
     if node.type != "call_expression":
         return None
-    fn = node.child_by_field_name("function")
-    args = node.child_by_field_name("arguments")
+    fn = node.child_by_field_id(F_FUNCTION)
+    args = node.child_by_field_id(F_ARGUMENTS)
     if fn is None or args is None or not args.named_child_count:
         return None
     if name_parts(fn.text.decode(errors="replace"))[-1:] != ("dispatch",):
@@ -225,17 +226,17 @@ def _device_key(node: ts.Node) -> str | None:
 
 def member_construct(scanner, call: ts.Node, fn: ts.Node, name: str, block, scope: str | None) -> None:
     """Record `m.def` / `m.impl` of TORCH_LIBRARY blocks and pybind11 `.def`."""
-    args = call.child_by_field_name("arguments")
+    args = call.child_by_field_id(F_ARGUMENTS)
     if args is None or not args.named_child_count:
         return
     argv = args.named_children
-    field_node = fn.child_by_field_name("field")
+    field_node = fn.child_by_field_id(F_FIELD)
     line = (field_node or call).start_point[0] + 1  # the `.def(` line, also in a chain
     out: Constructs = scanner.out
     if block is not None and block[3][0] == "lib":
         _lib_construct(block[3], name, argv, line, scope or "", out)
         return
-    info = _lib_var(scanner, fn.child_by_field_name("argument"), block) if name != "def_static" else None
+    info = _lib_var(scanner, fn.child_by_field_id(F_ARGUMENT), block) if name != "def_static" else None
     if info is not None:  # a library object's m.def is no pybind11 binding, not even in a test
         if block[2] not in scanner.gtest_defs:
             _lib_construct(info, name, argv, line, scanner._scope_text(call), out)
@@ -246,7 +247,7 @@ def member_construct(scanner, call: ts.Node, fn: ts.Node, name: str, block, scop
     target = target_parts(argv[1])
     if not py or target is None:
         return
-    prefix = _py_prefix(scanner, fn.child_by_field_name("argument"), block[2], block[0], block[1])
+    prefix = _py_prefix(scanner, fn.child_by_field_id(F_ARGUMENT), block[2], block[0], block[1])
     out.binds.append((prefix + py, target, line, scanner.scope_of_def(block[2])))
 
 
@@ -288,7 +289,7 @@ def _fallback_target(node: ts.Node) -> tuple[str, ...]:
     target = target_parts(node)
     if target is not None:
         return target
-    fn = node.child_by_field_name("function") if node.type == "call_expression" else None
+    fn = node.child_by_field_id(F_FUNCTION) if node.type == "call_expression" else None
     parts = name_parts(fn.text.decode(errors="replace")) if fn is not None else ()
     return (f"<{parts[-1]}>",) if parts else ("<unknown>",)
 
@@ -297,11 +298,11 @@ def _py_prefix(scanner, obj: ts.Node | None, idx: int, start: int, end: int) -> 
     """"Cls." for `py::class_<T>(m, "Cls").def(...)` chains and class variables,
     "torch._C._sub." for modules made by `def_submodule("_sub")`, else ""."""
     while obj is not None and obj.type == "call_expression":
-        fn = obj.child_by_field_name("function")
+        fn = obj.child_by_field_id(F_FUNCTION)
         if fn is not None and fn.type == "field_expression":
-            obj = fn.child_by_field_name("argument")
+            obj = fn.child_by_field_id(F_ARGUMENT)
             continue
-        args = obj.child_by_field_name("arguments")
+        args = obj.child_by_field_id(F_ARGUMENTS)
         if fn is not None and re.search(r"\b(class_|enum_)\b", fn.text.decode(errors="replace")):
             if args is not None and args.named_child_count >= 2:
                 cls = string_value(args.named_children[1])

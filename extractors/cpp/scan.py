@@ -25,6 +25,25 @@ import tree_sitter_cpp as tsc
 
 from extractors.cpp import argtypes, constructs
 from extractors.cpp.aten import BINARY_OPS, COMPOUND_OPS, UNARY_OPS
+from extractors.cpp.fields import (
+    F_ALTERNATIVE,
+    F_ARGUMENT,
+    F_ARGUMENTS,
+    F_BODY,
+    F_CONSEQUENCE,
+    F_DECLARATOR,
+    F_DEFAULT_VALUE,
+    F_FIELD,
+    F_FUNCTION,
+    F_INDICES,
+    F_LEFT,
+    F_NAME,
+    F_OPERATOR,
+    F_PARAMETERS,
+    F_RIGHT,
+    F_TYPE,
+    F_VALUE,
+)
 from extractors.cpp.macros import expand_local_macros
 from extractors.cpp.names import (
     ANON,
@@ -192,13 +211,13 @@ def scope_of(node: ts.Node, classes: bool = True, namespaces: bool = True,
     while p is not None:
         t = p.type
         if t == "namespace_definition" and namespaces:
-            name = p.child_by_field_name("name")
+            name = p.child_by_field_id(F_NAME)
             if name is None:
                 out.append(anon)
             else:  # inline namespaces too: the resolver treats them as transparent
                 out.extend(reversed(name.text.decode(errors="replace").replace(" ", "").split("::")))
         elif classes and t in ("class_specifier", "struct_specifier", "union_specifier"):
-            name = p.child_by_field_name("name")
+            name = p.child_by_field_id(F_NAME)
             if name is not None:
                 out.append(strip_templates(name.text.decode(errors="replace")))
         elif t in ("function_definition", "lambda_expression"):
@@ -210,14 +229,14 @@ def scope_of(node: ts.Node, classes: bool = True, namespaces: bool = True,
 
 def _declarator_name(defn: ts.Node) -> ts.Node | None:
     """The node naming a function definition (identifier, qualified id, macro call...)."""
-    d = defn.child_by_field_name("declarator")
+    d = defn.child_by_field_id(F_DECLARATOR)
     while d is not None:
         if d.type == "function_declarator":
-            return d.child_by_field_name("declarator")
+            return d.child_by_field_id(F_DECLARATOR)
         if d.type == "operator_cast":
             return d
         if d.type in _DECLARATOR_WRAPPERS:
-            d = d.child_by_field_name("declarator") or (d.named_children[-1] if d.named_children else None)
+            d = d.child_by_field_id(F_DECLARATOR) or (d.named_children[-1] if d.named_children else None)
         else:
             return None
     return None
@@ -340,7 +359,7 @@ class _Scanner:
         if name_node.type == "operator_cast":
             text = text.split("(", 1)[0]
         line = name_node.start_point[0] + 1
-        body = defn.child_by_field_name("body")
+        body = defn.child_by_field_id(F_BODY)
         info: tuple = ("fn",)
         m = _STRUCTURED_RE.match(text) if name_node.type == "function_declarator" else None
         if m:
@@ -382,14 +401,14 @@ class _Scanner:
                   flags: int = 0) -> int:
         """Add def `qual` of definition `defn` (`body`'s parent) and its block."""
         self.defs.append((qual, short, line, flags))
-        tnode = defn.child_by_field_name("type")
+        tnode = defn.child_by_field_id(F_TYPE)
         ret = _var_type(tnode) if tnode is not None and tnode.type in _TYPE_NODES else None
         self.returns.append(ret or ())
         outer = defn.parent
         self.sigs.append(_signature(defn, outer))
         idx = len(self.defs) - 1
         if outer is not None and outer.type == "template_declaration":
-            tlist = outer.child_by_field_name("parameters")
+            tlist = outer.child_by_field_id(F_PARAMETERS)
             params = _template_params(defn, tlist)
             if params:
                 self.tparams[idx] = params
@@ -417,7 +436,7 @@ class _Scanner:
 
     def _collect_classes(self, nodes: list[ts.Node]) -> None:
         for node in _in_order(nodes):
-            name = node.child_by_field_name("name")
+            name = node.child_by_field_id(F_NAME)
             if name is None:
                 continue
             scope, nested = self.scope(node)
@@ -455,7 +474,7 @@ class _Scanner:
             local = self.locals.get(idx)
             if local is None:
                 local = self.locals[idx] = set()
-            for d in node.children_by_field_name("declarator"):
+            for d in node.children_by_field_id(F_DECLARATOR):
                 n = _declared_name(d)
                 if n is None:
                     continue
@@ -465,7 +484,7 @@ class _Scanner:
                 if _is_pointer(d):
                     self.pointers.setdefault(idx, set()).add(name)
                 self._declare(node, d, name, idx)
-            tnode = node.child_by_field_name("type")
+            tnode = node.child_by_field_id(F_TYPE)
             if tnode is None:
                 continue
             if tnode.type == "placeholder_type_specifier":
@@ -511,15 +530,15 @@ class _Scanner:
         expression's type, found later by the resolver; `for (auto& x : e)`:
         an element of e."""
         if node.type == "for_range_loop":
-            var, value = _declared_name(node.child_by_field_name("declarator")), node.child_by_field_name("right")
+            var, value = _declared_name(node.child_by_field_id(F_DECLARATOR)), node.child_by_field_id(F_RIGHT)
             enc = self._recv(value, idx, 0) if var is not None else None
             if enc is not None:
                 self.var_types.setdefault(idx, {})[var.text.decode(errors="replace")] = ("e", ("i", enc))
             return
-        for d in node.children_by_field_name("declarator"):
+        for d in node.children_by_field_id(F_DECLARATOR):
             if d.type != "init_declarator":
                 continue
-            var, value = _declared_name(d.child_by_field_name("declarator")), d.child_by_field_name("value")
+            var, value = _declared_name(d.child_by_field_id(F_DECLARATOR)), d.child_by_field_id(F_VALUE)
             if var is None or value is None:
                 continue
             refs = _fn_refs(value)
@@ -570,33 +589,33 @@ class _Scanner:
                 return v
             return v[1] if v[0] == "e" else None
         if t == "conditional_expression":
-            return (self._recv(node.child_by_field_name("consequence"), idx, depth + 1)
-                    or self._recv(node.child_by_field_name("alternative"), idx, depth + 1))
+            return (self._recv(node.child_by_field_id(F_CONSEQUENCE), idx, depth + 1)
+                    or self._recv(node.child_by_field_id(F_ALTERNATIVE), idx, depth + 1))
         if t == "pointer_expression":
-            op = node.child_by_field_name("operator")
-            sub = self._recv(node.child_by_field_name("argument"), idx, depth + 1) if op and op.type == "*" else None
+            op = node.child_by_field_id(F_OPERATOR)
+            sub = self._recv(node.child_by_field_id(F_ARGUMENT), idx, depth + 1) if op and op.type == "*" else None
             return ("d", sub) if sub is not None else None
         if t == "binary_expression":
-            op = node.child_by_field_name("operator")
+            op = node.child_by_field_id(F_OPERATOR)
             if op is None or op.type not in BINARY_OPS:
                 return None
-            lhs = self._recv(node.child_by_field_name("left"), idx, depth + 1)
-            rhs = self._recv(node.child_by_field_name("right"), idx, depth + 1)
+            lhs = self._recv(node.child_by_field_id(F_LEFT), idx, depth + 1)
+            rhs = self._recv(node.child_by_field_id(F_RIGHT), idx, depth + 1)
             return ("o", op.type, lhs, rhs) if lhs is not None or rhs is not None else None
         if t == "unary_expression":
-            op = node.child_by_field_name("operator")
-            sub = self._recv(node.child_by_field_name("argument"), idx, depth + 1) if op and op.type == "-" else None
+            op = node.child_by_field_id(F_OPERATOR)
+            sub = self._recv(node.child_by_field_id(F_ARGUMENT), idx, depth + 1) if op and op.type == "-" else None
             return ("o", "u-", sub, None) if sub is not None else None
         if t == "field_expression":
-            field = node.child_by_field_name("field")
-            sub = self._recv(node.child_by_field_name("argument"), idx, depth + 1)
+            field = node.child_by_field_id(F_FIELD)
+            sub = self._recv(node.child_by_field_id(F_ARGUMENT), idx, depth + 1)
             if field is None or sub is None:
                 return None
             name = field.text.decode(errors="replace")
             self.names.add(name)
             return ("m", sub, name)
         if t == "subscript_expression":
-            sub = self._recv(node.child_by_field_name("argument"), idx, depth + 1)
+            sub = self._recv(node.child_by_field_id(F_ARGUMENT), idx, depth + 1)
             return ("i", sub) if sub is not None else None
         if t == "this":
             return ("this",)
@@ -604,12 +623,12 @@ class _Scanner:
             return self._recv(node.named_children[0], idx, depth + 1)
         if t != "call_expression":
             return None
-        fn = node.child_by_field_name("function")
+        fn = node.child_by_field_id(F_FUNCTION)
         if fn is None:
             return None
         if fn.type == "field_expression":
-            field = fn.child_by_field_name("field")
-            sub = self._recv(fn.child_by_field_name("argument"), idx, depth + 1)
+            field = fn.child_by_field_id(F_FIELD)
+            sub = self._recv(fn.child_by_field_id(F_ARGUMENT), idx, depth + 1)
             if field is None or sub is None:
                 return None
             name = member_name(field.text.decode(errors="replace"))
@@ -639,7 +658,7 @@ class _Scanner:
             start = call.start_byte
             while macro_ends and macro_ends[-1] <= start:
                 macro_ends.pop()
-            fn = call.child_by_field_name("function")
+            fn = call.child_by_field_id(F_FUNCTION)
             if fn is None:
                 continue
             i = bisect.bisect_right(starts, start) - 1
@@ -659,7 +678,7 @@ class _Scanner:
             if block is None or block[2] < 0:
                 continue
             flags = (IN_MACRO if macro_ends else 0) | (GLOBAL if fn.text.startswith(b"::") else 0)
-            args = call.child_by_field_name("arguments")
+            args = call.child_by_field_id(F_ARGUMENTS)
             if args is not None:
                 flags |= (1 + sum(1 for a in args.named_children if a.type != "comment")) << NARGS_SHIFT
             if launches:
@@ -673,7 +692,7 @@ class _Scanner:
             if len(parts) <= 2 and parts[0] in self.ttypes.get(idx, ()):  # K is a template parameter: no function
                 use = parts[1] if len(parts) == 2 else "operator()"  # `F::compute(...)`, `K<RNG>()(...)`
                 if len(parts) == 2 or (call.parent is not None and call.parent.type == "call_expression" and (
-                        call.parent.child_by_field_name("function") == call)):
+                        call.parent.child_by_field_id(F_FUNCTION) == call)):
                     self.tparam_uses.setdefault((idx, _TARG - self.ttypes[idx][parts[0]]), set()).add(use)
                 continue
             self.calls.append((idx, parts, FREE, line, flags, None, self._arg_types(args, idx)))
@@ -686,8 +705,8 @@ class _Scanner:
         """`f<C, RNG>(...)`: OBJ calls for the explicit template arguments that
         name a type, at index _TARG - k (Note [Functor arguments])."""
         while fn is not None and fn.type == "qualified_identifier":  # a::b::f<C>: the name's template_function
-            fn = fn.child_by_field_name("name")
-        targs = fn.child_by_field_name("arguments") if fn is not None and fn.type == "template_function" else None
+            fn = fn.child_by_field_id(F_NAME)
+        targs = fn.child_by_field_id(F_ARGUMENTS) if fn is not None and fn.type == "template_function" else None
         for k, a in enumerate(targs.named_children if targs is not None else ()):
             tparts = name_parts(a.text.decode(errors="replace")) if a.type == "type_descriptor" else ()
             if tparts and not any(_builtin_type(p) for p in tparts):
@@ -717,7 +736,7 @@ class _Scanner:
         for node in nodes:
             if node.type != "assignment_expression":
                 continue
-            left, refs = node.child_by_field_name("left"), _fn_refs(node.child_by_field_name("right"))
+            left, refs = node.child_by_field_id(F_LEFT), _fn_refs(node.child_by_field_id(F_RIGHT))
             if refs is None or left is None or left.type != "identifier":
                 continue
             i = bisect.bisect_right(starts, node.start_byte) - 1
@@ -765,7 +784,7 @@ class _Scanner:
             else:
                 node, obj, idx = item, None, -1
             call = node.parent.parent
-            fn = call.child_by_field_name("function") if call is not None and call.type == "call_expression" else None
+            fn = call.child_by_field_id(F_FUNCTION) if call is not None and call.type == "call_expression" else None
             if fn is None or fn.type not in _NAME_NODES:
                 continue
             callee = callees.get(fn.start_byte)
@@ -798,10 +817,10 @@ class _Scanner:
         """(symbol, lhs enc, rhs enc, node whose line it is) of an operator
         expression Tensors define, or None."""
         t = node.type
-        op = node.child_by_field_name("operator")
+        op = node.child_by_field_id(F_OPERATOR)
         operand = self._operand
         if t == "subscript_expression":
-            obj, ind = node.child_by_field_name("argument"), node.child_by_field_name("indices")
+            obj, ind = node.child_by_field_id(F_ARGUMENT), node.child_by_field_id(F_INDICES)
             first = ind.named_children[0] if ind is not None and ind.named_child_count == 1 else None
             return "[]", operand(obj, idx), operand(first, idx), node
         if op is None:
@@ -810,18 +829,18 @@ class _Scanner:
         if t == "binary_expression":
             if sym not in BINARY_OPS:
                 return None
-            return sym, operand(node.child_by_field_name("left"), idx), \
-                operand(node.child_by_field_name("right"), idx), op
+            return sym, operand(node.child_by_field_id(F_LEFT), idx), \
+                operand(node.child_by_field_id(F_RIGHT), idx), op
         if t == "unary_expression":
             if sym not in UNARY_OPS:
                 return None
-            return "u" + sym, operand(node.child_by_field_name("argument"), idx), None, op
-        left = node.child_by_field_name("left")  # assignment_expression
+            return "u" + sym, operand(node.child_by_field_id(F_ARGUMENT), idx), None, op
+        left = node.child_by_field_id(F_LEFT)  # assignment_expression
         if sym in COMPOUND_OPS:
-            return sym, operand(left, idx), operand(node.child_by_field_name("right"), idx), op
+            return sym, operand(left, idx), operand(node.child_by_field_id(F_RIGHT), idx), op
         if sym == "=" and left is not None and left.type == "subscript_expression":  # `t[i] = v`
-            return "=[]", operand(left.child_by_field_name("argument"), idx), \
-                operand(node.child_by_field_name("right"), idx), op
+            return "=[]", operand(left.child_by_field_id(F_ARGUMENT), idx), \
+                operand(node.child_by_field_id(F_RIGHT), idx), op
         return None
 
     def _operand(self, node: ts.Node | None, idx: int) -> tuple | None:
@@ -832,7 +851,7 @@ class _Scanner:
         return self._recv(node, idx, 0)
 
     def _member_call(self, call: ts.Node, fn: ts.Node, block, in_macro: bool) -> None:
-        field = fn.child_by_field_name("field")
+        field = fn.child_by_field_id(F_FIELD)
         if field is None:
             return
         name = member_name(field.text.decode(errors="replace"))
@@ -841,7 +860,7 @@ class _Scanner:
             constructs.member_construct(self, call, fn, name, block, scope)
         if block is None or block[2] < 0 or not name.isidentifier():
             return
-        obj = fn.child_by_field_name("argument")
+        obj = fn.child_by_field_id(F_ARGUMENT)
         member, parts, recv = (THIS if obj is not None and obj.type == "this" else MEMBER), (name,), None
         if obj is not None and obj.type == "identifier" and block[2] in self.tparams:
             pidx = self.tparams[block[2]].get(obj.text.decode(errors="replace"))
@@ -856,7 +875,7 @@ class _Scanner:
             elif enc is not None:  # `p->f()` on a class type: its operator-> (TensorArg) or a raw pointer
                 member, recv = RECV, (arrow, enc)
         line = field.start_point[0] + 1
-        args = call.child_by_field_name("arguments")
+        args = call.child_by_field_id(F_ARGUMENTS)
         nargs = (1 + sum(1 for a in args.named_children if a.type != "comment")) << NARGS_SHIFT if args else 0
         self.calls.append((block[2], parts, member, line, (IN_MACRO if in_macro else 0) | nargs, recv,
                            self._arg_types(args, block[2])))
@@ -1009,23 +1028,23 @@ _MAKERS = {"make_shared": "shared_ptr", "make_unique": "unique_ptr", "make_intru
 
 def _fields(cls: ts.Node) -> tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...]:
     """(name, type parts, template arg parts) of a class body's data members."""
-    body = cls.child_by_field_name("body")
+    body = cls.child_by_field_id(F_BODY)
     out = []
     for fd in body.named_children if body is not None else ():
         if fd.type != "field_declaration":
             continue
-        tnode = fd.child_by_field_name("type")
+        tnode = fd.child_by_field_id(F_TYPE)
         if tnode is None or tnode.type not in _TYPE_NODES:
             continue
         vtype = _var_type(tnode)
         if vtype is None:
             continue
-        for d in fd.children_by_field_name("declarator"):
+        for d in fd.children_by_field_id(F_DECLARATOR):
             while d is not None and d.type not in ("field_identifier", "identifier"):
                 if d.type in ("function_declarator",):
                     d = None
                     break
-                d = d.child_by_field_name("declarator") or (
+                d = d.child_by_field_id(F_DECLARATOR) or (
                     d.named_children[-1] if d.type in _DECLARATOR_WRAPPERS and d.named_children else None)
             if d is not None:
                 out.append((d.text.decode(errors="replace"), *vtype))
@@ -1035,15 +1054,15 @@ def _fields(cls: ts.Node) -> tuple[tuple[str, tuple[str, ...], tuple[str, ...]],
 def _declared_name(d: ts.Node | None) -> ts.Node | None:
     """The identifier a declarator declares (`x`, `&x`, `*x`, `x = 1`, `x[4]`), or None."""
     if d is not None and d.type == "init_declarator":  # the common cases first
-        d = d.child_by_field_name("declarator")
+        d = d.child_by_field_id(F_DECLARATOR)
     while d is not None and d.type != "identifier":
         if d.type == "function_declarator":  # `void (*fp)(int)` declares fp; `void f(int)` a function
-            d = d.child_by_field_name("declarator")
+            d = d.child_by_field_id(F_DECLARATOR)
             if d is None or d.type != "parenthesized_declarator":
                 return None
         if d.type == "field_identifier":
             return None
-        d = d.child_by_field_name("declarator") or (
+        d = d.child_by_field_id(F_DECLARATOR) or (
             d.named_children[-1] if d.type in _DECLARATOR_WRAPPERS and d.named_children else None)
     return d
 
@@ -1056,19 +1075,19 @@ _PARAM_NAME_HOLDERS = frozenset({
 
 def _nargs(call: ts.Node) -> int | None:
     """The number of arguments of call expression `call`, None when unknown."""
-    args = call.child_by_field_name("arguments")
+    args = call.child_by_field_id(F_ARGUMENTS)
     return sum(1 for a in args.named_children if a.type != "comment") if args is not None else None
 
 
 def _signature(defn: ts.Node, outer: ts.Node | None) -> tuple:
     """FileFacts.sigs of function definition `defn` (`outer` its parent):
     (suffix, fewest arguments, most or -1), or () when no parameter list is written."""
-    d = defn.child_by_field_name("declarator")
+    d = defn.child_by_field_id(F_DECLARATOR)
     while d is not None and d.type != "function_declarator":
         if d.type not in _DECLARATOR_WRAPPERS:
             return ()
-        d = d.child_by_field_name("declarator") or (d.named_children[-1] if d.named_children else None)
-    params = d.child_by_field_name("parameters") if d is not None else None
+        d = d.child_by_field_id(F_DECLARATOR) or (d.named_children[-1] if d.named_children else None)
+    params = d.child_by_field_id(F_PARAMETERS) if d is not None else None
     if params is None:
         return ()
     types, least, most = [], 0, 0
@@ -1095,13 +1114,13 @@ def _param_type(p: ts.Node) -> str:
     the parameter's name and default value."""
     text, base = p.text, p.start_byte
     end = len(text)
-    default = p.child_by_field_name("default_value")
+    default = p.child_by_field_id(F_DEFAULT_VALUE)
     if default is not None:
         eq = next((c for c in p.children if c.type == "="), default)
         end = eq.start_byte - base
-    name = p.child_by_field_name("declarator")
+    name = p.child_by_field_id(F_DECLARATOR)
     while name is not None and name.type in _PARAM_NAME_HOLDERS:
-        inner = name.child_by_field_name("declarator")
+        inner = name.child_by_field_id(F_DECLARATOR)
         name = inner if inner is not None else (name.named_children[-1] if name.named_children else None)
     if name is not None and name.type == "identifier":
         a, b = name.start_byte - base, name.end_byte - base
@@ -1122,7 +1141,7 @@ def _in_class_body(node: ts.Node) -> bool:
 def _is_pointer(d: ts.Node) -> bool:
     """A declarator of a pointer or array (`*p`, `p[4]`, `*p = q`), not of a reference."""
     if d.type == "init_declarator":
-        d = d.child_by_field_name("declarator")
+        d = d.child_by_field_id(F_DECLARATOR)
     return d is not None and d.type in ("pointer_declarator", "array_declarator")
 
 
@@ -1133,12 +1152,12 @@ def _fn_refs(node: ts.Node | None) -> tuple[tuple[str, ...], ...] | None:
         return None
     t = node.type
     if t == "conditional_expression":
-        a, b = _fn_refs(node.child_by_field_name("consequence")), _fn_refs(node.child_by_field_name("alternative"))
+        a, b = _fn_refs(node.child_by_field_id(F_CONSEQUENCE)), _fn_refs(node.child_by_field_id(F_ALTERNATIVE))
         return a + b if a is not None and b is not None else None
     if t == "parenthesized_expression" and node.named_child_count == 1:
         return _fn_refs(node.named_children[0])
     if t == "pointer_expression":
-        op, arg = node.child_by_field_name("operator"), node.child_by_field_name("argument")
+        op, arg = node.child_by_field_id(F_OPERATOR), node.child_by_field_id(F_ARGUMENT)
         if op is None or op.type != "&" or arg is None or arg.type not in ("identifier", "qualified_identifier",
                                                                              "template_function"):
             return None
@@ -1154,10 +1173,10 @@ def _constructed(node: ts.Node) -> tuple[tuple[str, ...], bool] | None:
     place: `C{...}` (a type for sure), `C(...)` / `C<T>(...)` (a type or a
     function: the resolver tells)."""
     if node.type == "compound_literal_expression":
-        tnode = node.child_by_field_name("type")
+        tnode = node.child_by_field_id(F_TYPE)
         parts = name_parts(tnode.text.decode(errors="replace")) if tnode is not None else ()
         return (parts, True) if parts else None
-    fn = node.child_by_field_name("function")
+    fn = node.child_by_field_id(F_FUNCTION)
     if fn is None or fn.type not in _NAME_NODES:
         return None
     parts = name_parts(fn.text.decode(errors="replace"))
@@ -1192,7 +1211,7 @@ def _template_type_params(tlist: ts.Node | None) -> dict[str, int]:
         if p.type in ("type_parameter_declaration", "template_template_parameter_declaration"):
             decl = next((c for c in p.named_children if c.type == "type_parameter_declaration"), p) \
                 if p.type == "template_template_parameter_declaration" else p
-            n = decl.child_by_field_name("name") or next(
+            n = decl.child_by_field_id(F_NAME) or next(
                 (c for c in decl.named_children if c.type == "type_identifier"), None)
             if n is not None:
                 out[n.text.decode(errors="replace")] = k
@@ -1208,17 +1227,17 @@ def _template_params(defn: ts.Node, tlist: ts.Node | None) -> dict[str, int]:
     for p in tlist.named_children if tlist is not None else ():
         if p.type in ("type_parameter_declaration", "variadic_type_parameter_declaration",
                       "optional_type_parameter_declaration"):
-            n = p.child_by_field_name("name") or next((c for c in p.named_children if c.type == "type_identifier"), None)
+            n = p.child_by_field_id(F_NAME) or next((c for c in p.named_children if c.type == "type_identifier"), None)
             if n is not None:
                 names.add(n.text.decode(errors="replace"))
-    d = defn.child_by_field_name("declarator")
+    d = defn.child_by_field_id(F_DECLARATOR)
     while d is not None and d.type != "function_declarator":
-        d = d.child_by_field_name("declarator") or (
+        d = d.child_by_field_id(F_DECLARATOR) or (
             d.named_children[-1] if d.type in _DECLARATOR_WRAPPERS and d.named_children else None)
-    plist = d.child_by_field_name("parameters") if d is not None else None
+    plist = d.child_by_field_id(F_PARAMETERS) if d is not None else None
     out = {}
     for k, p in enumerate(plist.named_children if plist is not None and names else ()):
-        tnode, name = p.child_by_field_name("type"), _declared_name(p.child_by_field_name("declarator"))
+        tnode, name = p.child_by_field_id(F_TYPE), _declared_name(p.child_by_field_id(F_DECLARATOR))
         if tnode is not None and name is not None and tnode.text.decode(errors="replace") in names:
             out[name.text.decode(errors="replace")] = k
     return out
@@ -1236,16 +1255,16 @@ def _alias_row(node: ts.Node) -> tuple | None:
             return ("using-namespace", "", parts, ())
         return ("using", parts[-1], parts, ()) if len(parts) > 1 else None
     if t == "namespace_alias_definition":
-        name = node.child_by_field_name("name")
+        name = node.child_by_field_id(F_NAME)
         target = node.named_children[-1] if node.named_children else None
         parts = name_parts(target.text.decode(errors="replace")) if target is not None else ()
         return ("namespace", name.text.decode(errors="replace"), parts, ()) if name is not None and parts else None
     if t == "alias_declaration":
-        name, tnode = node.child_by_field_name("name"), node.child_by_field_name("type")
+        name, tnode = node.child_by_field_id(F_NAME), node.child_by_field_id(F_TYPE)
         if tnode is not None and tnode.type == "type_descriptor":
-            tnode = tnode.child_by_field_name("type")
+            tnode = tnode.child_by_field_id(F_TYPE)
     else:  # type_definition: `typedef T N;`
-        tnode, name = node.child_by_field_name("type"), node.child_by_field_name("declarator")
+        tnode, name = node.child_by_field_id(F_TYPE), node.child_by_field_id(F_DECLARATOR)
         if name is not None and name.type != "type_identifier":
             return None
     if name is None or tnode is None or tnode.type not in _TYPE_NODES:
@@ -1255,7 +1274,7 @@ def _alias_row(node: ts.Node) -> tuple | None:
 
 
 def _is_arrow(field_expr: ts.Node) -> bool:
-    op = field_expr.child_by_field_name("operator")
+    op = field_expr.child_by_field_id(F_OPERATOR)
     return op is not None and op.type == "->"
 
 
