@@ -35,10 +35,38 @@ _ATTR_CALL_MACROS = (
     rb"C10_CLANG_DIAGNOSTIC_IGNORE|C10_CLANG_DIAGNOSTIC_PUSH|C10_CLANG_DIAGNOSTIC_POP|"
     rb"C10_DIAGNOSTIC_POP|__declspec|__attribute__|__align__|alignas"
 )
-_BLANK_RE = re.compile(
+_LAUNCH = rb"<<<(?:[^<>;]|<[^<>;]*>)*?>>>"
+# What clean blanks: the macros (not inside a longer name), then the launch
+# configurations. _BLANK_RE is this pattern, led by literals (_literal_first).
+BLANK_PATTERN = (
     rb"(?<![\w])(?=[A-Z_a])(?:(?:" + _ATTR_CALL_MACROS + rb")\s*" + _PAREN + rb"|(?:" + _ATTR_MACROS + rb")\b)"
-    rb"|<<<(?:[^<>;]|<[^<>;]*>)*?>>>"
+    rb"|" + _LAUNCH
 )
+
+
+def _literal_first() -> bytes:
+    r"""BLANK_PATTERN as a branch per first character, each led by that
+    literal (Note [Literal-first patterns]): `C(?<!\wC)(?:...)` holds the
+    macros that start with `C`, in BLANK_PATTERN's order (those taking
+    arguments, then `[A-Z][A-Z0-9_]*_API`, then the others), and its
+    lookbehind is BLANK_PATTERN's `(?<![\w])` at the `C`. First characters
+    differ between branches, so at most one can match at an offset and the
+    order of the branches does not matter; where BLANK_PATTERN matches, the
+    branch of that first character matches the same text."""
+    calls = _ATTR_CALL_MACROS.split(b"|")
+    generic, *attrs = _ATTR_MACROS.split(b"|")
+    assert generic == rb"[A-Z][A-Z0-9_]*_API"
+    firsts = sorted({a[:1] for a in calls + attrs} | {bytes([c]) for c in range(ord("A"), ord("Z") + 1)})
+    branches = []
+    for c in firsts:
+        alts = [a[1:] + rb"\s*" + _PAREN for a in calls if a[:1] == c]
+        alts += [generic[5:] + rb"\b"] if c.isupper() else []
+        alts += [a[1:] + rb"\b" for a in attrs if a[:1] == c]
+        branches.append(re.escape(c) + rb"(?<!\w" + re.escape(c) + rb")(?:" + b"|".join(alts) + rb")")
+    return b"|".join(branches) + rb"|" + _LAUNCH
+
+
+_BLANK_RE = re.compile(_literal_first())
 # Strings and comments, so that macro scans skip comments.
 _COMMENT_RE = re.compile(rb'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|//[^\n]*|/\*.*?\*/', re.S)
 _NOT_NL = re.compile(rb"[^\n]")
