@@ -303,10 +303,11 @@ class DeclaredTypes:
                 best, out = start, t
         return out
 
-    def arg_types(self, args: Node, idx: int, unknown: set[str]) -> tuple[str, ...] | None:
-        """The types of the arguments `args` (an argument_list) of a call in
-        def `idx`, "" where unknown; None when none is known."""
-        out = tuple(self.expr_type(a, idx, unknown) for a in args.named_children if a.type != "comment")
+    def arg_types(self, argv: list[Node], idx: int, unknown: set[str]) -> tuple[str, ...] | None:
+        """The types of the arguments `argv` (an argument_list's named
+        children but comments) of a call in def `idx`, "" where unknown; None
+        when none is known."""
+        out = tuple([self.expr_type(a, idx, unknown) for a in argv])
         return out if any(out) else None
 
     def expr_type(self, node: Node, idx: int, unknown: set[str], depth: int = 0) -> str:

@@ -18,6 +18,7 @@ import bisect
 import operator
 import pickle
 import re
+from bisect import bisect_right
 from dataclasses import dataclass
 
 import tree_sitter as ts
@@ -521,9 +522,9 @@ class _Scanner:
             self.unknown[idx] = names
         return names
 
-    def _arg_types(self, args: ts.Node | None, idx: int) -> tuple[str, ...] | None:
-        """The types of a call's arguments (Note [Typed overloads])."""
-        return self.types.arg_types(args, idx, self._unknown_names(idx)) if args is not None else None
+    def _arg_types(self, argv: list[ts.Node] | None, idx: int) -> tuple[str, ...] | None:
+        """The types of a call's arguments `argv` (`_args`; Note [Typed overloads])."""
+        return self.types.arg_types(argv, idx, self._unknown_names(idx)) if argv is not None else None
 
     def _auto_vars(self, node: ts.Node, idx: int) -> None:
         """`auto x = <expr>;` (`auto& x`, `const auto* x` too): x has the
@@ -573,21 +574,20 @@ class _Scanner:
         if node is None or depth > 5:
             return None
         t = node.type
+        if t == "identifier":  # the kinds by how often they come
+            return self._recv_name(node.text.decode(errors="replace"), idx)
+        if t == "field_expression":
+            field = node.child_by_field_id(F_FIELD)
+            sub = self._recv(node.child_by_field_id(F_ARGUMENT), idx, depth + 1)
+            if field is None or sub is None:
+                return None
+            name = field.text.decode(errors="replace")
+            self.names.add(name)
+            return ("m", sub, name)
+        if t == "call_expression":
+            return self._recv_call(node, idx, depth)
         if t in _NO_RECV:
             return None
-        if t == "identifier":
-            name = node.text.decode(errors="replace")
-            v = self.var_types.get(idx, {}).get(name)
-            if v is None:
-                if idx in self.free_defs or name in self.locals.get(idx, ()):
-                    return None  # a local of no known type, or no field: a free function's
-                self.names.add(name)
-                return ("m", ("this",), name)  # a field of the caller's class, if any
-            if v[0] == "v":
-                self.names.update(v[1])
-                self.names.update(v[2])
-                return v
-            return v[1] if v[0] == "e" else None
         if t == "conditional_expression":
             return (self._recv(node.child_by_field_id(F_CONSEQUENCE), idx, depth + 1)
                     or self._recv(node.child_by_field_id(F_ALTERNATIVE), idx, depth + 1))
@@ -606,14 +606,6 @@ class _Scanner:
             op = node.child_by_field_id(F_OPERATOR)
             sub = self._recv(node.child_by_field_id(F_ARGUMENT), idx, depth + 1) if op and op.type == "-" else None
             return ("o", "u-", sub, None) if sub is not None else None
-        if t == "field_expression":
-            field = node.child_by_field_id(F_FIELD)
-            sub = self._recv(node.child_by_field_id(F_ARGUMENT), idx, depth + 1)
-            if field is None or sub is None:
-                return None
-            name = field.text.decode(errors="replace")
-            self.names.add(name)
-            return ("m", sub, name)
         if t == "subscript_expression":
             sub = self._recv(node.child_by_field_id(F_ARGUMENT), idx, depth + 1)
             return ("i", sub) if sub is not None else None
@@ -621,12 +613,29 @@ class _Scanner:
             return ("this",)
         if t == "parenthesized_expression" and node.named_child_count == 1:
             return self._recv(node.named_children[0], idx, depth + 1)
-        if t != "call_expression":
-            return None
+        return None
+
+    def _recv_name(self, name: str, idx: int) -> tuple | None:
+        """_recv of identifier `name` in def `idx`."""
+        v = self.var_types.get(idx, {}).get(name)
+        if v is None:
+            if idx in self.free_defs or name in self.locals.get(idx, ()):
+                return None  # a local of no known type, or no field: a free function's
+            self.names.add(name)
+            return ("m", ("this",), name)  # a field of the caller's class, if any
+        if v[0] == "v":
+            self.names.update(v[1])
+            self.names.update(v[2])
+            return v
+        return v[1] if v[0] == "e" else None
+
+    def _recv_call(self, node: ts.Node, idx: int, depth: int) -> tuple | None:
+        """_recv of call expression `node`."""
         fn = node.child_by_field_id(F_FUNCTION)
         if fn is None:
             return None
-        if fn.type == "field_expression":
+        ftype = fn.type
+        if ftype == "field_expression":
             field = fn.child_by_field_id(F_FIELD)
             sub = self._recv(fn.child_by_field_id(F_ARGUMENT), idx, depth + 1)
             if field is None or sub is None:
@@ -636,7 +645,7 @@ class _Scanner:
                 return None
             self.names.add(name)
             return ("c", (name,), RECV, (_is_arrow(fn), sub), _nargs(node))
-        if fn.type in ("identifier", "qualified_identifier", "template_function"):
+        if ftype in _NAME_NODES:
             text = fn.text.decode(errors="replace")
             parts = name_parts(text)
             if not parts or is_macro_name(parts[-1]):
@@ -650,10 +659,9 @@ class _Scanner:
         return None
 
     def _collect_calls(self, calls: list[ts.Node]) -> None:
-        starts = [b[0] for b in self.blocks]
+        starts, blocks = self.block_starts, self.blocks
         macro_ends: list[int] = []
         objs: list[ts.Node] = []  # free calls that are arguments: objects constructed in place?
-        launches = self.cleaned.launches
         for call in calls:
             start = call.start_byte
             while macro_ends and macro_ends[-1] <= start:
@@ -661,45 +669,54 @@ class _Scanner:
             fn = call.child_by_field_id(F_FUNCTION)
             if fn is None:
                 continue
-            i = bisect.bisect_right(starts, start) - 1
-            block = self.blocks[i] if i >= 0 and call.end_byte <= self.blocks[i][1] else None
+            i = bisect_right(starts, start) - 1
+            block = blocks[i] if i >= 0 and call.end_byte <= blocks[i][1] else None
             ftype = fn.type
             if ftype == "field_expression":
                 self._member_call(call, fn, block, bool(macro_ends))
                 continue
-            if ftype not in ("identifier", "qualified_identifier", "template_function"):
+            if ftype not in _NAME_NODES:
                 continue
-            parts = name_parts(fn.text.decode(errors="replace"))
+            ftext = fn.text
+            parts = name_parts(ftext.decode(errors="replace"))
             if not parts:
                 continue
             if is_macro_name(parts[-1]):
                 macro_ends.append(call.end_byte)
                 continue
-            if block is None or block[2] < 0:
-                continue
-            flags = (IN_MACRO if macro_ends else 0) | (GLOBAL if fn.text.startswith(b"::") else 0)
-            args = call.child_by_field_id(F_ARGUMENTS)
-            if args is not None:
-                flags |= (1 + sum(1 for a in args.named_children if a.type != "comment")) << NARGS_SHIFT
-            if launches:
-                j = bisect.bisect_left(launches, fn.end_byte)
-                if args is not None and j < len(launches) and launches[j] < args.start_byte:
-                    flags |= LAUNCH
-            idx, line = block[2], fn.start_point[0] + 1
-            if len(parts) == 1 and not flags & GLOBAL and parts[0] in self.locals.get(idx, ()):
-                self._local_call(idx, parts[0], line, flags)
-                continue
-            if len(parts) <= 2 and parts[0] in self.ttypes.get(idx, ()):  # K is a template parameter: no function
-                use = parts[1] if len(parts) == 2 else "operator()"  # `F::compute(...)`, `K<RNG>()(...)`
-                if len(parts) == 2 or (call.parent is not None and call.parent.type == "call_expression" and (
-                        call.parent.child_by_field_id(F_FUNCTION) == call)):
-                    self.tparam_uses.setdefault((idx, _TARG - self.ttypes[idx][parts[0]]), set()).add(use)
-                continue
-            self.calls.append((idx, parts, FREE, line, flags, None, self._arg_types(args, idx)))
-            self._template_args(idx, parts, fn, line)
-            if call.parent is not None and call.parent.type == "argument_list":
-                objs.append((call, parts, idx))
+            if block is not None and block[2] >= 0:
+                self._free_call(call, fn, ftext, parts, block[2], bool(macro_ends), objs)
         self._collect_objs(objs, idx_known=True)
+
+    def _free_call(self, call: ts.Node, fn: ts.Node, ftext: bytes, parts: tuple[str, ...], idx: int,
+                   in_macro: bool, objs: list) -> None:
+        """Record call `call` of `fn` (written `ftext`, `parts`) in def `idx`;
+        an argument of another call joins `objs` (an object constructed in place?)."""
+        flags = (IN_MACRO if in_macro else 0) | (GLOBAL if ftext.startswith(b"::") else 0)
+        args = call.child_by_field_id(F_ARGUMENTS)
+        argv = _args(args)
+        if argv is not None:
+            flags |= (1 + len(argv)) << NARGS_SHIFT
+        launches = self.cleaned.launches
+        if launches:
+            j = bisect.bisect_left(launches, fn.end_byte)
+            if args is not None and j < len(launches) and launches[j] < args.start_byte:
+                flags |= LAUNCH
+        line = fn.start_point[0] + 1
+        if len(parts) == 1 and not flags & GLOBAL and parts[0] in self.locals.get(idx, ()):
+            self._local_call(idx, parts[0], line, flags)
+            return
+        parent = call.parent
+        if len(parts) <= 2 and parts[0] in self.ttypes.get(idx, ()):  # K is a template parameter: no function
+            use = parts[1] if len(parts) == 2 else "operator()"  # `F::compute(...)`, `K<RNG>()(...)`
+            if len(parts) == 2 or (parent is not None and parent.type == "call_expression" and (
+                    parent.child_by_field_id(F_FUNCTION) == call)):
+                self.tparam_uses.setdefault((idx, _TARG - self.ttypes[idx][parts[0]]), set()).add(use)
+            return
+        self.calls.append((idx, parts, FREE, line, flags, None, self._arg_types(argv, idx)))
+        self._template_args(idx, parts, fn, line)
+        if parent is not None and parent.type == "argument_list":
+            objs.append((call, parts, idx))
 
     def _template_args(self, idx: int, parts: tuple[str, ...], fn: ts.Node, line: int) -> None:
         """`f<C, RNG>(...)`: OBJ calls for the explicit template arguments that
@@ -875,10 +892,10 @@ class _Scanner:
             elif enc is not None:  # `p->f()` on a class type: its operator-> (TensorArg) or a raw pointer
                 member, recv = RECV, (arrow, enc)
         line = field.start_point[0] + 1
-        args = call.child_by_field_id(F_ARGUMENTS)
-        nargs = (1 + sum(1 for a in args.named_children if a.type != "comment")) << NARGS_SHIFT if args else 0
+        argv = _args(call.child_by_field_id(F_ARGUMENTS))
+        nargs = (1 + len(argv)) << NARGS_SHIFT if argv is not None else 0
         self.calls.append((block[2], parts, member, line, (IN_MACRO if in_macro else 0) | nargs, recv,
-                           self._arg_types(args, block[2])))
+                           self._arg_types(argv, block[2])))
 
     def scope(self, node: ts.Node, classes: bool = True) -> tuple[list[str], bool]:
         """scope_of(node), with namespaces from the text where the tree has errors."""
@@ -1071,6 +1088,14 @@ _PARAM_NAME_HOLDERS = frozenset({
     "reference_declarator", "pointer_declarator", "array_declarator", "function_declarator",
     "parenthesized_declarator", "variadic_declarator", "attributed_declarator",
 })
+
+
+def _args(args: ts.Node | None) -> list[ts.Node] | None:
+    """The arguments in argument list `args` (its named children but comments), None for None."""
+    if args is None:
+        return None
+    argv = args.named_children
+    return argv if not any(a.type == "comment" for a in argv) else [a for a in argv if a.type != "comment"]
 
 
 def _nargs(call: ts.Node) -> int | None:
