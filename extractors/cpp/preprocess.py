@@ -69,8 +69,20 @@ def _literal_first() -> bytes:
 _BLANK_RE = re.compile(_literal_first())
 # Strings and comments, so that macro scans skip comments.
 _COMMENT_RE = re.compile(rb'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|//[^\n]*|/\*.*?\*/', re.S)
-_NOT_NL = re.compile(rb"[^\n]")
-_NOT_NL_BS = re.compile(rb"[^\n\\]")
+# Blanking tables for bytes.translate: every byte a space but newlines (and
+# backslashes); `tok.translate(_SPACES)` is `re.sub(rb"[^\n]", b" ", tok)`
+# without a match per byte.
+_SPACES = bytes(c if c == 10 else 32 for c in range(256))
+_SPACES_BS = bytes(c if c in (10, 92) else 32 for c in range(256))
+
+
+def blanked(tok: bytes) -> bytes:
+    """`tok` with every byte a space but newlines (Note [Blanking preserves offsets]).
+
+    >>> blanked(b"a\\\nb")
+    b'  \n '
+    """
+    return tok.translate(_SPACES)
 
 
 # Note [Literal-first patterns]: Python's `re` searches fast for a pattern
@@ -121,7 +133,7 @@ def blank_directives(pattern: re.Pattern[bytes], text: bytes) -> bytes:
     pos = 0
     for start, m in directives(pattern, text):
         out.append(text[pos:start])
-        out.append(_NOT_NL.sub(b" ", text[start : m.end()]))
+        out.append(text[start : m.end()].translate(_SPACES))
         pos = m.end()
     if not out:
         return text
@@ -139,7 +151,7 @@ class Cleaned:
 
 
 def _blank(m: re.Match[bytes]) -> bytes:
-    return _NOT_NL.sub(b" ", m.group(0))
+    return m.group(0).translate(_SPACES)
 
 
 def clean(src: bytes) -> Cleaned:
@@ -151,10 +163,10 @@ def clean(src: bytes) -> Cleaned:
         tok = m.group(0)
         if tok.startswith(b"<<<"):
             launches.append(m.start())
-            return _NOT_NL_BS.sub(b" ", tok)  # keep `\` line continuations of #defines
+            return tok.translate(_SPACES_BS)  # keep `\` line continuations of #defines
         elif tok == b"__global__":
             globals_.append(m.start())
-        return _NOT_NL.sub(b" ", tok)
+        return tok.translate(_SPACES)
 
     text = _BLANK_RE.sub(sub, src)
     if b"#" in text:
@@ -193,7 +205,7 @@ def balance_conditionals(text: bytes) -> bytes:
     every later function inside the current one. Balanced groups are kept."""
     if not _unbalanced(text):
         return text
-    masked = _COMMENT_RE.sub(lambda m: _NOT_NL.sub(b" ", m.group(0)), text)
+    masked = _COMMENT_RE.sub(_blank, text)
     spans: list[tuple[int, int]] = []
     # group -> (branches [start, delta], directive spans)
     stack: list[tuple[list[list[int]], list[tuple[int, int]]]] = []
@@ -223,7 +235,7 @@ def balance_conditionals(text: bytes) -> bytes:
         return text
     out = bytearray(text)
     for a, b in spans:
-        out[a:b] = _NOT_NL.sub(b" ", bytes(out[a:b]))
+        out[a:b] = bytes(out[a:b]).translate(_SPACES)
     return bytes(out)
 
 
@@ -233,7 +245,7 @@ def strip_comments(src: bytes) -> bytes:
     def sub(m: re.Match[bytes]) -> bytes:
         tok = m.group(0)
         if tok.startswith((b"//", b"/*")):
-            return _NOT_NL.sub(b" ", tok)
+            return tok.translate(_SPACES)
         return tok
 
     return _COMMENT_RE.sub(sub, src)
@@ -241,4 +253,4 @@ def strip_comments(src: bytes) -> bytes:
 
 def mask(src: bytes) -> bytes:
     """`src` with comments and string/char literals blanked (offsets kept)."""
-    return _COMMENT_RE.sub(lambda m: _NOT_NL.sub(b" ", m.group(0)), src)
+    return _COMMENT_RE.sub(_blank, src)

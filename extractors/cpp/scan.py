@@ -57,7 +57,7 @@ from extractors.cpp.names import (
     static_scope,
     strip_templates,
 )
-from extractors.cpp.preprocess import Cleaned, blank_directives, clean, directives, mask
+from extractors.cpp.preprocess import Cleaned, blank_directives, blanked, clean, directives, mask
 
 KERNEL = 2  # FileFacts.defs flag: a CUDA __global__ function
 STATIC = 4  # FileFacts.defs flag: a `static` function at namespace scope (internal linkage)
@@ -988,7 +988,7 @@ def _chunk_trees(text: bytes) -> list[ts.Tree]:
     the file. Each top-level chunk (from one line starting at column 0 with a
     name to the next) is parsed on its own (tree-sitter's included ranges), so
     offsets and lines stay those of the file."""
-    masked = _RAW_STRING_RE.sub(lambda m: re.sub(rb"[^\n]", b" ", m.group(0)), mask(text))
+    masked = _RAW_STRING_RE.sub(lambda m: blanked(m.group(0)), mask(text))
     starts = [m.start() for m in _CHUNK_START_RE.finditer(masked)] + [len(text)]
     trees = []
     line = 0
