@@ -166,14 +166,19 @@ def mask(t: str, names: Iterable[str]) -> str:
     >>> mask("const scalar_t*", {"scalar_t"}), mask("Vectorized<T>", {"T"})
     ('const ?*', 'Vectorized<?>')
     """
-    names = set(names)
-    if not names or not _words(t) & names:
+    if not names:  # the common case: a def of no template parameters or local aliases
         return t
-    return re.sub(r"[A-Za-z_]\w*", lambda m: "?" if m.group(0) in names else m.group(0), t)
+    names = set(names)
+    if not _words(t) & names:
+        return t
+    return _WORD_RE.sub(lambda m: "?" if m.group(0) in names else m.group(0), t)
+
+
+_WORD_RE = re.compile(r"[A-Za-z_]\w*")
 
 
 def _words(t: str) -> set[str]:
-    return set(re.findall(r"[A-Za-z_]\w*", t))
+    return set(_WORD_RE.findall(t))
 
 
 def pick_typed(cands: Sequence[tuple[str, tuple[str, ...], tuple[str, ...], tuple[str, ...]]],
@@ -268,7 +273,10 @@ def _number_type(t: str) -> str:
 def declared(type_text: str) -> str:
     """A declared type as an argument type: normalized, "" for `auto`."""
     t = normalize_type(type_text)
-    return "" if re.search(r"\bauto\b|\bdecltype\b", t) else t
+    return "" if ("auto" in t or "decltype" in t) and _AUTO_RE.search(t) else t
+
+
+_AUTO_RE = re.compile(r"\bauto\b|\bdecltype\b")
 
 
 class DeclaredTypes:

@@ -52,6 +52,7 @@ def is_internal_part(part: str) -> bool:
     return part.startswith(("(anonymous", "(static:"))
 
 
+@functools.lru_cache(maxsize=1 << 14)
 def is_macro_name(name: str) -> bool:
     """ALL_CAPS names (`TORCH_CHECK`, `AT_DISPATCH_ALL_TYPES`) are macros by PyTorch convention."""
     return bool(_MACRO_RE.match(name))
