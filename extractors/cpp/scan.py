@@ -288,6 +288,9 @@ class _Scanner:
         self.calls: list[tuple[int, tuple[str, ...], int, int, int, tuple | None, tuple | None]] = []
         self.types = argtypes.DeclaredTypes()  # Note [Typed overloads]
         self.unknown: dict[int, set[str]] = {}  # def idx -> its _unknown_names
+        # (start, end, kind) -> _param_type of the defs' parameters; not kept for a
+        # file of several trees (.mm chunks), whose nodes of a range may differ
+        self.param_types: dict[tuple[int, int, str], str] | None = {} if len(self.trees) == 1 else None
         self.blocks: list[tuple[int, int, int, tuple]] = []  # (start, end, def idx, block info)
         self.out = constructs.Constructs()
 
@@ -406,7 +409,7 @@ class _Scanner:
         ret = _var_type(tnode) if tnode is not None and tnode.type in _TYPE_NODES else None
         self.returns.append(ret or ())
         outer = defn.parent
-        self.sigs.append(_signature(defn, outer))
+        self.sigs.append(_signature(defn, outer, self.param_types))
         idx = len(self.defs) - 1
         if outer is not None and outer.type == "template_declaration":
             tlist = outer.child_by_field_id(F_PARAMETERS)
@@ -505,7 +508,13 @@ class _Scanner:
     def _declare(self, node: ts.Node, d: ts.Node, name: str, idx: int) -> None:
         """Record the type declarator `d` of declaration `node` gives `name`
         in def `idx` (Note [Typed overloads])."""
-        param = _param_type(node) if node.type in ("parameter_declaration", "optional_parameter_declaration") else None
+        param = None
+        kind = node.type
+        if kind in ("parameter_declaration", "optional_parameter_declaration"):
+            seen = self.param_types
+            param = seen.get((node.start_byte, node.end_byte, kind)) if seen is not None else None
+            if param is None:
+                param = _param_type(node)
         self.types.declare(node, d, name, idx, param, self._unknown_names(idx))
 
     def _unknown_names(self, idx: int) -> set[str]:
@@ -1095,7 +1104,10 @@ def _args(args: ts.Node | None) -> list[ts.Node] | None:
     if args is None:
         return None
     argv = args.named_children
-    return argv if not any(a.type == "comment" for a in argv) else [a for a in argv if a.type != "comment"]
+    for a in argv:
+        if a.type == "comment":
+            return [a for a in argv if a.type != "comment"]
+    return argv
 
 
 def _nargs(call: ts.Node) -> int | None:
@@ -1104,9 +1116,11 @@ def _nargs(call: ts.Node) -> int | None:
     return sum(1 for a in args.named_children if a.type != "comment") if args is not None else None
 
 
-def _signature(defn: ts.Node, outer: ts.Node | None) -> tuple:
+def _signature(defn: ts.Node, outer: ts.Node | None, seen: dict[tuple[int, int, str], str] | None) -> tuple:
     """FileFacts.sigs of function definition `defn` (`outer` its parent):
-    (suffix, fewest arguments, most or -1), or () when no parameter list is written."""
+    (suffix, fewest arguments, most or -1), or () when no parameter list is
+    written. Each parameter's _param_type goes into `seen` (unless None) by
+    its (start, end, kind), for the scanner's declarations to reuse."""
     d = defn.child_by_field_id(F_DECLARATOR)
     while d is not None and d.type != "function_declarator":
         if d.type not in _DECLARATOR_WRAPPERS:
@@ -1119,7 +1133,10 @@ def _signature(defn: ts.Node, outer: ts.Node | None) -> tuple:
     for p in params.named_children:
         if p.type == "comment":
             continue
-        types.append(_param_type(p))
+        ptype = _param_type(p)
+        types.append(ptype)
+        if seen is not None:
+            seen[(p.start_byte, p.end_byte, p.type)] = ptype
         if p.type == "variadic_parameter_declaration" or p.type == "...":
             most = -1
         elif p.type != "optional_parameter_declaration":
