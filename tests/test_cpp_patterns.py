@@ -51,6 +51,7 @@ def test_blanked_macros_are_those_of_the_plain_pattern():
         src = text.encode()
         want = [(m.start(), m.end()) for m in plain.finditer(src)]
         assert [(m.start(), m.end()) for m in preprocess._BLANK_RE.finditer(src)] == want, src
+        assert [(m.start(), m.end()) for m in preprocess.blank_matches(src)] == want, src  # Note [Blank anchors]
         found += len(want)
     assert found > 1000
 

@@ -67,6 +67,45 @@ def _literal_first() -> bytes:
 
 
 _BLANK_RE = re.compile(_literal_first())
+
+# Note [Blank anchors]: each macro BLANK_PATTERN names holds one of these
+# (checked below), and a match is a whole name or the start of one (its
+# lookbehind); so a match can only start where the run of name characters
+# that holds an anchor starts, or at a `<<<`. blank_matches tries _BLANK_RE
+# at those offsets only, found with bytes.find, not at each of [A-Z_a<].
+_ANCHORS = (b"_API", b"C10_", b"__", b"HANDLE_TH_ERRORS", b"alignas", b"GPU_LAMBDA", b"CUTLASS_", b"RESTRICT")
+if not all(any(a in alt for a in _ANCHORS) for alt in (_ATTR_CALL_MACROS + b"|" + _ATTR_MACROS).split(b"|")):
+    raise AssertionError("a macro of BLANK_PATTERN holds none of _ANCHORS (Note [Blank anchors])")
+_NAME_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")  # bytes `\w`
+
+
+def _occurrences(text: bytes, word: bytes) -> Iterator[int]:
+    """The offsets of every occurrence of `word` in `text`, overlapping ones too."""
+    at = text.find(word)
+    while at >= 0:
+        yield at
+        at = text.find(word, at + 1)
+
+
+def blank_matches(text: bytes) -> Iterator[re.Match[bytes]]:
+    """The matches of BLANK_PATTERN in `text`, in order: those finditer
+    gives (Note [Blank anchors]).
+
+    >>> [m.group(0) for m in blank_matches(b"TORCH_API int f<<<1, 2>>>(); MY_TORCH_APIX")]
+    [b'TORCH_API', b'<<<1, 2>>>']
+    """
+    starts = set(_occurrences(text, b"<<<"))
+    for anchor in _ANCHORS:
+        for at in _occurrences(text, anchor):
+            while at and text[at - 1] in _NAME_BYTES:
+                at -= 1
+            starts.add(at)
+    pos = 0
+    match = _BLANK_RE.match
+    for at in sorted(starts):
+        if at >= pos and (m := match(text, at)) is not None:
+            yield m
+            pos = m.end()
 # Strings and comments, so that macro scans skip comments.
 _COMMENT_RE = re.compile(rb'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|//[^\n]*|/\*.*?\*/', re.S)
 # Blanking tables for bytes.translate: every byte a space but newlines (and
@@ -159,16 +198,20 @@ def clean(src: bytes) -> Cleaned:
     launches: list[int] = []
     globals_: list[int] = []
 
-    def sub(m: re.Match[bytes]) -> bytes:
+    out: list[bytes] = []
+    pos = 0
+    for m in blank_matches(src):
         tok = m.group(0)
+        out.append(src[pos : m.start()])
         if tok.startswith(b"<<<"):
             launches.append(m.start())
-            return tok.translate(_SPACES_BS)  # keep `\` line continuations of #defines
-        elif tok == b"__global__":
-            globals_.append(m.start())
-        return tok.translate(_SPACES)
-
-    text = _BLANK_RE.sub(sub, src)
+            out.append(tok.translate(_SPACES_BS))  # keep `\` line continuations of #defines
+        else:
+            if tok == b"__global__":
+                globals_.append(m.start())
+            out.append(tok.translate(_SPACES))
+        pos = m.end()
+    text = b"".join(out) + src[pos:] if out else src
     if b"#" in text:
         text = blank_directives(_EMPTY_IF_RE, text)  # `__global__ void #if .. LAUNCH_BOUNDS #endif name(`
         text = balance_conditionals(text)
