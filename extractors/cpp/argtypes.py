@@ -285,28 +285,32 @@ class DeclaredTypes:
     overloads]); the scanner (extractors/cpp/scan.py) fills and asks it."""
 
     def __init__(self) -> None:
-        # def idx -> name -> (scope start, end, type), in the order declared
-        self.decls: dict[int, dict[str, list[tuple[int, int, str]]]] = {}
+        # (def idx, name) -> its declarations, in the order declared: each
+        # read (_scoped) when the name is first asked for; most never are
+        self.pending: dict[tuple[int, str], list[tuple[Node, Node, str | None, set[str]]]] = {}
+        self.decls: dict[tuple[int, str], list[tuple[int, int, str]]] = {}  # ... read: (scope start, end, type)
 
     def declare(self, node: Node, d: Node, name: str, idx: int, param: str | None, unknown: set[str]) -> None:
         """Record the type declarator `d` of declaration `node` gives `name`
         in def `idx` (`param`: the type of a parameter declaration as written),
-        the names in `unknown` as `?`."""
-        vtype = mask(declared(param) if param is not None else declared_type(node, d), unknown)
-        if not vtype:
-            return
-        scope = node.parent
-        while scope is not None and scope.type not in _SCOPES:
-            scope = scope.parent
-        if scope is not None:
-            start = scope.start_byte if param is not None else node.start_byte
-            self.decls.setdefault(idx, {}).setdefault(name, []).append((start, scope.end_byte, vtype))
+        the names in `unknown` as `?`; read when `name` is first asked for."""
+        key = (idx, name)
+        decl = (node, d, param, unknown)
+        read = self.decls.get(key)
+        if read is None:
+            self.pending.setdefault(key, []).append(decl)
+        elif (row := _scoped(decl)) is not None:  # asked for already (the scanner asks after declaring all)
+            read.append(row)
 
     def type_at(self, idx: int, name: str, pos: int) -> str:
         """The declared type of `name` at byte `pos` of def `idx`: its
         innermost declaration in scope there, or ""."""
+        key = (idx, name)
+        decls = self.decls.get(key)
+        if decls is None:
+            decls = self.decls[key] = [e for e in map(_scoped, self.pending.pop(key, ())) if e is not None]
         best, out = -1, ""
-        for start, end, t in self.decls.get(idx, {}).get(name, ()):
+        for start, end, t in decls:
             if start <= pos < end and start > best:
                 best, out = start, t
         return out
@@ -339,6 +343,21 @@ class DeclaredTypes:
             if name is not None and name.text in _CASTS and targs is not None and targs.named_child_count == 1:
                 return mask(declared(targs.named_children[0].text.decode(errors="replace")), unknown)
         return ""
+
+
+def _scoped(decl: tuple[Node, Node, str | None, set[str]]) -> tuple[int, int, str] | None:
+    """(scope start, end, type) of a declaration DeclaredTypes.declare kept,
+    or None when its type is unknown or it is in no scope."""
+    node, d, param, unknown = decl
+    vtype = mask(declared(param) if param is not None else declared_type(node, d), unknown)
+    if not vtype:
+        return None
+    scope = node.parent
+    while scope is not None and scope.type not in _SCOPES:
+        scope = scope.parent
+    if scope is None:
+        return None
+    return (scope.start_byte if param is not None else node.start_byte), scope.end_byte, vtype
 
 
 _WRAPPERS = frozenset({"pointer_declarator", "reference_declarator", "attributed_declarator",
