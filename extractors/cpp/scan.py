@@ -491,10 +491,11 @@ class _Scanner:
             tnode = node.child_by_field_id(F_TYPE)
             if tnode is None:
                 continue
-            if tnode.type == "placeholder_type_specifier":
+            ttype = tnode.type
+            if ttype == "placeholder_type_specifier":
                 self._auto_vars(node, idx)
                 continue
-            if tnode.type not in _TYPE_NODES:
+            if ttype not in _TYPE_NODES:
                 continue
             vtype = _var_type(tnode)
             if vtype is None:
@@ -533,7 +534,10 @@ class _Scanner:
 
     def _arg_types(self, argv: list[ts.Node] | None, idx: int) -> tuple[str, ...] | None:
         """The types of a call's arguments `argv` (`_args`; Note [Typed overloads])."""
-        return self.types.arg_types(argv, idx, self._unknown_names(idx)) if argv is not None else None
+        if argv is None:
+            return None
+        unknown = self.unknown.get(idx)
+        return self.types.arg_types(argv, idx, unknown if unknown is not None else self._unknown_names(idx))
 
     def _auto_vars(self, node: ts.Node, idx: int) -> None:
         """`auto x = <expr>;` (`auto& x`, `const auto* x` too): x has the
@@ -871,9 +875,10 @@ class _Scanner:
 
     def _operand(self, node: ts.Node | None, idx: int) -> tuple | None:
         """_recv of an operator's operand; a local pointer or array is no Tensor."""
-        if node is not None and node.type == "identifier" and idx in self.pointers and (
-                node.text.decode(errors="replace") in self.pointers[idx]):
-            return None
+        if node is not None and node.type == "identifier":  # _recv's first case, its name read once
+            name = node.text.decode(errors="replace")
+            pointers = self.pointers.get(idx)
+            return None if pointers is not None and name in pointers else self._recv_name(name, idx)
         return self._recv(node, idx, 0)
 
     def _member_call(self, call: ts.Node, fn: ts.Node, block, in_macro: bool) -> None:
