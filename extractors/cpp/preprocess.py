@@ -118,8 +118,8 @@ _SPACES_BS = bytes(c if c in (10, 92) else 32 for c in range(256))
 def blanked(tok: bytes) -> bytes:
     """`tok` with every byte a space but newlines (Note [Blanking preserves offsets]).
 
-    >>> blanked(b"a\\\nb")
-    b'  \n '
+    >>> blanked(b"a\\\\\\nb")
+    b'  \\n '
     """
     return tok.translate(_SPACES)
 
@@ -138,7 +138,7 @@ def line_start(text: bytes, at: int) -> int:
     """The offset of the line holding offset `at` when only blanks (spaces,
     tabs) precede `at` on it, else -1 (Note [Literal-first patterns]).
 
-    >>> line_start(b"x\n  #if", 4), line_start(b"x #if", 2)
+    >>> line_start(b"x\\n  #if", 4), line_start(b"x #if", 2)
     (2, -1)
     """
     start = text.rfind(b"\n", 0, at) + 1
@@ -151,7 +151,7 @@ def directives(pattern: re.Pattern[bytes], text: bytes) -> Iterator[tuple[int, r
     `^[ \t]*` + `pattern` finds with re.M, that one's start given apart
     (Note [Literal-first patterns]).
 
-    >>> [(a, m.group(0)) for a, m in directives(re.compile(rb"#if"), b"a #if\n  #if")]
+    >>> [(a, m.group(0)) for a, m in directives(re.compile(rb"#if"), b"a #if\\n  #if")]
     [(6, b'#if')]
     """
     pos = 0
