@@ -1021,6 +1021,20 @@ def test_the_scanners_source_is_in_the_cache_key(tmp_path: Path) -> None:
     here = Path(cache.__file__).parent
     assert cache.VERSION.endswith(source_digest(cache.SCANNER_MODULES, here))
     assert cache.digest_of(b"int f();", "a.cpp") != cache.digest_of(b"int f();", "b.cpp")
+    # every module of extractors/cpp the scanner imports at its top, however deep, is of the key
+    import ast
+
+    seen, todo = set(), ["scan.py"]
+    while todo:
+        mod = todo.pop()
+        seen.add(mod)
+        for node in ast.parse((here / mod).read_text()).body:
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("extractors.cpp"):
+                for name in [node.module, *(f"{node.module}.{a.name}" for a in node.names)]:
+                    file = f"{name.split('.')[2]}.py" if name.count(".") >= 2 else ""
+                    if (here / file).is_file() and file not in seen:
+                        todo.append(file)
+    assert seen <= set(cache.SCANNER_MODULES), seen - set(cache.SCANNER_MODULES)
 
 
 def test_rows_of_their_own_file_skip_the_distinct_pass(monkeypatch):

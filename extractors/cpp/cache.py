@@ -40,7 +40,7 @@ from torchtalk.atomic import atomic_open
 # no run mixes FileFacts of two scanners. The same holds for the resolved
 # rows the layer's state keeps (resolve.RESOLVE_VERSION). Reading the few
 # modules costs well under a millisecond.
-SCANNER_MODULES = ("scan.py", "argtypes.py", "constructs.py", "macros.py", "names.py", "preprocess.py",
+SCANNER_MODULES = ("scan.py", "argtypes.py", "constructs.py", "fields.py", "macros.py", "names.py", "preprocess.py",
                    "aten.py", "library.py")
 
 
