@@ -227,12 +227,11 @@ def warm(cache_dir: Path, memo: dict) -> None:
     """What a run after an edit reads besides the state its run just kept
     in `memo`: the last Index, kept there too (Note [Warmed memo] in
     torchtalk/warm.py)."""
-    from extractors.cpp.incremental import FILES_FORMAT, keep_last_index
+    from extractors.cpp.incremental import keep_last_index
 
-    hit = memo.get(Path(cache_dir) / STATE)
-    state = hit[1][3] if hit is not None and len(hit[1]) > 3 else None
-    if state and state.get("format") == FILES_FORMAT:
-        keep_last_index(state, memo, Path(cache_dir))
+    resolved = _read_memo(memo, Path(cache_dir) / STATE)  # the memo's, while the file is the one it kept
+    if resolved:
+        keep_last_index(resolved[3], memo, Path(cache_dir))
 
 
 def tree_overloads(root: Path, cache_dir: Path, jobs: int = 1):
