@@ -171,10 +171,9 @@ def find_similar_tests(con, query: str, limit: int = DEFAULT_LIMIT) -> Table:
     present = tables(con)
     if "test" not in present:
         return Table(f"tests like {query!r}", cols, (), 0, notes)
-    if getattr(con, "engine", None) == "memory":  # a server's connection (Note [Tests by token])
-        from torchtalk.connmemo import per_connection
-
-        rows, total = per_connection(con, "tests-by-token", _TestTokens).similar(words, limit)
+    tokens = _test_tokens(con)
+    if tokens is not None:  # a server's connection (Note [Tests by token])
+        rows, total = tokens.similar(words, limit)
         return Table(f"tests like {query!r}", cols, rows, total, notes)
     func = "lower(regexp_extract(t.test, '[^:]+$'))"
     terms, params = [], []
@@ -209,10 +208,16 @@ def find_similar_tests(con, query: str, limit: int = DEFAULT_LIMIT) -> Table:
 def warm(con) -> None:
     """Build what find_similar_tests reads on a server's connection (Note
     [Tests by token]), for the server's warm-up to pay instead of a call."""
+    if "test" in tables(con):
+        _test_tokens(con)
+
+
+def _test_tokens(con) -> _TestTokens | None:
+    """The token maps of a server's connection, made once for its DB (Note
+    [Tests by token]); None on another (a one-shot one asks DuckDB)."""
     from torchtalk.connmemo import per_connection
 
-    if getattr(con, "engine", None) == "memory" and "test" in tables(con):
-        per_connection(con, "tests-by-token", _TestTokens)
+    return per_connection(con, "tests-by-token", _TestTokens) if getattr(con, "engine", None) == "memory" else None
 
 
 # Note [Tests by token]: find_similar_tests scores each test function by the
