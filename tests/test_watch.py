@@ -165,7 +165,7 @@ def test_the_gc_between_updates_frees_a_frozen_cycle_in_its_full_collection():
     import gc
     import weakref
 
-    from torchtalk.cli.watch import _collect_between_updates
+    from torchtalk.watch import collect_between_updates
 
     class Node:
         pass
@@ -176,13 +176,13 @@ def test_the_gc_between_updates_frees_a_frozen_cycle_in_its_full_collection():
         a, b = Node(), Node()
         a.other, b.other = b, a
         gone = weakref.ref(a)
-        _collect_between_updates(full=False)  # alive: frozen
+        collect_between_updates(full=False)  # alive: frozen
         gc.disable()  # as the next update leaves it
         del a, b
-        _collect_between_updates(full=False)
+        collect_between_updates(full=False)
         assert gone() is not None  # frozen: not walked
         gc.disable()
-        _collect_between_updates(full=True)
+        collect_between_updates(full=True)
         assert gone() is None and gc.isenabled()
     finally:
         gc.unfreeze()
@@ -196,7 +196,7 @@ def test_the_gc_between_updates_collects_before_it_freezes():
     import gc
     import weakref
 
-    from torchtalk.cli.watch import _collect_between_updates
+    from torchtalk.watch import collect_between_updates
 
     class Node:
         pass
@@ -209,7 +209,7 @@ def test_the_gc_between_updates_collects_before_it_freezes():
         gone = weakref.ref(a)
         kept = Node()
         del a, b
-        _collect_between_updates()
+        collect_between_updates()
         assert gone() is None and gc.isenabled() and gc.get_freeze_count() > 0
         assert kept is not None
     finally:

@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
         from extractors.workers import die_with_parent
 
         die_with_parent(args.parent)
-    from torchtalk.cli.watch import FULL_EVERY, _collect_between_updates
+    from torchtalk.watch import FULL_EVERY, collect_between_updates
 
     memo: dict = {}
     done = 0
@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         for write in later:
             write()
         done += 1
-        _collect_between_updates(full=done % FULL_EVERY == 0)  # Note [GC between updates]
+        collect_between_updates(full=done % FULL_EVERY == 0)  # Note [GC between updates]
     from torchtalk.index import release
 
     release(memo)

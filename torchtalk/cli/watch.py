@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     from torchtalk.errors import InputError, TorchTalkError
     from torchtalk.paths import default_source
     from torchtalk.qclient import enabled as qserver_enabled
-    from torchtalk.watch import Watcher, describe
+    from torchtalk.watch import FULL_EVERY, Watcher, collect_between_updates, describe
 
     if args.jobs is not None and args.jobs < 1:
         raise InputError(f"--jobs must be at least 1, got {args.jobs}")
@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
                 write()
         finally:
             updates[0] += 1
-            _collect_between_updates(full=updates[0] % FULL_EVERY == 0)
+            collect_between_updates(full=updates[0] % FULL_EVERY == 0)
 
     def failed(exc: BaseException) -> None:
         if isinstance(exc, TorchTalkError):
@@ -130,12 +130,13 @@ def _warm_up(warm, busy, say) -> None:
     import time
 
     from torchtalk.errors import TorchTalkError
+    from torchtalk.watch import collect_between_updates
 
     t = time.perf_counter()
     try:
         with busy:
             warmed = warm()
-            _collect_between_updates(full=False)
+            collect_between_updates(full=False)
     except Exception as exc:  # noqa: BLE001 - the updates do without it
         why = exc.render() if isinstance(exc, TorchTalkError) else f"{type(exc).__name__}: {exc}"
         print(f"torchtalk: warm-up failed (updates read the layers' caches instead): {why}", file=sys.stderr,
@@ -143,34 +144,6 @@ def _warm_up(warm, busy, say) -> None:
         return
     took = f": read {', '.join(warmed)} in {time.perf_counter() - t:.2f} s" if warmed else ""
     say(f"ready for edits{took}")
-
-
-# every how many updates the GC walks the frozen objects too (Note [GC between updates])
-FULL_EVERY = 8
-
-
-def _collect_between_updates(full: bool = True) -> None:
-    """Note [GC between updates]: an update runs with the cyclic GC paused
-    (Note [No GC in an update] in extractors/base.py) and leaves millions of
-    new objects the layers keep for the next one (Note [Layer memo]).
-    Resumed as it is, the GC would walk them all in its next collections,
-    some of them inside the next update (0.5-0.8 s of a .py edit's). So the
-    watcher collects once, after saying the update is out, then freezes the
-    survivors: until the next update, collections (of the query server's
-    objects) walk only new ones. That collection walks only what is not
-    frozen, the objects made since the last one (0.03-0.23 s after a .cpp,
-    .py or YAML edit, where walking every object took 0.76-1.09 s, and an
-    edit made within it waited for it): a cycle of objects frozen before
-    that became garbage since is freed by the `full` collection, which
-    unfreezes every object first, every FULL_EVERY updates (a .cpp body
-    edit leaves ~9,000 such objects)."""
-    import gc
-
-    if full:
-        gc.unfreeze()
-    gc.collect()
-    gc.freeze()
-    gc.enable()
 
 
 def _serve(db: Path):
