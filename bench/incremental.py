@@ -54,6 +54,17 @@ EDITS = (
 )
 
 
+
+def watch_plan() -> list[tuple[str, str, str, str]]:
+    """EDITS as the watcher benchmarks make them (bench/watch.py,
+    bench/mcp_watch.py): the .cpp body and the .py edits twice, the second
+    time reading what the first kept (Note [Layer memo])."""
+    cpp, py = EDITS[0][1], EDITS[2][1]
+    return [EDITS[0], ("the same .cpp, again", cpp, "// a line more\n", "// a line more\n// and one\n"),
+            EDITS[1], EDITS[2],
+            ("the same .py, again", py, "    torch.sigmoid(input)\n", "    torch.sigmoid(input)\n" * 2),
+            *EDITS[3:]]
+
 def index(src: Path, db: Path, layers: str, code: Path | None = None) -> tuple[float, float, str, list[str]]:
     """(wall s, CPU s, mode, layers that ran) of one `torchtalk index`
     process (of the checkout `code`, default this one)."""

@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 from _machine import reference_line  # (from this directory, before it leaves sys.path)
-from incremental import EDITS, arguments, edit, index, scratch
+from incremental import arguments, edit, index, scratch, watch_plan
 
 # bench/mcp.py is named mcp.py: keep this directory off sys.path so `import mcp` finds the SDK
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
@@ -41,14 +41,6 @@ from mcp import Client  # noqa: E402
 from mcp.client.stdio import StdioServerParameters  # noqa: E402
 
 IDLE = "indexing in the background"  # get_status says this while a stage or update runs
-
-
-def plan() -> list[tuple[str, str, str, str]]:
-    cpp, py = EDITS[0][1], EDITS[2][1]
-    return [EDITS[0], ("the same .cpp, again", cpp, "// a line more\n", "// a line more\n// and one\n"),
-            EDITS[1], EDITS[2],
-            ("the same .py, again", py, "    torch.sigmoid(input)\n", "    torch.sigmoid(input)\n" * 2),
-            *EDITS[3:]]
 
 
 def identity(db: Path) -> tuple[int, int] | None:
@@ -127,7 +119,7 @@ def main() -> None:
         p = StdioServerParameters(command=sys.executable, cwd=str(code), env=env,
                                   args=["-m", "torchtalk", "mcp-serve", "--source", str(src), "--no-compiler-tier"])
         for r in range(opts.rounds):
-            edits = plan() if r % 2 == 0 else [(w, rel, new, old) for w, rel, old, new in plan()][::-1]
+            edits = watch_plan() if r % 2 == 0 else [(w, rel, new, old) for w, rel, old, new in watch_plan()][::-1]
             logs = Path(os.environ["TORCHTALK_CACHE_DIR"]) / "logs"
             for log in logs.glob("*.mcp-index.log"):
                 log.unlink()

@@ -37,7 +37,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _machine import stop  # noqa: E402
-from incremental import EDITS, arguments, edit, index, scratch  # noqa: E402
+from incremental import arguments, edit, index, scratch, watch_plan  # noqa: E402
 
 
 class Lines:
@@ -87,12 +87,7 @@ def main() -> None:
             ready = lines.of("ready for edits", opts.settle)
             rows.append(("watcher start to ready for edits", time.perf_counter() - t,
                          ready.strip() if ready else f"(no such line: {opts.settle:.0f} s waited)"))
-            cpp, py = EDITS[0][1], EDITS[2][1]
-            plan = [EDITS[0], ("the same .cpp, again", cpp, "// a line more\n", "// a line more\n// and one\n"),
-                    EDITS[1], EDITS[2],
-                    ("the same .py, again", py, "    torch.sigmoid(input)\n", "    torch.sigmoid(input)\n" * 2),
-                    *EDITS[3:]]
-            for what, rel, old, new in plan:
+            for what, rel, old, new in watch_plan():
                 time.sleep(1.0)
                 t = time.perf_counter()
                 edit(src / rel, old, new)
